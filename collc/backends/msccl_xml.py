@@ -1,0 +1,326 @@
+"""MSCCL XML: a pure printer for three dialects and a reader for any MSCCL XML.
+
+The writer obeys the lexical rules of the runtimes' hand-written parser
+(reference/msccl-runtime.md 1.1, 6): no XML declaration, two-space indentation
+and no tabs, one tag per line with all attributes on it, single spaces, double
+quotes, plain decimal integers, self-closing ``<step/>``.  Output depends only on
+the Program, so writing twice gives identical bytes.
+
+Dialects differ only in the ``<algo>`` header: ``executor`` and ``rccl`` carry
+``inplace outofplace minBytes maxBytes`` and spell ``reducescatter``; ``legacy``
+(microsoft/msccl) has no ``outofplace``, spells ``reduce_scatter`` and writes
+``minBytes``/``maxBytes`` only when a window is set.
+
+The reader is tolerant: it loads what it can into a ``Program`` and returns the
+lexical and attribute problems it saw as ``Diagnostic`` values for the checker,
+instead of failing on the first one.  It rejects only files it cannot parse at
+all (``EmitError``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from lxml import etree
+
+from collc.compiler.limits import Dialect
+from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
+from collc.errors import EmitError
+
+ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
+              "outofplace", "minBytes", "maxBytes")
+REQUIRED_ALGO: dict[Dialect, tuple[str, ...]] = {
+    Dialect.EXECUTOR: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "minBytes", "maxBytes",
+                       "inplace", "outofplace"),
+    Dialect.RCCL: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "minBytes", "maxBytes",
+                   "inplace", "outofplace"),
+    Dialect.LEGACY: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "inplace"),
+}
+GPU_ATTRS = ("id", "i_chunks", "o_chunks", "s_chunks")
+TB_ATTRS = ("id", "send", "recv", "chan")
+STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
+INT_ATTRS = frozenset({"nchannels", "nchunksperloop", "ngpus", "inplace", "outofplace", "minBytes", "maxBytes",
+                       "id", "i_chunks", "o_chunks", "s_chunks", "send", "recv", "chan", "s", "srcoff",
+                       "dstoff", "cnt", "depid", "deps", "hasdep", "nthreads"})
+COLL_SPELLING = {"reducescatter": {Dialect.EXECUTOR: "reducescatter", Dialect.RCCL: "reducescatter",
+                                   Dialect.LEGACY: "reduce_scatter"}}
+MAX_NAME = 63
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A problem found while reading a file; ``where`` is a line or element path."""
+
+    where: str
+    message: str
+    kind: str = "error"  # "error" or "warning"
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    path: str
+    program: Program
+    attrs: dict[str, str]          # the <algo> attributes as written
+    diagnostics: tuple[Diagnostic, ...]
+    missing: tuple[tuple[str, str], ...]  # (element path, attribute) absent from the file
+
+
+# --------------------------------------------------------------------------- writer
+def _clean_name(name: str) -> str:
+    safe = re.sub(r'[^A-Za-z0-9_.:+=,()-]', "_", name)
+    return safe[:MAX_NAME]
+
+
+def algo_header(program: Program, dialect: Dialect) -> str:
+    coll = COLL_SPELLING.get(program.coll, {}).get(dialect, program.coll)
+    attrs: list[tuple[str, object]] = [
+        ("name", _clean_name(program.name)), ("proto", program.proto.value), ("nchannels", program.nchannels),
+        ("nchunksperloop", program.nchunksperloop), ("ngpus", program.ngpus), ("coll", coll),
+        ("inplace", program.inplace)]
+    if dialect is Dialect.LEGACY:
+        if program.min_bytes:
+            attrs.append(("minBytes", program.min_bytes))
+        if program.max_bytes:
+            attrs.append(("maxBytes", program.max_bytes))
+    else:
+        attrs += [("outofplace", program.outofplace if program.outofplace is not None else 1 - program.inplace),
+                  ("minBytes", program.min_bytes or 0), ("maxBytes", program.max_bytes or 0)]
+    return "<algo " + " ".join(f'{k}="{v}"' for k, v in attrs) + ">"
+
+
+def _gpu_lines(gpu: Gpu) -> Iterator[str]:
+    yield (f'  <gpu id="{gpu.id}" i_chunks="{gpu.i_chunks}" o_chunks="{gpu.o_chunks}" '
+           f's_chunks="{gpu.s_chunks}">')
+    for tb in gpu.tbs:
+        yield f'    <tb id="{tb.id}" send="{tb.send}" recv="{tb.recv}" chan="{tb.chan}">'
+        for st in tb.steps:
+            yield (f'      <step s="{st.s}" type="{st.type.value}" srcbuf="{st.srcbuf}" srcoff="{st.srcoff}" '
+                   f'dstbuf="{st.dstbuf}" dstoff="{st.dstoff}" cnt="{st.cnt}" depid="{st.depid}" '
+                   f'deps="{st.deps}" hasdep="{st.hasdep}"/>')
+        yield "    </tb>"
+    yield "  </gpu>"
+
+
+def to_xml(program: Program, dialect: Dialect = Dialect.EXECUTOR, ranks: list[int] | None = None) -> str:
+    """Print the program (or only the given ranks' ``<gpu>``, for shards) as text."""
+    lines = [algo_header(program, dialect)]
+    for gpu in program.gpus:
+        if ranks is None or gpu.id in ranks:
+            lines.extend(_gpu_lines(gpu))
+    lines.append("</algo>")
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write via a temporary file in the same directory, then rename."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise EmitError(f"cannot write {target}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --------------------------------------------------------------------------- lexical rules
+_TAG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]*")
+_ATTR = re.compile(r' ([A-Za-z_][A-Za-z0-9_.-]*)="([^"]*)"')
+_DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)\Z")
+
+
+def lexical_check(text: str) -> list[Diagnostic]:
+    """Apply the runtime parser's lexical rules (msccl-runtime.md 1.1) to raw text."""
+    out: list[Diagnostic] = []
+    pos, n, line = 0, len(text), 1
+
+    def add(msg: str, kind: str = "error") -> None:
+        if len(out) < 50:
+            out.append(Diagnostic(f"line {line}", msg, kind))
+
+    while pos < n:
+        lt = text.find("<", pos)
+        gap = text[pos:] if lt < 0 else text[pos:lt]
+        for ch in set(gap):
+            if ch not in " \n\r":
+                what = "a tab" if ch == "\t" else f"character {ch!r}"
+                add(f"{what} between elements: the runtime parser expects '<' (indent with spaces)")
+        line += gap.count("\n")
+        if lt < 0:
+            break
+        if text.startswith("<!--", lt):
+            end = text.find("-->", lt)
+            if end < 0:
+                add("unterminated comment")
+                break
+            line += text.count("\n", lt, end)
+            pos = end + 3
+            continue
+        gt = text.find(">", lt)
+        if gt < 0:
+            add("unterminated tag")
+            break
+        tag = text[lt + 1:gt]
+        if "\n" in tag or "\r" in tag:
+            add("a tag spans several lines: the runtime parser needs every attribute on the tag's line")
+        if tag.startswith("?"):
+            add("XML declaration '<?xml ...?>': the runtime parser fails with \"expected >, got '?'\"")
+        elif tag.startswith("/"):
+            if not _TAG_NAME.fullmatch(tag[1:]):
+                add(f"closing tag '<{tag}>' must be exactly '</name>'")
+        else:
+            _check_start_tag(tag.rstrip("/"), add)
+        line += tag.count("\n")
+        pos = gt + 1
+    return out
+
+
+def _check_start_tag(tag: str, add: "_Adder") -> None:
+    m = _TAG_NAME.match(tag)
+    if not m:
+        add(f"malformed tag '<{tag[:40]}'")
+        return
+    rest = tag[m.end():]
+    if "'" in rest:
+        add("single-quoted attribute value: the runtime parser needs double quotes")
+        return
+    attrs = _ATTR.findall(rest)
+    leftover = _ATTR.sub("", rest).strip()
+    if leftover:
+        add(f"cannot read attributes of <{m.group()}>: {leftover[:40]!r}")
+    phantom = rest.count('"  ') + rest.startswith("  ")
+    if phantom:
+        add(f"<{m.group()}> has repeated spaces between attributes (each wastes one of 16 attribute slots)",
+            "warning")
+    if len(attrs) + phantom > 16:
+        add(f"<{m.group()}> has {len(attrs)} attributes: the runtime keeps 16 and silently drops the rest")
+    for key, value in attrs:
+        if key in INT_ATTRS and not _DECIMAL.match(value):
+            if re.fullmatch(r"-?0[0-9]+", value):
+                add(f"{key}=\"{value}\" has a leading zero: strtol reads it as octal")
+            else:
+                add(f"{key}=\"{value}\" is not a plain decimal integer")
+
+
+class _Adder:  # pragma: no cover - typing helper only
+    def __call__(self, msg: str, kind: str = "error") -> None: ...
+
+
+# --------------------------------------------------------------------------- reader
+def _int(el: etree._Element, key: str, path: str, missing: list[tuple[str, str]],
+         diags: list[Diagnostic], default: int = 0) -> int:
+    raw = el.get(key)
+    if raw is None:
+        missing.append((path, key))
+        return default
+    try:
+        return int(raw, 10)
+    except ValueError:
+        diags.append(Diagnostic(path, f"{key}=\"{raw}\" is not an integer"))
+        return default
+
+
+def read_xml(path: str | os.PathLike[str]) -> ParsedFile:
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise EmitError(f"cannot read {p}: {exc.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise EmitError(f"{p} is not a text file") from None
+    return parse_xml(text, str(p))
+
+
+def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
+    diags = lexical_check(text)
+    parser = etree.XMLParser(huge_tree=True, remove_comments=True, resolve_entities=False, no_network=True)
+    try:
+        root = etree.fromstring(text.encode("utf-8"), parser)
+    except etree.XMLSyntaxError as exc:
+        raise EmitError(f"{path} is not well-formed XML: {exc}") from None
+    if root.tag != "algo":
+        raise EmitError(f"{path}: the first element is <{root.tag}>, expected <algo>")
+    missing: list[tuple[str, str]] = []
+    attrs = {str(k): str(v) for k, v in root.attrib.items()}
+    proto_raw = attrs.get("proto", "Simple")
+    try:
+        proto = Proto(proto_raw)
+    except ValueError:
+        diags.append(Diagnostic("<algo>", f"proto=\"{proto_raw}\" is not Simple, LL or LL128"))
+        proto = Proto.SIMPLE
+    for key in ("proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace"):
+        if key not in attrs:
+            missing.append(("<algo>", key))
+
+    def opt(key: str) -> int | None:
+        raw_v = attrs.get(key)
+        if raw_v is None:
+            return None
+        try:
+            return int(raw_v, 10)
+        except ValueError:
+            diags.append(Diagnostic("<algo>", f"{key}=\"{raw_v}\" is not an integer"))
+            return None
+
+    gpus: list[Gpu] = []
+    for g in root.iterchildren("gpu"):
+        gid = _int(g, "id", "<gpu>", missing, diags)
+        gpath = f"gpu {gid}"
+        tbs: list[Threadblock] = []
+        for t in g.iterchildren("tb"):
+            tid = _int(t, "id", f"{gpath} <tb>", missing, diags)
+            tpath = f"{gpath} tb {tid}"
+            steps: list[Step] = []
+            for s in t.iterchildren("step"):
+                spath = f"{tpath} step {len(steps)}"
+                type_raw = s.get("type")
+                if type_raw is None:
+                    missing.append((spath, "type"))
+                    stype = StepType.NOP
+                else:
+                    try:
+                        stype = StepType(type_raw)
+                    except ValueError:
+                        diags.append(Diagnostic(spath, f"unknown step type \"{type_raw}\""))
+                        stype = StepType.NOP
+                srcbuf, dstbuf = s.get("srcbuf"), s.get("dstbuf")
+                if srcbuf is None:
+                    missing.append((spath, "srcbuf"))
+                if dstbuf is None:
+                    missing.append((spath, "dstbuf"))
+                steps.append(Step(
+                    s=_int(s, "s", spath, missing, diags, len(steps)), type=stype,
+                    srcbuf=srcbuf or "i", srcoff=_int(s, "srcoff", spath, missing, diags),
+                    dstbuf=dstbuf or "o", dstoff=_int(s, "dstoff", spath, missing, diags),
+                    cnt=_int(s, "cnt", spath, missing, diags, 1),
+                    depid=_int(s, "depid", spath, missing, diags, -1),
+                    deps=_int(s, "deps", spath, missing, diags, -1),
+                    hasdep=_int(s, "hasdep", spath, missing, diags)))
+            tbs.append(Threadblock(tid, _int(t, "send", tpath, missing, diags, -1),
+                                   _int(t, "recv", tpath, missing, diags, -1),
+                                   _int(t, "chan", tpath, missing, diags), tuple(steps)))
+        gpus.append(Gpu(gid, _int(g, "i_chunks", gpath, missing, diags),
+                        _int(g, "o_chunks", gpath, missing, diags),
+                        _int(g, "s_chunks", gpath, missing, diags), tuple(tbs)))
+    extra = tuple(sorted((k, v) for k, v in attrs.items() if k not in ALGO_ATTRS))
+    program = Program(
+        name=attrs.get("name", ""), proto=proto, nchannels=opt("nchannels") or 0,
+        nchunksperloop=opt("nchunksperloop") or 0, ngpus=opt("ngpus") or 0,
+        coll=attrs.get("coll", ""), inplace=opt("inplace") or 0, outofplace=opt("outofplace"),
+        min_bytes=opt("minBytes"), max_bytes=opt("maxBytes"), gpus=tuple(gpus), extra=extra)
+    return ParsedFile(path, program, attrs, tuple(diags), tuple(missing))

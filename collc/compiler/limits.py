@@ -1,0 +1,55 @@
+"""Hard limits of each runtime dialect (reference/msccl-runtime.md 1.1, 1.4, 7).
+
+``executor`` is NCCL's MSCCL executor (Azure/msccl-executor-nccl), ``rccl`` is
+RCCL's embedded copy (64 threadblocks per GPU, 128 channels), ``legacy`` the old
+microsoft/msccl runtime (256 steps, 216 threadblocks, default maxBytes 128 MB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from collc.errors import CollcError
+
+
+class Dialect(str, Enum):
+    EXECUTOR = "executor"
+    RCCL = "rccl"
+    LEGACY = "legacy"
+
+    @classmethod
+    def parse(cls, text: str) -> Dialect:
+        for d in cls:
+            if d.value == text:
+                return d
+        raise CollcError(f"unknown dialect {text!r} (choose executor, rccl or legacy)")
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps_per_tb: int
+    max_tbs_per_gpu: int
+    max_channels: int
+    max_tbs_per_channel: int = 32
+    max_cnt: int = 71
+    max_depid: int = 127          # int8 on device
+    max_offset: int = 32767       # int16 on device
+    max_nodes_per_rank: int = 4096
+    max_children: int = 1024      # <gpu> per <algo>, <tb> per <gpu>, <step> per <tb>
+    max_attrs: int = 16
+    max_fused_reduce: int = 16
+    legacy_default_max_bytes: int = 1 << 27  # exclusive upper bound when maxBytes is absent
+
+
+LIMITS: dict[Dialect, Limits] = {
+    Dialect.EXECUTOR: Limits(max_steps_per_tb=64, max_tbs_per_gpu=1024, max_channels=32),
+    Dialect.RCCL: Limits(max_steps_per_tb=64, max_tbs_per_gpu=64, max_channels=128),
+    Dialect.LEGACY: Limits(max_steps_per_tb=256, max_tbs_per_gpu=216, max_channels=32),
+}
+
+# Runtime buffer geometry used to model slicing (msccl-runtime.md 1.5; NCCL defaults).
+NCCL_STEPS = 8
+SIMPLE_BUFF = 1 << 22                      # 4 MiB
+LL_BUFF = 8 * 512 * NCCL_STEPS * 16        # lines/thread * threads * steps * 16 B
+LL128_BUFF = 120 * 640 * NCCL_STEPS * 8    # elems/thread * threads * steps * 8 B

@@ -1,0 +1,122 @@
+"""The lowered Program: gpus -> threadblocks -> steps, the exact model of an MSCCL XML.
+
+Integers keep the XML's meaning: ``depid``/``deps`` of -1 mean "no dependency"
+and offsets of -1 appear on ``nop`` steps, exactly as the runtimes read them.
+The reader builds this model from any XML file; the lowering passes build it
+from a Schedule; the writer prints it; the checker simulates it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from collc.ir.collective import CollKind
+
+
+class StepType(str, Enum):
+    SEND = "s"
+    RECV = "r"
+    RECV_COPY_SEND = "rcs"
+    RECV_REDUCE_SEND = "rrs"
+    RECV_REDUCE_COPY = "rrc"
+    RECV_REDUCE_COPY_SEND = "rrcs"
+    COPY = "cpy"
+    REDUCE = "re"
+    NOP = "nop"
+
+    @property
+    def sends(self) -> bool:
+        return self in _SENDS
+
+    @property
+    def receives(self) -> bool:
+        return self in _RECVS
+
+    @property
+    def reduces(self) -> bool:
+        return self in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY,
+                        StepType.RECV_REDUCE_COPY_SEND, StepType.REDUCE)
+
+    @property
+    def reads_src(self) -> bool:
+        """True where the step reads its local ``src`` operand."""
+        return self in (StepType.SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY,
+                        StepType.RECV_REDUCE_COPY_SEND, StepType.COPY, StepType.REDUCE)
+
+    @property
+    def writes_dst(self) -> bool:
+        return self in (StepType.RECV, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_COPY,
+                        StepType.RECV_REDUCE_COPY_SEND, StepType.COPY, StepType.REDUCE)
+
+
+_SENDS = frozenset({StepType.SEND, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND,
+                    StepType.RECV_REDUCE_COPY_SEND})
+_RECVS = frozenset({StepType.RECV, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND,
+                    StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND})
+
+
+class Proto(str, Enum):
+    SIMPLE = "Simple"
+    LL = "LL"
+    LL128 = "LL128"
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    s: int
+    type: StepType
+    srcbuf: str
+    srcoff: int
+    dstbuf: str
+    dstoff: int
+    cnt: int
+    depid: int = -1
+    deps: int = -1
+    hasdep: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Threadblock:
+    id: int
+    send: int
+    recv: int
+    chan: int
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    id: int
+    i_chunks: int
+    o_chunks: int
+    s_chunks: int
+    tbs: tuple[Threadblock, ...]
+
+
+@dataclass(frozen=True)
+class Program:
+    """One ``<algo>``.  ``gpus`` may hold a subset of ranks (a per-rank shard)."""
+
+    name: str
+    proto: Proto
+    nchannels: int
+    nchunksperloop: int
+    ngpus: int
+    coll: str
+    inplace: int
+    outofplace: int | None
+    min_bytes: int | None
+    max_bytes: int | None
+    gpus: tuple[Gpu, ...]
+    extra: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def kind(self) -> CollKind:
+        return CollKind.parse(self.coll)
+
+    def gpu(self, rank: int) -> Gpu:
+        for g in self.gpus:
+            if g.id == rank:
+                return g
+        raise KeyError(rank)

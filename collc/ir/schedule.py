@@ -1,0 +1,124 @@
+"""The Schedule IR: a collective plus chunk transfers ordered by step.
+
+A ``Transfer`` moves (copy) or accumulates (reduce) a list of chunks from one
+rank's buffer into another rank's buffer.  Step semantics are synchronous: every
+transfer of step ``t`` reads the state left by steps ``< t``; the writes of one
+step land together.  A transfer whose ``src`` equals ``dst`` is a local copy or
+reduce.  ``lane`` separates independent replicas (instances, or the two
+directions of a bidirectional ring) so that lowering may give each its own
+channels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from collc.errors import ScheduleError
+from collc.ir.collective import Buffer, Collective
+
+# Chunk index lists are ranges when contiguous (cheap at 1024 ranks), else tuples.
+Slots = range | tuple[int, ...]
+
+
+def make_slots(indices: Iterable[int]) -> Slots:
+    """Normalize chunk indices: a ``range`` when contiguous and ascending."""
+    if isinstance(indices, range) and indices.step == 1:
+        return indices
+    items = tuple(indices)
+    if items and all(b - a == 1 for a, b in zip(items, items[1:])):
+        return range(items[0], items[-1] + 1)
+    return items
+
+
+class Op(str, Enum):
+    COPY = "copy"
+    REDUCE = "reduce"
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    step: int
+    src: int
+    dst: int
+    src_buf: Buffer
+    src_idx: Slots
+    dst_buf: Buffer
+    dst_idx: Slots
+    op: Op = Op.COPY
+    lane: int = 0
+
+    def __post_init__(self) -> None:
+        if self.step < 0 or self.lane < 0:
+            raise ScheduleError(f"negative step or lane in {self}")
+        if len(self.src_idx) != len(self.dst_idx) or len(self.src_idx) == 0:
+            raise ScheduleError(f"transfer needs equal, non-empty source and destination chunk lists: {self}")
+        if min(self.src_idx) < 0 or min(self.dst_idx) < 0:
+            raise ScheduleError(f"negative chunk index in {self}")
+        if self.src == self.dst and self.src_buf == self.dst_buf and set(self.src_idx) & set(self.dst_idx):
+            raise ScheduleError(f"local transfer onto its own chunks: {self}")
+
+    @property
+    def count(self) -> int:
+        return len(self.src_idx)
+
+    @property
+    def is_local(self) -> bool:
+        return self.src == self.dst
+
+    def sort_key(self) -> tuple[int, int, int, int, int, int]:
+        return (self.step, self.lane, self.src, self.dst, self.src_idx[0], self.dst_idx[0])
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a schedule came from: algorithm, its parameters, topology, paper."""
+
+    algorithm: str
+    params: tuple[tuple[str, str], ...] = ()
+    topology: str = ""
+    reference: str = ""
+
+
+@dataclass(frozen=True)
+class Schedule:
+    collective: Collective
+    transfers: tuple[Transfer, ...]
+    provenance: Provenance
+    scratch_chunks: int = 0
+    _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        ordered = tuple(sorted(self.transfers, key=Transfer.sort_key))
+        object.__setattr__(self, "transfers", ordered)
+        n = self.collective.nranks
+        sizes = {Buffer.INPUT: self.collective.input_chunks, Buffer.OUTPUT: self.collective.output_chunks,
+                 Buffer.SCRATCH: self.scratch_chunks}
+        nsteps = 0
+        for t in ordered:
+            if not (0 <= t.src < n and 0 <= t.dst < n):
+                raise ScheduleError(f"rank out of range 0..{n - 1} in {t}")
+            for buf, idx in ((t.src_buf, t.src_idx), (t.dst_buf, t.dst_idx)):
+                if max(idx) >= sizes[buf]:
+                    raise ScheduleError(f"chunk {max(idx)} beyond buffer {buf.value} of {sizes[buf]} chunks in {t}")
+            nsteps = max(nsteps, t.step + 1)
+        groups: list[list[Transfer]] = [[] for _ in range(nsteps)]
+        for t in ordered:
+            groups[t.step].append(t)
+        object.__setattr__(self, "_by_step", tuple(tuple(g) for g in groups))
+
+    @property
+    def nsteps(self) -> int:
+        return len(self._by_step)
+
+    def step(self, index: int) -> tuple[Transfer, ...]:
+        return self._by_step[index]
+
+    @property
+    def steps(self) -> Sequence[tuple[Transfer, ...]]:
+        return self._by_step
+
+    @property
+    def lanes(self) -> int:
+        return 1 + max((t.lane for t in self.transfers), default=0)

@@ -1,0 +1,108 @@
+"""Symbolic chunk values shared by the Schedule verifier and the Program checker.
+
+A value is a node id.  Leaves are input chunks ``(rank, chunk)``; an inner node is
+the reduction of two nodes.  Nodes are hash-consed with commutative keys, so two
+ranks that combine the same operands in the same tree shape hold the same node
+(IEEE addition is commutative but not associative: equal trees give bitwise equal
+results, different trees may not).  Each node carries its origin chunk index and
+a bit mask of origin ranks, which makes double counting (overlapping masks) and
+mixing of different chunks (which no collective ever wants) cheap to detect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from collc.ir.collective import Contribution
+
+
+class DataError(Exception):
+    """A reduction that can never be part of a correct collective."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    chunk: int
+    mask: int
+
+
+class ExactDomain:
+    def __init__(self, nranks: int) -> None:
+        self.nranks = nranks
+        self._chunk: list[int] = []
+        self._mask: list[int] = []
+        self._leaf: dict[tuple[int, int], int] = {}
+        self._inner: dict[tuple[int, int], int] = {}
+
+    def _new(self, chunk: int, mask: int) -> int:
+        self._chunk.append(chunk)
+        self._mask.append(mask)
+        return len(self._chunk) - 1
+
+    def leaf(self, rank: int, chunk: int) -> int:
+        key = (rank, chunk)
+        node = self._leaf.get(key)
+        if node is None:
+            node = self._new(chunk, 1 << rank)
+            self._leaf[key] = node
+        return node
+
+    def reduce(self, a: int, b: int) -> int:
+        key = (a, b) if a <= b else (b, a)
+        node = self._inner.get(key)
+        if node is not None:
+            return node
+        ca, cb = self._chunk[a], self._chunk[b]
+        if ca != cb:
+            raise DataError(f"adds {self.describe(a)} to {self.describe(b)}: different chunks are never summed")
+        overlap = self._mask[a] & self._mask[b]
+        if overlap:
+            ranks = _ranks(overlap)
+            raise DataError(f"counts the contribution of rank(s) {_short(ranks)} to chunk {ca} twice")
+        node = self._new(ca, self._mask[a] | self._mask[b])
+        self._inner[key] = node
+        return node
+
+    def chunk(self, node: int) -> int:
+        return self._chunk[node]
+
+    def mask(self, node: int) -> int:
+        return self._mask[node]
+
+    def expect(self, contributions: frozenset[Contribution]) -> Expect:
+        chunks = {c for _, c in contributions}
+        if len(chunks) != 1:
+            raise ValueError("an expected value mixes chunks")
+        mask = 0
+        for r, _ in contributions:
+            mask |= 1 << r
+        return Expect(chunks.pop(), mask)
+
+    def matches(self, node: int | None, want: Expect) -> bool:
+        return node is not None and self._chunk[node] == want.chunk and self._mask[node] == want.mask
+
+    def describe(self, node: int | None) -> str:
+        if node is None:
+            return "uninitialized data"
+        ranks = _ranks(self._mask[node])
+        return f"chunk {self._chunk[node]} of rank(s) {_short(ranks)}"
+
+    def describe_expect(self, want: Expect) -> str:
+        return f"chunk {want.chunk} of rank(s) {_short(_ranks(want.mask))}"
+
+
+def _ranks(mask: int) -> list[int]:
+    out = []
+    i = 0
+    while mask:
+        if mask & 1:
+            out.append(i)
+        mask >>= 1
+        i += 1
+    return out
+
+
+def _short(ranks: list[int]) -> str:
+    if len(ranks) > 8:
+        return "{" + ", ".join(map(str, ranks[:6])) + f", ... ({len(ranks)} ranks)" + "}"
+    return "{" + ", ".join(map(str, ranks)) + "}"

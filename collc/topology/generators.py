@@ -1,0 +1,284 @@
+"""Generators for the standard topology families.
+
+Every generator validates its arguments (:class:`TopologyError` on bad ones),
+names the topology with its canonical spec string (``parse_spec(t.name) == t``),
+records its parameters in ``Topology.params`` and, where one is known, a
+Hamiltonian cycle over the ranks in ``Topology.cycle``.
+
+Rank numbering of tori and meshes is **row-major, last dimension fastest**:
+in ``torus([R, C])`` rank ``r * C + c`` sits at row ``r``, column ``c``;
+:func:`coords` and :func:`rank_of` convert.
+
+All links of one generated topology share ``bandwidth`` (GB/s) and
+``latency`` (us).  Non-default values appear in the name as ``bw=`` / ``lat=``
+options, e.g. ``ring:8:uni,bw=25,lat=0.7``.
+
+>>> torus([4, 4]).name, len(torus([4, 4]).links)
+('torus:4x4', 64)
+>>> coords(6, [4, 4]), rank_of((1, 2), [4, 4])
+((1, 2), 6)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from collc.errors import TopologyError
+from collc.topology.model import Link, Topology
+
+__all__ = ["ring", "torus", "mesh", "hypercube", "complete", "switch", "coords", "rank_of",
+           "MAX_RANKS", "MAX_LINKS"]
+
+#: Largest number of ranks a generator accepts.
+MAX_RANKS = 1 << 16
+#: Largest number of directed links a generator accepts (bounds ``complete``).
+MAX_LINKS = 1 << 22
+
+Coord = tuple[int, ...]
+
+
+# ---------------------------------------------------------------------- argument checks
+def _check_count(value: object, what: str, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TopologyError(f"{what} must be an integer, got {value!r}")
+    if value < minimum:
+        raise TopologyError(f"{what} must be >= {minimum}, got {value}")
+    if value > MAX_RANKS:
+        raise TopologyError(f"{what} must be <= {MAX_RANKS}, got {value}")
+    return value
+
+
+def _check_dims(dims: Sequence[int], family: str) -> tuple[int, ...]:
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence) or len(dims) == 0:
+        raise TopologyError(f"{family} dimensions must be a non-empty sequence of integers, got {dims!r}")
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise TopologyError(f"{family} dimensions must be integers, got {dims!r}")
+    out = tuple(dims)
+    if any(d < 2 for d in out):
+        raise TopologyError(f"{family} dimensions must each be >= 2, got {_dims_str(out)}")
+    if math.prod(out) > MAX_RANKS:
+        raise TopologyError(f"{family} {_dims_str(out)} has {math.prod(out)} ranks, more than {MAX_RANKS}")
+    return out
+
+
+def _check_link_attrs(bandwidth: float, latency: float) -> None:
+    if not _is_finite_number(bandwidth) or bandwidth <= 0:
+        raise TopologyError(f"bandwidth must be a finite number > 0 (GB/s), got {bandwidth!r}")
+    if not _is_finite_number(latency) or latency < 0:
+        raise TopologyError(f"latency must be a finite number >= 0 (us), got {latency!r}")
+
+
+def _is_finite_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _dims_str(dims: Sequence[int]) -> str:
+    return "x".join(str(d) for d in dims)
+
+
+def format_number(x: float) -> str:
+    """Shortest text that parses back to ``x`` (``25.0`` -> ``25``)."""
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _finish(family: str, args: str, params: list[tuple[str, str]], options: list[str],
+            bandwidth: float, latency: float) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Canonical name and params, adding non-default link attributes."""
+    if float(bandwidth) != 1.0:
+        options.append(f"bw={format_number(bandwidth)}")
+        params.append(("bandwidth", format_number(bandwidth)))
+    if float(latency) != 0.0:
+        options.append(f"lat={format_number(latency)}")
+        params.append(("latency", format_number(latency)))
+    name = f"{family}:{args}" + (":" + ",".join(options) if options else "")
+    return name, tuple(params)
+
+
+# ---------------------------------------------------------------------- coordinates
+def coords(rank: int, dims: Sequence[int]) -> Coord:
+    """Coordinates of ``rank`` in a grid of ``dims`` (row-major, last dim fastest)."""
+    dims_t = _check_dims(dims, "grid")
+    total = math.prod(dims_t)
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < total:
+        raise TopologyError(f"rank {rank!r} is out of range for grid {_dims_str(dims_t)} (0..{total - 1})")
+    out = []
+    for d in reversed(dims_t):
+        rank, c = divmod(rank, d)
+        out.append(c)
+    return tuple(reversed(out))
+
+
+def rank_of(coord: Sequence[int], dims: Sequence[int]) -> int:
+    """Rank at coordinates ``coord`` in a grid of ``dims`` (inverse of :func:`coords`)."""
+    dims_t = _check_dims(dims, "grid")
+    if len(coord) != len(dims_t) or not all(
+            isinstance(c, int) and not isinstance(c, bool) and 0 <= c < d for c, d in zip(coord, dims_t)):
+        raise TopologyError(f"coordinates {tuple(coord)!r} are out of range for grid {_dims_str(dims_t)}")
+    rank = 0
+    for c, d in zip(coord, dims_t):
+        rank = rank * d + c
+    return rank
+
+
+def _strides(dims: Sequence[int]) -> list[int]:
+    strides = [1] * len(dims)
+    for i in range(len(dims) - 2, -1, -1):
+        strides[i] = strides[i + 1] * dims[i + 1]
+    return strides
+
+
+def _grid_links(dims: tuple[int, ...], wrap: bool, bandwidth: float, latency: float) -> tuple[Link, ...]:
+    strides = _strides(dims)
+    links: list[Link] = []
+    for rank in range(math.prod(dims)):
+        neighbors: set[int] = set()
+        for d, stride in zip(dims, strides):
+            c = (rank // stride) % d
+            for step in (-1, 1):
+                nc = c + step
+                if not 0 <= nc < d:
+                    if not wrap:
+                        continue
+                    nc %= d
+                neighbors.add(rank + (nc - c) * stride)
+        links.extend(Link(rank, v, bandwidth, latency) for v in sorted(neighbors))
+    return tuple(links)
+
+
+# ---------------------------------------------------------------------- Hamiltonian cycles on grids
+def _snake(dims: Sequence[int]) -> list[Coord]:
+    """Boustrophedon (reflected mixed-radix Gray code) order of a grid: a
+    Hamiltonian path of the mesh, consecutive entries differ by 1 in one coordinate."""
+    order: list[Coord] = [()]
+    for d in reversed(dims):
+        # prepend dimension d (slower than everything already in order)
+        backwards = order[::-1]
+        order = [(i,) + c for i in range(d) for c in (order if i % 2 == 0 else backwards)]
+    return order
+
+
+def _mesh_cycle_2d(rows: int, cols: int) -> list[tuple[int, int]]:
+    """Cycle through a rows x cols mesh without wraparound; needs ``rows`` even."""
+    cycle = [(0, 0)]
+    for r in range(rows):
+        span = range(1, cols) if r % 2 == 0 else range(cols - 1, 0, -1)
+        cycle.extend((r, c) for c in span)
+    cycle.extend((r, 0) for r in range(rows - 1, 0, -1))
+    return cycle
+
+
+def _odd_torus_cycle_2d(rows: int, cols: int) -> list[tuple[int, int]]:
+    """Cycle through a rows x cols grid, both odd and >= 3, using columns as a
+    path and the row wraparound (rows-1 -> 0) once."""
+    cycle: list[tuple[int, int]] = []
+    for r in range(rows - 2):
+        span = range(cols) if r % 2 == 0 else range(cols - 1, -1, -1)
+        cycle.extend((r, c) for c in span)
+    for c in range(cols - 1, -1, -1):
+        pair = [(rows - 2, c), (rows - 1, c)]
+        cycle.extend(pair if (cols - 1 - c) % 2 == 0 else pair[::-1])
+    return cycle
+
+
+def _grid_cycle(dims: tuple[int, ...], wrap: bool) -> tuple[int, ...] | None:
+    """A Hamiltonian cycle of a torus (``wrap``) or mesh, as ranks, or None."""
+    if len(dims) == 1:
+        n = dims[0]
+        return tuple(range(n)) if wrap or n == 2 else None
+    if wrap and dims[0] % 2 == 0:
+        # the plain snake closes: it ends at (dims[0]-1, 0, ..., 0), a wraparound neighbour of 0
+        return tuple(rank_of(c, dims) for c in _snake(dims))
+    # View the grid as rows (dimension 0) x columns (snake order of the other dimensions).
+    rows = dims[0]
+    column_path = _snake(dims[1:])
+    cols = len(column_path)
+    if rows % 2 == 0:
+        cells = _mesh_cycle_2d(rows, cols)
+    elif cols % 2 == 0:
+        cells = [(r, c) for c, r in _mesh_cycle_2d(cols, rows)]
+    elif wrap:
+        cells = _odd_torus_cycle_2d(rows, cols)
+    else:
+        return None  # a mesh with an odd number of ranks is bipartite and unbalanced
+    return tuple(rank_of((r,) + column_path[c], dims) for r, c in cells)
+
+
+# ---------------------------------------------------------------------- generators
+def ring(n: int, bidirectional: bool = True, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """Ring of ``n`` ranks: ``i -> i+1 (mod n)``, and ``i+1 -> i`` when
+    bidirectional.  ``ring(2)`` has one link each way.  Cycle ``0..n-1``."""
+    n = _check_count(n, "ring size", 2)
+    if not isinstance(bidirectional, bool):
+        raise TopologyError(f"bidirectional must be True or False, got {bidirectional!r}")
+    _check_link_attrs(bandwidth, latency)
+    pairs = {(i, (i + 1) % n) for i in range(n)}
+    if bidirectional:
+        pairs |= {(b, a) for a, b in pairs}
+    links = tuple(Link(a, b, bandwidth, latency) for a, b in sorted(pairs))
+    params = [("n", str(n)), ("direction", "bi" if bidirectional else "uni")]
+    name, params_t = _finish("ring", str(n), params, [] if bidirectional else ["uni"], bandwidth, latency)
+    return Topology(name, n, links, params=params_t, cycle=tuple(range(n)))
+
+
+def torus(dims: Sequence[int], bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """Torus with wraparound in every dimension; each dimension >= 2.  A
+    dimension of size 2 gets one link each way.  Ranks are row-major (last
+    dimension fastest).  Always carries a Hamiltonian cycle: the snake order
+    when it closes (first dimension even), otherwise a constructed one."""
+    dims_t = _check_dims(dims, "torus")
+    _check_link_attrs(bandwidth, latency)
+    text = _dims_str(dims_t)
+    name, params = _finish("torus", text, [("dims", text)], [], bandwidth, latency)
+    return Topology(name, math.prod(dims_t), _grid_links(dims_t, True, bandwidth, latency),
+                    params=params, cycle=_grid_cycle(dims_t, True))
+
+
+def mesh(dims: Sequence[int], bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """Mesh (grid without wraparound), bidirectional links between neighbours;
+    ranks row-major.  Has a Hamiltonian cycle iff the rank count is even
+    (or the mesh is ``mesh:2``); it is recorded when it exists."""
+    dims_t = _check_dims(dims, "mesh")
+    _check_link_attrs(bandwidth, latency)
+    text = _dims_str(dims_t)
+    name, params = _finish("mesh", text, [("dims", text)], [], bandwidth, latency)
+    return Topology(name, math.prod(dims_t), _grid_links(dims_t, False, bandwidth, latency),
+                    params=params, cycle=_grid_cycle(dims_t, False))
+
+
+def hypercube(d: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """``2**d`` ranks, ``i <-> i ^ (1 << k)``; cycle is the binary reflected Gray code."""
+    if not isinstance(d, int) or isinstance(d, bool) or d < 1:
+        raise TopologyError(f"hypercube dimension must be an integer >= 1, got {d!r}")
+    if (1 << d) > MAX_RANKS:
+        raise TopologyError(f"hypercube dimension must be <= {MAX_RANKS.bit_length() - 1}, got {d}")
+    _check_link_attrs(bandwidth, latency)
+    n = 1 << d
+    links = tuple(Link(i, j, bandwidth, latency) for i in range(n) for j in sorted(i ^ (1 << k) for k in range(d)))
+    name, params = _finish("hypercube", str(d), [("d", str(d))], [], bandwidth, latency)
+    return Topology(name, n, links, params=params, cycle=tuple(i ^ (i >> 1) for i in range(n)))
+
+
+def complete(n: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """``n`` ranks with a link for every ordered pair; cycle ``0..n-1``."""
+    n = _check_count(n, "complete graph size", 2)
+    if n * (n - 1) > MAX_LINKS:
+        raise TopologyError(f"complete:{n} would have {n * (n - 1)} links, more than {MAX_LINKS}")
+    _check_link_attrs(bandwidth, latency)
+    links = tuple(Link(i, j, bandwidth, latency) for i in range(n) for j in range(n) if i != j)
+    name, params = _finish("complete", str(n), [("n", str(n))], [], bandwidth, latency)
+    return Topology(name, n, links, params=params, cycle=tuple(range(n)))
+
+
+def switch(n: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """``n`` ranks on one crossbar (NVSwitch-like): switch node ``n`` and links
+    ``rank <-> switch``.  Every rank routes to every other through the switch;
+    cycle ``0..n-1``."""
+    n = _check_count(n, "switch size", 2)
+    _check_link_attrs(bandwidth, latency)
+    links = tuple(Link(i, n, bandwidth, latency) for i in range(n)) + tuple(
+        Link(n, i, bandwidth, latency) for i in range(n))
+    name, params = _finish("switch", str(n), [("n", str(n))], [], bandwidth, latency)
+    return Topology(name, n, links, nswitches=1, params=params, cycle=tuple(range(n)))

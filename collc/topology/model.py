@@ -1,0 +1,546 @@
+"""The topology model: ranks, optional switch nodes and directed links.
+
+A :class:`Topology` is an immutable value.  Nodes ``0 .. nranks-1`` are ranks
+(GPUs); nodes ``nranks .. nranks+nswitches-1`` are switch nodes (an NVSwitch
+crossbar, a network switch) that forward data but own no buffers.  Links are
+directed; a bidirectional connection is two links.  Parallel links between the
+same pair of nodes are one :class:`Link` with ``multiplicity > 1``.
+
+Derived structures (adjacency, link index) are built lazily on first use and
+cached on the instance, so building even a 4096-rank topology only costs a
+sort and a validation pass over its links.
+
+>>> t = Topology("pair", 2, (Link(0, 1), Link(1, 0)))
+>>> t.distance(0, 1), t.is_bidirectional(), t.hamiltonian_cycle()
+(1, True, (0, 1))
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from collc.errors import TopologyError
+
+if TYPE_CHECKING:
+    import networkx as nx  # type: ignore[import-untyped]
+
+__all__ = ["Link", "Topology"]
+
+#: Hamiltonian-cycle search is attempted only for topologies this small.
+MAX_CYCLE_SEARCH_RANKS = 16
+#: Number of partial paths the cycle search may extend before it gives up.
+CYCLE_SEARCH_BUDGET = 200_000
+#: Number of per-destination switch-route tables kept per topology.
+_ROUTE_CACHE_SIZE = 4096
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Link:
+    """One directed link ``src -> dst``.
+
+    ``bandwidth`` is in GB/s (per parallel link), ``latency`` in microseconds,
+    ``multiplicity`` is the number of parallel physical links.
+    """
+
+    src: int
+    dst: int
+    bandwidth: float = 1.0
+    latency: float = 0.0
+    multiplicity: int = 1
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.src) or not _is_int(self.dst):
+            raise TopologyError(f"link endpoints must be integers, got {self.src!r}->{self.dst!r}")
+        if self.src < 0 or self.dst < 0:
+            raise TopologyError(f"link {self.src}->{self.dst}: node ids must be >= 0")
+        if self.src == self.dst:
+            raise TopologyError(f"link {self.src}->{self.dst}: a link cannot connect a node to itself")
+        if not _is_number(self.bandwidth) or not math.isfinite(self.bandwidth) or self.bandwidth <= 0:
+            raise TopologyError(f"link {self.src}->{self.dst}: bandwidth must be a positive number "
+                                f"(GB/s), got {self.bandwidth!r}")
+        if not _is_number(self.latency) or not math.isfinite(self.latency) or self.latency < 0:
+            raise TopologyError(f"link {self.src}->{self.dst}: latency must be a number >= 0 (us), "
+                                f"got {self.latency!r}")
+        if not _is_int(self.multiplicity) or self.multiplicity < 1:
+            raise TopologyError(f"link {self.src}->{self.dst}: multiplicity must be an integer >= 1, "
+                                f"got {self.multiplicity!r}")
+        # Normalise ints to floats so equal links compare and serialise identically.
+        object.__setattr__(self, "bandwidth", float(self.bandwidth))
+        object.__setattr__(self, "latency", float(self.latency))
+
+    def reversed(self) -> Link:
+        """The same link in the opposite direction."""
+        return Link(self.dst, self.src, self.bandwidth, self.latency, self.multiplicity)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"src": self.src, "dst": self.dst, "bandwidth": self.bandwidth,
+                "latency": self.latency, "multiplicity": self.multiplicity}
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Ranks, switch nodes and directed links; immutable and validated.
+
+    ``links`` is kept sorted by ``(src, dst)`` (it is sorted on construction),
+    so two topologies with the same links compare equal.  ``params`` records
+    the generator's parameters as ``(key, value)`` string pairs.  ``cycle``,
+    when given, is a Hamiltonian cycle over the ranks that the generator knows
+    (every consecutive pair, and last -> first, has a :meth:`route`).
+    """
+
+    name: str
+    nranks: int
+    links: tuple[Link, ...]
+    nswitches: int = 0
+    params: tuple[tuple[str, str], ...] = ()
+    cycle: tuple[int, ...] | None = field(default=None)
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str):
+            raise TopologyError(f"topology name must be a string, got {self.name!r}")
+        if not _is_int(self.nranks) or self.nranks < 1:
+            raise TopologyError(f"topology {self.name}: nranks must be an integer >= 1, got {self.nranks!r}")
+        if not _is_int(self.nswitches) or self.nswitches < 0:
+            raise TopologyError(f"topology {self.name}: nswitches must be an integer >= 0, "
+                                f"got {self.nswitches!r}")
+        if not isinstance(self.links, (tuple, list)):
+            raise TopologyError(f"topology {self.name}: links must be a tuple of Link values")
+        links = tuple(self.links)
+        for link in links:
+            if not isinstance(link, Link):
+                raise TopologyError(f"topology {self.name}: links must be Link values, got {link!r}")
+        links = tuple(sorted(links, key=lambda lk: (lk.src, lk.dst)))
+        nnodes = self.nranks + self.nswitches
+        previous: Link | None = None
+        for link in links:
+            if link.src >= nnodes or link.dst >= nnodes:
+                bad = link.src if link.src >= nnodes else link.dst
+                raise TopologyError(f"topology {self.name}: link {link.src}->{link.dst} names node {bad} "
+                                    f"but the topology has {nnodes} nodes (0..{nnodes - 1})")
+            if previous is not None and (previous.src, previous.dst) == (link.src, link.dst):
+                raise TopologyError(f"topology {self.name}: duplicate link {link.src}->{link.dst} "
+                                    f"(use multiplicity for parallel links)")
+            previous = link
+        object.__setattr__(self, "links", links)
+
+        if not isinstance(self.params, (tuple, list)):
+            raise TopologyError(f"topology {self.name}: params must be a tuple of (str, str) pairs")
+        params = tuple(tuple(p) if isinstance(p, (tuple, list)) else (p,) for p in self.params)
+        seen: set[str] = set()
+        for p in params:
+            if len(p) != 2 or not all(isinstance(x, str) for x in p):
+                raise TopologyError(f"topology {self.name}: params must be (str, str) pairs, got {p!r}")
+            if p[0] in seen:
+                raise TopologyError(f"topology {self.name}: duplicate parameter {p[0]!r}")
+            seen.add(p[0])
+        object.__setattr__(self, "params", params)
+
+        if self.cycle is not None:
+            if not isinstance(self.cycle, (tuple, list)):
+                raise TopologyError(f"topology {self.name}: cycle must be a tuple of ranks")
+            cycle = tuple(self.cycle)
+            object.__setattr__(self, "cycle", cycle)
+            self._check_cycle(cycle)
+
+    def _check_cycle(self, cycle: tuple[int, ...]) -> None:
+        if not all(_is_int(r) for r in cycle) or sorted(cycle) != list(range(self.nranks)):
+            raise TopologyError(f"topology {self.name}: cycle must list every rank 0..{self.nranks - 1} "
+                                f"exactly once")
+        for i, a in enumerate(cycle):
+            b = cycle[(i + 1) % len(cycle)]
+            if self.route(a, b) is None:
+                raise TopologyError(f"topology {self.name}: cycle step {a}->{b} has no link or switch route")
+
+    def _check_node(self, node: int) -> None:
+        if not _is_int(node) or not 0 <= node < self.nnodes:
+            raise TopologyError(f"node {node!r} is out of range for topology {self.name} "
+                                f"(nodes 0..{self.nnodes - 1})")
+
+    # ------------------------------------------------------------------ basic queries
+    @property
+    def nnodes(self) -> int:
+        """Ranks plus switch nodes."""
+        return self.nranks + self.nswitches
+
+    @property
+    def ranks(self) -> range:
+        return range(self.nranks)
+
+    @property
+    def switches(self) -> range:
+        return range(self.nranks, self.nnodes)
+
+    def is_switch(self, node: int) -> bool:
+        self._check_node(node)
+        return node >= self.nranks
+
+    def param(self, key: str, default: str | None = None) -> str | None:
+        """The generator parameter ``key``, or ``default``."""
+        return dict(self.params).get(key, default)
+
+    @cached_property
+    def _link_index(self) -> dict[tuple[int, int], Link]:
+        return {(lk.src, lk.dst): lk for lk in self.links}
+
+    @cached_property
+    def _adjacency(self) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+        out: list[list[int]] = [[] for _ in range(self.nnodes)]
+        inn: list[list[int]] = [[] for _ in range(self.nnodes)]
+        for lk in self.links:  # sorted by (src, dst): both lists come out sorted
+            out[lk.src].append(lk.dst)
+            inn[lk.dst].append(lk.src)
+        return tuple(tuple(x) for x in out), tuple(tuple(x) for x in inn)
+
+    def link(self, src: int, dst: int) -> Link | None:
+        """The link ``src -> dst``, or None."""
+        return self._link_index.get((src, dst))
+
+    def has_link(self, src: int, dst: int) -> bool:
+        return (src, dst) in self._link_index
+
+    def out_neighbors(self, node: int) -> tuple[int, ...]:
+        """Nodes reachable from ``node`` over one link, ascending."""
+        self._check_node(node)
+        return self._adjacency[0][node]
+
+    def in_neighbors(self, node: int) -> tuple[int, ...]:
+        """Nodes with a link into ``node``, ascending."""
+        self._check_node(node)
+        return self._adjacency[1][node]
+
+    def is_bidirectional(self) -> bool:
+        """True when every link has a reverse link (attributes may differ)."""
+        index = self._link_index
+        return all((lk.dst, lk.src) in index for lk in self.links)
+
+    def transpose(self) -> Topology:
+        """All links reversed.  The name toggles a ``^T`` suffix, so
+        ``t.transpose().transpose() == t``; a known cycle is walked backwards."""
+        name = self.name[:-2] if self.name.endswith("^T") else self.name + "^T"
+        cycle = None if self.cycle is None else (self.cycle[0],) + tuple(reversed(self.cycle[1:]))
+        return Topology(name, self.nranks, tuple(lk.reversed() for lk in self.links),
+                        self.nswitches, self.params, cycle)
+
+    def graph(self) -> nx.DiGraph:
+        """A networkx DiGraph; nodes carry ``switch`` (bool), edges carry
+        ``bandwidth``, ``latency`` and ``multiplicity``."""
+        import networkx as nx  # imported lazily: slow import
+
+        g = nx.DiGraph(name=self.name)
+        for node in range(self.nnodes):
+            g.add_node(node, switch=node >= self.nranks)
+        for lk in self.links:
+            g.add_edge(lk.src, lk.dst, bandwidth=lk.bandwidth, latency=lk.latency,
+                       multiplicity=lk.multiplicity)
+        return g
+
+    # ------------------------------------------------------------------ distances and paths
+    def _bfs(self, start: int, adjacency: Sequence[tuple[int, ...]], stop: int | None = None) -> dict[int, int]:
+        """Hop distances from ``start`` along ``adjacency``; stops after the level
+        that contains ``stop``."""
+        dist = {start: 0}
+        frontier = [start]
+        level = 0
+        while frontier and (stop is None or stop not in dist):
+            level += 1
+            nxt: list[int] = []
+            for u in frontier:
+                for v in adjacency[u]:
+                    if v not in dist:
+                        dist[v] = level
+                        nxt.append(v)
+            frontier = nxt
+        return dist
+
+    def distances_from(self, node: int) -> dict[int, int]:
+        """Hop count from ``node`` to every node it can reach (switches included)."""
+        self._check_node(node)
+        return self._bfs(node, self._adjacency[0])
+
+    def distance(self, a: int, b: int) -> int:
+        """Hop count of a shortest path ``a -> b`` through any nodes."""
+        self._check_node(a)
+        self._check_node(b)
+        dist = self._bfs(a, self._adjacency[0], stop=b)
+        if b not in dist:
+            raise TopologyError(f"topology {self.name}: node {b} is not reachable from node {a}")
+        return dist[b]
+
+    def shortest_path(self, a: int, b: int) -> tuple[int, ...]:
+        """The lexicographically smallest shortest path ``a -> b`` (node ids,
+        switches included, both ends included)."""
+        self._check_node(a)
+        self._check_node(b)
+        to_b = self._bfs(b, self._adjacency[1], stop=a)
+        if a not in to_b:
+            raise TopologyError(f"topology {self.name}: node {b} is not reachable from node {a}")
+        out = self._adjacency[0]
+        path = [a]
+        node = a
+        while node != b:
+            want = to_b[node] - 1
+            node = next(v for v in out[node] if to_b.get(v) == want)
+            path.append(node)
+        return tuple(path)
+
+    def diameter(self) -> int:
+        """Largest rank-to-rank distance (paths may pass through any node)."""
+        n, nnodes = self.nranks, self.nnodes
+        inn = self._adjacency[1]
+        full = (1 << n) - 1
+        # reach[v]: bit set of ranks whose distance to v is <= level (all sources at once).
+        reach = [1 << v if v < n else 0 for v in range(nnodes)]
+        level = 0
+        while not all(reach[v] == full for v in range(n)):
+            new = list(reach)
+            changed = False
+            for v in range(nnodes):
+                acc = reach[v]
+                for u in inn[v]:
+                    acc |= reach[u]
+                if acc != reach[v]:
+                    new[v] = acc
+                    changed = True
+            if not changed:
+                raise TopologyError(f"topology {self.name}: ranks are not all reachable from each other")
+            reach = new
+            level += 1
+        return level
+
+    # ------------------------------------------------------------------ routes
+    @cached_property
+    def _switch_in(self) -> tuple[tuple[int, ...], ...]:
+        """For each switch, its in-neighbours that are switches."""
+        inn = self._adjacency[1]
+        return tuple(tuple(u for u in inn[s] if u >= self.nranks) for s in self.switches)
+
+    @cached_property
+    def _route_cache(self) -> dict[int, dict[int, int]]:
+        return {}
+
+    def _switch_dist_to(self, dst: int) -> dict[int, int]:
+        """Hops from each switch to ``dst`` over switch-only interiors."""
+        cache = self._route_cache
+        found = cache.get(dst)
+        if found is not None:
+            return found
+        n = self.nranks
+        dist: dict[int, int] = {}
+        frontier = [u for u in self._adjacency[1][dst] if u >= n]
+        for u in frontier:
+            dist[u] = 1
+        level = 1
+        switch_in = self._switch_in
+        while frontier:
+            level += 1
+            nxt: list[int] = []
+            for s in frontier:
+                for u in switch_in[s - n]:
+                    if u not in dist:
+                        dist[u] = level
+                        nxt.append(u)
+            frontier = nxt
+        if len(cache) >= _ROUTE_CACHE_SIZE:
+            del cache[next(iter(cache))]
+        cache[dst] = dist
+        return dist
+
+    def route(self, a: int, b: int) -> tuple[int, ...] | None:
+        """How ``a`` can send to ``b``: ``(a, b)`` over a direct link, else the
+        lexicographically smallest shortest path whose interior nodes are all
+        switches, else None.  ``route(a, a) == (a,)``."""
+        self._check_node(a)
+        self._check_node(b)
+        if a == b:
+            return (a,)
+        if (a, b) in self._link_index:
+            return (a, b)
+        if self.nswitches == 0:
+            return None
+        dist = self._switch_dist_to(b)
+        out = self._adjacency[0]
+        best = min(((dist[s], s) for s in out[a] if s in dist), default=None)
+        if best is None:
+            return None
+        hops, node = best
+        path = [a, node]
+        while hops > 1:
+            hops -= 1
+            node = next(v for v in out[node] if dist.get(v) == hops)
+            path.append(node)
+        path.append(b)
+        return tuple(path)
+
+    def rank_reachable(self, a: int, b: int) -> bool:
+        """True when ``a`` can send to ``b`` directly or through switches only."""
+        return self.route(a, b) is not None
+
+    # ------------------------------------------------------------------ Hamiltonian cycle
+    def hamiltonian_cycle(self) -> tuple[int, ...] | None:
+        """A cycle over all ranks in which each consecutive pair (and last ->
+        first) has a :meth:`route`.  The generator's recorded cycle when there
+        is one; otherwise a bounded backtracking search for at most
+        ``MAX_CYCLE_SEARCH_RANKS`` ranks; otherwise None."""
+        if self.cycle is not None:
+            return self.cycle
+        return self._searched_cycle
+
+    @cached_property
+    def _searched_cycle(self) -> tuple[int, ...] | None:
+        n = self.nranks
+        if n == 1:
+            return (0,)
+        if n > MAX_CYCLE_SEARCH_RANKS:
+            return None
+        succ = [[b for b in range(n) if b != a and self.rank_reachable(a, b)] for a in range(n)]
+        closes = [self.rank_reachable(a, 0) for a in range(n)]
+        path = [0]
+        used = [False] * n
+        used[0] = True
+        budget = [CYCLE_SEARCH_BUDGET]
+
+        def extend(node: int) -> bool:
+            if len(path) == n:
+                return closes[node]
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            for v in succ[node]:
+                if not used[v]:
+                    used[v] = True
+                    path.append(v)
+                    if extend(v):
+                        return True
+                    path.pop()
+                    used[v] = False
+            return False
+
+        return tuple(path) if extend(0) else None
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict[str, Any]:
+        """The file-format dict (see :mod:`collc.topology.spec`); every link is
+        written as a directed link with all fields, so ``from_dict`` round-trips."""
+        d: dict[str, Any] = {
+            "name": self.name,
+            "nranks": self.nranks,
+            "nswitches": self.nswitches,
+            "params": dict(self.params),
+            "links": [lk.to_dict() for lk in self.links],
+        }
+        if self.cycle is not None:
+            d["cycle"] = list(self.cycle)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], default_name: str = "custom") -> Topology:
+        """Build a Topology from the file-format dict; TopologyError on bad input."""
+        if not isinstance(d, Mapping):
+            raise TopologyError(f"a topology must be a mapping, got {type(d).__name__}")
+        known = {"name", "nranks", "nswitches", "params", "defaults", "links", "cycle"}
+        unknown = sorted(str(k) for k in d if k not in known)
+        if unknown:
+            raise TopologyError(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        if "nranks" not in d:
+            raise TopologyError("missing required key 'nranks'")
+        name = d.get("name", default_name)
+        if not isinstance(name, str) or not name:
+            raise TopologyError(f"name must be a non-empty string, got {name!r}")
+        nranks = _int_field(d["nranks"], "nranks", 1)
+        nswitches = _int_field(d.get("nswitches", 0), "nswitches", 0)
+
+        params_raw = d.get("params", {})
+        if params_raw is None:
+            params_raw = {}
+        if not isinstance(params_raw, Mapping):
+            raise TopologyError(f"params must be a mapping of names to values, got {params_raw!r}")
+        params: list[tuple[str, str]] = []
+        for key, value in params_raw.items():
+            if not isinstance(key, str) or not isinstance(value, (str, int, float)) or isinstance(value, bool):
+                raise TopologyError(f"params: bad entry {key!r}: {value!r} (expected a name and a "
+                                    f"string or number)")
+            params.append((key, str(value)))
+
+        defaults_raw = d.get("defaults", {})
+        if defaults_raw is None:
+            defaults_raw = {}
+        if not isinstance(defaults_raw, Mapping):
+            raise TopologyError(f"defaults must be a mapping, got {defaults_raw!r}")
+        bad_defaults = sorted(str(k) for k in defaults_raw if k not in ("bandwidth", "latency", "multiplicity"))
+        if bad_defaults:
+            raise TopologyError(f"defaults: unknown key(s) {', '.join(bad_defaults)} "
+                                f"(known: bandwidth, latency, multiplicity)")
+        default_bw = _float_field(defaults_raw.get("bandwidth", 1.0), "defaults.bandwidth")
+        default_lat = _float_field(defaults_raw.get("latency", 0.0), "defaults.latency")
+        default_mult = _int_field(defaults_raw.get("multiplicity", 1), "defaults.multiplicity", 1)
+
+        links_raw = d.get("links", [])
+        if links_raw is None:
+            links_raw = []
+        if not isinstance(links_raw, Sequence) or isinstance(links_raw, (str, bytes)):
+            raise TopologyError(f"links must be a list, got {links_raw!r}")
+        links: list[Link] = []
+        for i, entry in enumerate(links_raw):
+            links.extend(_links_from_entry(entry, f"links[{i}]", default_bw, default_lat, default_mult))
+
+        cycle_raw = d.get("cycle")
+        cycle: tuple[int, ...] | None = None
+        if cycle_raw is not None:
+            if not isinstance(cycle_raw, Sequence) or isinstance(cycle_raw, (str, bytes)):
+                raise TopologyError(f"cycle must be a list of ranks, got {cycle_raw!r}")
+            cycle = tuple(_int_field(r, "cycle entry", 0) for r in cycle_raw)
+        return cls(name, nranks, tuple(links), nswitches, tuple(params), cycle)
+
+
+_LINK_KEYS = ("src", "dst", "bandwidth", "latency", "multiplicity", "bidirectional")
+
+
+def _links_from_entry(entry: object, where: str, bw: float, lat: float, mult: int) -> Iterable[Link]:
+    if not isinstance(entry, Mapping):
+        raise TopologyError(f"{where}: a link must be a mapping with src and dst, got {entry!r}")
+    unknown = sorted(str(k) for k in entry if k not in _LINK_KEYS)
+    if unknown:
+        raise TopologyError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(_LINK_KEYS)})")
+    for key in ("src", "dst"):
+        if key not in entry:
+            raise TopologyError(f"{where}: missing required key '{key}'")
+    src = _int_field(entry["src"], f"{where}.src", 0)
+    dst = _int_field(entry["dst"], f"{where}.dst", 0)
+    bandwidth = _float_field(entry.get("bandwidth", bw), f"{where}.bandwidth")
+    latency = _float_field(entry.get("latency", lat), f"{where}.latency")
+    multiplicity = _int_field(entry.get("multiplicity", mult), f"{where}.multiplicity", 1)
+    bidirectional = entry.get("bidirectional", False)
+    if not isinstance(bidirectional, bool):
+        raise TopologyError(f"{where}.bidirectional must be true or false, got {bidirectional!r}")
+    try:
+        link = Link(src, dst, bandwidth, latency, multiplicity)
+    except TopologyError as exc:
+        raise TopologyError(f"{where}: {exc}") from exc
+    return (link, link.reversed()) if bidirectional else (link,)
+
+
+def _int_field(value: object, what: str, minimum: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TopologyError(f"{what} must be an integer, got {value!r}")
+    if value < minimum:
+        raise TopologyError(f"{what} must be >= {minimum}, got {value}")
+    return value
+
+
+def _float_field(value: object, what: str) -> float:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        raise TopologyError(f"{what} must be a finite number, got {value!r}")
+    return float(value)

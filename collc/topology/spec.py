@@ -1,0 +1,241 @@
+"""Topology specs: the text grammar and the YAML/JSON file format.
+
+Grammar: ``FAMILY:ARGS[:OPTIONS]``, e.g. ``ring:8``, ``ring:8:uni``,
+``torus:8x8``, ``torus:4x4x4``, ``mesh:4x4``, ``hypercube:4``, ``complete:8``,
+``switch:8``; or a path to an existing ``.yaml`` / ``.yml`` / ``.json`` file.
+``OPTIONS`` is a comma-separated list: ``uni`` (ring only), ``bw=<GB/s>`` and
+``lat=<us>`` (applied to every link), e.g. ``ring:8:uni,bw=25,lat=0.7``.
+Families live in :data:`FAMILIES`; a new family is one :func:`register_family`
+call.  Its parser receives ``ARGS`` and the raw ``OPTIONS`` text (None when
+absent) and may interpret the third field as it likes (``circulant:16:3,4``).
+
+File format (the same dict as :meth:`Topology.to_dict`)::
+
+    name: my-topo          # optional (default: the file name without extension)
+    nranks: 4
+    nswitches: 0           # optional, default 0; switch nodes are nranks..nranks+nswitches-1
+    params: {dims: "2x2"}  # optional, generator parameters (string values)
+    defaults: {bandwidth: 25.0, latency: 0.7}   # optional, GB/s and us (also multiplicity)
+    links:                 # directed unless bidirectional: true
+      - {src: 0, dst: 1, bandwidth: 25.0, latency: 0.7, multiplicity: 1, bidirectional: true}
+    cycle: [0, 1, 2, 3]    # optional Hamiltonian cycle over ranks
+
+Link fields other than ``src`` and ``dst`` are optional (falling back to
+``defaults``, then to bandwidth 1.0, latency 0.0, multiplicity 1).  A pair of
+nodes may appear only once per direction; parallel links use ``multiplicity``.
+Unknown keys are errors.  :meth:`Topology.to_dict` writes every link as a
+directed link with all fields (no ``defaults``, no ``bidirectional``), so
+``Topology.from_dict(t.to_dict()) == t``.
+
+>>> parse_spec("ring:8:uni").name
+'ring:8:uni'
+>>> len(parse_spec("torus:4x4").links)
+64
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from collc.errors import TopologyError
+from collc.topology import generators
+from collc.topology.model import Topology
+
+__all__ = ["FamilyEntry", "FAMILIES", "register_family", "list_families", "parse_spec", "load_file",
+           "dump_json", "parse_link_options", "LinkOptions", "FILE_SUFFIXES"]
+
+FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+#: A family parser: ``(ARGS, OPTIONS or None) -> Topology``.
+FamilyParser = Callable[[str, str | None], Topology]
+
+
+class FamilyEntry(NamedTuple):
+    parse: FamilyParser
+    description: str
+    example: str
+
+
+#: Registered topology families, in registration order.
+FAMILIES: dict[str, FamilyEntry] = {}
+
+
+def register_family(name: str, parse: FamilyParser, description: str, example: str) -> None:
+    """Add a topology family to the spec grammar (names are unique)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+        raise TopologyError(f"bad topology family name {name!r}")
+    if name in FAMILIES:
+        raise TopologyError(f"topology family {name!r} is already registered")
+    FAMILIES[name] = FamilyEntry(parse, description, example)
+
+
+def list_families() -> list[tuple[str, str, str]]:
+    """``(name, description, example spec)`` for every family, in registration order."""
+    return [(name, e.description, e.example) for name, e in FAMILIES.items()]
+
+
+# ---------------------------------------------------------------------- argument helpers
+class LinkOptions(NamedTuple):
+    bandwidth: float = 1.0
+    latency: float = 0.0
+    uni: bool = False
+
+
+def parse_link_options(options: str | None, allowed: Collection[str] = ("bw", "lat")) -> LinkOptions:
+    """Parse ``uni``, ``bw=<GB/s>``, ``lat=<us>`` (those named in ``allowed``)."""
+    result = LinkOptions()
+    if options is None:
+        return result
+    seen: set[str] = set()
+    for item in options.split(","):
+        key, eq, value = item.strip().partition("=")
+        if key not in allowed or (key == "uni") == bool(eq):
+            known = ", ".join("uni" if k == "uni" else f"{k}=<number>" for k in allowed)
+            raise TopologyError(f"unknown option {item.strip()!r} (allowed: {known})")
+        if key in seen:
+            raise TopologyError(f"option {key!r} given twice")
+        seen.add(key)
+        if key == "uni":
+            result = result._replace(uni=True)
+            continue
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if key == "bw":
+            if not math.isfinite(number) or number <= 0:
+                raise TopologyError(f"bw must be a positive number of GB/s, got {value!r}")
+            result = result._replace(bandwidth=number)
+        else:
+            if not math.isfinite(number) or number < 0:
+                raise TopologyError(f"lat must be a number of microseconds >= 0, got {value!r}")
+            result = result._replace(latency=number)
+    return result
+
+
+def parse_int(text: str, what: str) -> int:
+    """A plain decimal integer (no sign, no spaces)."""
+    if not re.fullmatch(r"[0-9]+", text):
+        raise TopologyError(f"{what} must be a positive integer, got {text!r}")
+    return int(text)
+
+
+def parse_dims(text: str, what: str) -> list[int]:
+    """Dimensions such as ``4x4x4``."""
+    if not re.fullmatch(r"[0-9]+(x[0-9]+)*", text):
+        raise TopologyError(f"{what} must be sizes separated by 'x' such as 4x4, got {text!r}")
+    return [int(p) for p in text.split("x")]
+
+
+# ---------------------------------------------------------------------- built-in families
+def _parse_ring(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options, ("uni", "bw", "lat"))
+    return generators.ring(parse_int(args, "ring size"), not o.uni, o.bandwidth, o.latency)
+
+
+def _parse_torus(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    return generators.torus(parse_dims(args, "torus dimensions"), o.bandwidth, o.latency)
+
+
+def _parse_mesh(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    return generators.mesh(parse_dims(args, "mesh dimensions"), o.bandwidth, o.latency)
+
+
+def _parse_hypercube(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    return generators.hypercube(parse_int(args, "hypercube dimension"), o.bandwidth, o.latency)
+
+
+def _parse_complete(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    return generators.complete(parse_int(args, "complete graph size"), o.bandwidth, o.latency)
+
+
+def _parse_switch(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    return generators.switch(parse_int(args, "switch size"), o.bandwidth, o.latency)
+
+
+register_family("ring", _parse_ring, "ring of N ranks, bidirectional unless 'uni'", "ring:8:uni")
+register_family("torus", _parse_torus, "torus of any number of dimensions, row-major ranks", "torus:4x4x4")
+register_family("mesh", _parse_mesh, "grid without wraparound, row-major ranks", "mesh:4x4")
+register_family("hypercube", _parse_hypercube, "hypercube of dimension D (2^D ranks)", "hypercube:4")
+register_family("complete", _parse_complete, "N ranks with a link for every ordered pair", "complete:8")
+register_family("switch", _parse_switch, "N ranks on one crossbar switch (NVSwitch-like)", "switch:8")
+
+
+# ---------------------------------------------------------------------- files
+def load_file(path: str | os.PathLike[str]) -> Topology:
+    """Load a topology from a ``.yaml``/``.yml``/``.json`` file."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in FILE_SUFFIXES:
+        raise TopologyError(f"topology file {p}: unsupported extension {p.suffix!r} "
+                            f"(use {', '.join(FILE_SUFFIXES)})")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise TopologyError(f"cannot read topology file {p}: {reason}") from exc
+    data: Any
+    if suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise TopologyError(f"topology file {p}: invalid JSON: {exc}") from exc
+    else:
+        import yaml  # type: ignore[import-untyped]  # imported lazily: only files need it
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            detail = " ".join(str(exc).split())
+            raise TopologyError(f"topology file {p}: invalid YAML: {detail}") from exc
+    if not isinstance(data, dict):
+        raise TopologyError(f"topology file {p}: expected a mapping at the top level, "
+                            f"got {type(data).__name__}")
+    try:
+        return Topology.from_dict(data, default_name=p.stem)
+    except TopologyError as exc:
+        raise TopologyError(f"topology file {p}: {exc}") from exc
+
+
+def _looks_like_file(text: str) -> bool:
+    return text.lower().endswith(FILE_SUFFIXES) or os.path.isfile(text)
+
+
+# ---------------------------------------------------------------------- entry points
+def parse_spec(text: str) -> Topology:
+    """A Topology from a spec string or a topology file path."""
+    if not isinstance(text, str):
+        raise TopologyError(f"a topology spec must be a string, got {text!r}")
+    spec = text.strip()
+    if not spec:
+        raise TopologyError("empty topology spec")
+    if _looks_like_file(spec):
+        return load_file(spec)
+    family, _, rest = spec.partition(":")
+    args, sep, options = rest.partition(":")
+    entry = FAMILIES.get(family)
+    if entry is None:
+        raise TopologyError(f"unknown topology family {family!r} in spec {spec!r} (known: "
+                            f"{', '.join(FAMILIES)}; or a path to a {'/'.join(FILE_SUFFIXES)} file)")
+    if not args:
+        raise TopologyError(f"topology spec {spec!r} has no arguments (example: {entry.example})")
+    try:
+        return entry.parse(args, options if sep else None)
+    except TopologyError as exc:
+        raise TopologyError(f"bad topology spec {spec!r}: {exc}") from exc
+
+
+def dump_json(topology: Topology) -> str:
+    """The file-format dict as JSON (indent 2, fixed field order, no trailing newline)."""
+    return json.dumps(topology.to_dict(), indent=2)
