@@ -662,10 +662,10 @@ def _postcondition(p: Program, coll: Collective, dom: ExactDomain, mem: dict[tup
                     errors.append(f"rank {r} output chunk {idx} holds {dom.describe(got)}, expected "
                                   f"{dom.describe_expect(want)}")
             elif coll.kind.reduces and got is not None:
-                per_chunk.setdefault(idx, set()).add(got)
+                per_chunk.setdefault(want.chunk, set()).add(got)
     differing = sorted(k for k, nodes in per_chunk.items() if len(nodes) > 1)
     if differing:
-        warnings.append(f"ranks reduce output chunk(s) {differing[:MAX_LISTED]}"
+        warnings.append(f"ranks reduce input chunk(s) {differing[:MAX_LISTED]}"
                         f"{' ...' if len(differing) > MAX_LISTED else ''} in different orders: results may "
                         f"differ bitwise between ranks for floating-point data")
 

@@ -211,15 +211,15 @@ def test_large_torus_cycle() -> None:
 # ---------------------------------------------------------------------- invalid arguments
 @pytest.mark.parametrize("call, message", [
     (lambda: ring(1), "ring size must be >= 2"),
-    (lambda: ring(8.0), "ring size must be an integer"),
-    (lambda: ring(8, bidirectional=1), "bidirectional"),
+    (lambda: ring(8.0), "ring size must be an integer"),  # type: ignore[arg-type]
+    (lambda: ring(8, bidirectional=1), "bidirectional"),  # type: ignore[arg-type]
     (lambda: ring(8, bandwidth=0), "bandwidth"),
     (lambda: ring(8, latency=-1), "latency"),
     (lambda: ring(8, bandwidth=float("nan")), "bandwidth"),
     (lambda: torus([0, 8]), r"torus dimensions must each be >= 2, got 0x8"),
     (lambda: torus([]), "non-empty"),
-    (lambda: torus("4x4"), "non-empty sequence"),
-    (lambda: torus([4, 4.0]), "integers"),
+    (lambda: torus("4x4"), "non-empty sequence"),  # type: ignore[arg-type]
+    (lambda: torus([4, 4.0]), "integers"),  # type: ignore[list-item]
     (lambda: torus([1024, 1024]), "more than"),
     (lambda: mesh([1, 4]), "mesh dimensions must each be >= 2"),
     (lambda: hypercube(0), "hypercube dimension"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 import itertools
 import time
 
-import networkx as nx
+import networkx as nx  # type: ignore[import-untyped]
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -1,0 +1,92 @@
+"""Pass: cross-tb dependencies, nops and the final Program (FusedPlan -> Program).
+
+Ops of one rank are scanned in logical order (step, phase, transfer).  A step
+depends on the last writer of every slot it reads (RAW) and, for every slot it
+writes, on the last writer (WAW) and on every reader since (WAR), when those live
+in another tb; program order covers the same tb.  Per target tb only the latest
+step is kept, and a dependency already implied by an earlier step of the same tb
+is dropped.  One dependency rides on the step itself; each further one becomes
+a preceding ``nop`` (the parser's rule: the real step after nops must carry a
+dependency itself).  Every target step gets ``hasdep="1"``.
+
+Guarantees: ``s`` equals the position in the tb; no same-tb dependency; every
+dependency points to an earlier logical position, so the dependency graph
+(together with send->receive edges, which follow step order) is acyclic.
+"""
+
+from __future__ import annotations
+
+from collc.compiler.fusion import FusedPlan
+from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.scratch import Slot
+
+
+def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
+                  min_bytes: int = 0, max_bytes: int = 0) -> Program:
+    coll = plan.base.plan.collective
+    gpus: list[Gpu] = []
+    for rank, tbs in enumerate(plan.tbs):
+        order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
+                        for it_i, item in enumerate(tb.items)))
+        last_writer: dict[Slot, tuple[int, int]] = {}
+        readers: dict[Slot, list[tuple[int, int]]] = {}
+        deps: dict[tuple[int, int], dict[int, int]] = {}
+        satisfied: list[dict[int, int]] = [{} for _ in tbs]
+        for _, tb_i, it_i in order:
+            item = tbs[tb_i].items[it_i]
+            need: dict[int, int] = {}
+
+            def want(target: tuple[int, int]) -> None:
+                t_tb, t_it = target
+                if t_tb != tb_i and need.get(t_tb, -1) < t_it:
+                    need[t_tb] = t_it
+
+            for s in item.reads:
+                if s in last_writer:
+                    want(last_writer[s])
+            for s in item.writes:
+                if s in last_writer:
+                    want(last_writer[s])
+                for r in readers.get(s, ()):
+                    want(r)
+            for s in item.reads:
+                readers.setdefault(s, []).append((tb_i, it_i))
+            for s in item.writes:
+                last_writer[s] = (tb_i, it_i)
+                readers[s] = []
+            sat = satisfied[tb_i]
+            kept = {t: i for t, i in need.items() if sat.get(t, -1) < i}
+            sat.update(kept)
+            if kept:
+                deps[(tb_i, it_i)] = kept
+        # step index of each item after inserting nops
+        index: list[list[int]] = []
+        for tb_i, tb in enumerate(tbs):
+            pos, idx = 0, []
+            for it_i in range(len(tb.items)):
+                pos += max(0, len(deps.get((tb_i, it_i), {})) - 1)
+                idx.append(pos)
+                pos += 1
+            index.append(idx)
+        targets = {(t, index[t][i]) for d in deps.values() for t, i in d.items()}
+        out_tbs: list[Threadblock] = []
+        for tb_i, tb in enumerate(tbs):
+            steps: list[Step] = []
+            for it_i, item in enumerate(tb.items):
+                dl = sorted((t, index[t][i]) for t, i in deps.get((tb_i, it_i), {}).items())
+                for t, s in dl[:-1]:
+                    steps.append(Step(len(steps), StepType.NOP, "i", -1, "o", -1, 0, t, s,
+                                      int((tb_i, len(steps)) in targets)))
+                depid, dep_s = dl[-1] if dl else (-1, -1)
+                steps.append(Step(len(steps), item.type, item.srcbuf, item.srcoff, item.dstbuf, item.dstoff,
+                                  item.cnt, depid, dep_s, int((tb_i, len(steps)) in targets)))
+            out_tbs.append(Threadblock(tb_i, tb.send, tb.recv, tb.chan, tuple(steps)))
+        i_chunks = coll.input_chunks
+        o_chunks = 0 if inplace and coll.kind.value in ("allreduce", "alltoall", "broadcast", "reduce") \
+            else coll.output_chunks
+        if inplace and coll.kind.value == "allgather":
+            i_chunks = 0
+        gpus.append(Gpu(rank, i_chunks, o_chunks, plan.base.plan.scratch[rank], tuple(out_tbs)))
+    return Program(name=name, proto=proto, nchannels=plan.base.nchannels, nchunksperloop=coll.nchunksperloop,
+                   ngpus=coll.nranks, coll=coll.kind.value, inplace=int(inplace), outofplace=int(not inplace),
+                   min_bytes=min_bytes, max_bytes=max_bytes, gpus=tuple(gpus))

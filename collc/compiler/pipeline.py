@@ -1,0 +1,125 @@
+"""The lowering pipeline: an explicit, ordered tuple of named passes.
+
+``lower(schedule, options)`` runs::
+
+    pipelining -> scratch -> channels -> threadblocks -> fusion -> dependencies -> limits
+
+and returns a ``Program``.  The channel pass is retried with more channel groups
+while some tb exceeds the dialect's per-tb step limit.  ``timings`` (if given)
+receives the seconds spent per pass; ``verify_between`` runs the Schedule verifier
+after the Schedule-level pass (used by the tests).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from collc.compiler.dependencies import build_program
+from collc.compiler.fusion import fuse
+from collc.compiler.limits import LIMITS, Dialect
+from collc.compiler.pipelining import cap_counts, split_chunks
+from collc.compiler.program import Program, Proto
+from collc.compiler.scratch import expand
+from collc.compiler.threadblocks import assign_channels, assign_threadblocks
+from collc.errors import LoweringError
+from collc.ir.schedule import Schedule
+from collc.ir.verify import verify_schedule
+
+PASSES = ("pipelining", "scratch", "channels", "threadblocks", "fusion", "dependencies", "limits")
+
+
+@dataclass(frozen=True)
+class LowerOptions:
+    chunks: int = 1
+    instances: int = 1
+    proto: Proto = Proto.SIMPLE
+    dialect: Dialect = Dialect.EXECUTOR
+    min_bytes: int = 0
+    max_bytes: int = 0
+    pair: bool = True
+    name: str = ""
+    verify_between: bool = False
+    timings: dict[str, float] = field(default_factory=dict, compare=False)
+
+
+def program_name(schedule: Schedule) -> str:
+    coll = schedule.collective
+    root = f"-root{coll.root}" if coll.root is not None else ""
+    return f"{schedule.provenance.algorithm}-{coll.kind.value}-n{coll.nranks}{root}"
+
+
+def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
+    clock = time.perf_counter
+    t0 = clock()
+    lim = LIMITS[opts.dialect]
+    sched = cap_counts(split_chunks(schedule, opts.chunks, opts.instances), lim.max_cnt)
+    if opts.verify_between:
+        verify_schedule(sched)
+    t1 = clock()
+    plan = expand(sched)
+    t2 = clock()
+    lanes = sched.lanes
+    groups = 1
+    spent = {"channels": 0.0, "threadblocks": 0.0, "fusion": 0.0, "dependencies": 0.0}
+    while True:
+        a = clock()
+        chops = assign_channels(plan, groups)
+        b = clock()
+        tbp = assign_threadblocks(plan, chops, opts.pair)
+        c = clock()
+        fused = fuse(tbp)
+        d = clock()
+        prog = build_program(fused, opts.proto, schedule.collective.inplace, opts.name or program_name(schedule),
+                             opts.min_bytes, opts.max_bytes)
+        e = clock()
+        for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
+            spent[k] += v
+        worst = max(((len(t.steps), g.id, t.id) for g in prog.gpus for t in g.tbs), default=(0, 0, 0))
+        if worst[0] <= lim.max_steps_per_tb:
+            break
+        if lanes * groups * 2 > lim.max_channels:
+            raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} steps, above the {opts.dialect.value} "
+                                f"limit of {lim.max_steps_per_tb} per tb, even spread over {lanes * groups} "
+                                f"channels: use fewer --chunks or --instances")
+        groups *= 2
+    f = clock()
+    enforce_limits(prog, opts.dialect)
+    g_ = clock()
+    opts.timings.update(pipelining=t1 - t0, scratch=t2 - t1, **spent, limits=g_ - f)
+    return prog
+
+
+def enforce_limits(prog: Program, dialect: Dialect) -> None:
+    """Raise LoweringError naming the first limit the program breaks, with gpu and tb."""
+    lim = LIMITS[dialect]
+    if prog.nchannels > lim.max_channels:
+        raise LoweringError(f"{prog.nchannels} channels exceed the {dialect.value} limit of {lim.max_channels}")
+    if prog.ngpus > lim.max_children:
+        raise LoweringError(f"{prog.ngpus} ranks: one file holds at most {lim.max_children} <gpu> elements "
+                            f"(the real parser overflows beyond); use --shard-per-rank")
+    for g in prog.gpus:
+        if len(g.tbs) > lim.max_tbs_per_gpu:
+            raise LoweringError(f"gpu {g.id}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
+                                f"{lim.max_tbs_per_gpu} per GPU")
+        nodes = 1 + prog.ngpus + len(g.tbs) + sum(len(t.steps) for t in g.tbs)
+        if nodes > lim.max_nodes_per_rank:
+            raise LoweringError(f"gpu {g.id}: {nodes} XML nodes exceed the parser's budget of "
+                                f"{lim.max_nodes_per_rank} per rank")
+        if g.s_chunks > lim.max_offset or g.i_chunks > lim.max_offset + 1 or g.o_chunks > lim.max_offset + 1:
+            raise LoweringError(f"gpu {g.id}: buffers of {max(g.i_chunks, g.o_chunks, g.s_chunks)} chunks exceed "
+                                f"the int16 offset limit {lim.max_offset}")
+        per_chan: dict[tuple[int, str], int] = {}
+        for t in g.tbs:
+            for role, peer in (("send", t.send), ("recv", t.recv)):
+                if peer >= 0:
+                    per_chan[(t.chan, role)] = per_chan.get((t.chan, role), 0) + 1
+            if t.id > lim.max_depid and any(s.depid == t.id for u in g.tbs for s in u.steps):
+                raise LoweringError(f"gpu {g.id} tb {t.id}: a dependency targets tb id above {lim.max_depid}")
+            for s in t.steps:
+                if s.cnt > lim.max_cnt:
+                    raise LoweringError(f"gpu {g.id} tb {t.id} step {s.s}: cnt {s.cnt} exceeds {lim.max_cnt}")
+        for (chan, role), count in per_chan.items():
+            if count > lim.max_tbs_per_channel:
+                raise LoweringError(f"gpu {g.id}: chan {chan} has {count} {role} tbs, above "
+                                    f"{lim.max_tbs_per_channel} per channel")

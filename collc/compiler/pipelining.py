@@ -1,0 +1,67 @@
+"""Pass: pipelining and instances (Schedule -> Schedule).
+
+``split_chunks(schedule, parts, instances)`` multiplies the chunk factor by
+``parts * instances``.  Every chunk index ``x`` becomes the sub-chunks
+``x*m .. x*m+m-1`` (``m = parts*instances``); a transfer's expanded index list is
+cut into ``m`` consecutive pieces, so a contiguous transfer stays contiguous.
+Pieces of one instance share a lane (channels of their own); the ``parts``
+pieces of a transfer are separate transfers, which lets the runtime overlap step
+``t`` of one piece with step ``t+1`` of the previous one.
+
+Guarantees: the result computes the same collective (the layout of each rank's
+block is preserved because sub-chunks of chunk ``x`` stay inside ``x``), steps are
+unchanged, and lanes are ``instance * old_lanes + old_lane``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from collc.errors import LoweringError
+from collc.ir.schedule import Schedule, Transfer, make_slots
+
+
+def _expand(idx: range | tuple[int, ...], m: int) -> list[int]:
+    if isinstance(idx, range):
+        return list(range(idx.start * m, idx.stop * m))
+    return [x * m + j for x in idx for j in range(m)]
+
+
+def split_chunks(schedule: Schedule, parts: int = 1, instances: int = 1) -> Schedule:
+    if parts < 1 or instances < 1:
+        raise LoweringError(f"chunks and instances must be >= 1, got {parts} and {instances}")
+    m = parts * instances
+    if m == 1:
+        return schedule
+    lanes = schedule.lanes
+    out: list[Transfer] = []
+    for t in schedule.transfers:
+        src = _expand(t.src_idx, m)
+        dst = _expand(t.dst_idx, m)
+        size = t.count
+        for piece in range(m):
+            inst = piece // parts
+            sl = slice(piece * size, (piece + 1) * size)
+            out.append(replace(t, src_idx=make_slots(src[sl]), dst_idx=make_slots(dst[sl]),
+                               lane=inst * lanes + t.lane))
+    coll = replace(schedule.collective, chunk_factor=schedule.collective.chunk_factor * m)
+    params = schedule.provenance.params + (("chunks", str(parts)), ("instances", str(instances)))
+    return Schedule(coll, tuple(out), replace(schedule.provenance, params=params),
+                    scratch_chunks=schedule.scratch_chunks * m)
+
+
+def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:
+    """Split every transfer of more than ``max_cnt`` chunks into near-equal contiguous parts."""
+    if all(t.count <= max_cnt for t in schedule.transfers):
+        return schedule
+    out: list[Transfer] = []
+    for t in schedule.transfers:
+        if t.count <= max_cnt:
+            out.append(t)
+            continue
+        parts = -(-t.count // max_cnt)
+        src, dst = list(t.src_idx), list(t.dst_idx)
+        bounds = [t.count * k // parts for k in range(parts + 1)]
+        for a, b in zip(bounds, bounds[1:]):
+            out.append(replace(t, src_idx=make_slots(src[a:b]), dst_idx=make_slots(dst[a:b])))
+    return Schedule(schedule.collective, tuple(out), schedule.provenance, schedule.scratch_chunks)

@@ -1,0 +1,195 @@
+"""Pass: expand transfers into per-rank operations, allocating scratch (Schedule -> OpPlan).
+
+Every remote transfer becomes a send on its source rank and a receive on its
+destination rank; a local transfer becomes a ``cpy`` or ``re``.  Buffers are
+resolved to the physical buffer of the placement (in-place aliasing), so later
+passes and the XML see real slots.
+
+Scratch is allocated (fresh, never reused, so it adds no ordering) where:
+
+* a transfer's source chunks are not contiguous: local copies gather them into
+  scratch and one message of ``cnt`` chunks is sent;
+* a transfer's destination chunks are not contiguous: the message lands in
+  scratch and local copies/reduces scatter it;
+* a receive would write a slot that a send of the same step still reads (an
+  exchange such as recursive doubling): receiving into scratch and applying it
+  with a local op afterwards keeps both sides' sends independent of their
+  receives, so no exchange waits on FIFO capacity.
+
+Guarantees: each op has contiguous operands with ``cnt`` >= 1; ``phase`` orders
+ops of one step (0 local/gather, 1 send, 2 receive, 3 scatter) so that reads of a
+step see the state before its writes, as the Schedule's synchronous semantics
+require.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from collc.errors import LoweringError
+from collc.ir.collective import Buffer, Collective
+from collc.ir.schedule import Op, Schedule, Transfer
+
+Slot = tuple[str, int]
+
+
+class Kind(str, Enum):
+    SEND = "send"
+    RECV = "recv"
+    COPY = "cpy"
+    REDUCE = "re"
+
+
+@dataclass(frozen=True, slots=True)
+class RankOp:
+    rank: int
+    step: int
+    phase: int
+    kind: Kind
+    peer: int            # -1 for local ops
+    lane: int
+    srcbuf: str
+    srcoff: int
+    dstbuf: str
+    dstoff: int
+    cnt: int
+    reduce: bool         # receive: dst = dst (+) received
+    key: tuple[int, ...]  # transfer identity: equal on both ends of a message, orders a connection
+    chunk: int           # first logical chunk moved (channel hashing)
+
+    def reads(self) -> list[Slot]:
+        if self.kind is Kind.SEND or self.kind is Kind.COPY:
+            return [(self.srcbuf, self.srcoff + j) for j in range(self.cnt)]
+        if self.kind is Kind.REDUCE:
+            return [(self.srcbuf, self.srcoff + j) for j in range(self.cnt)] + self.writes()
+        if self.reduce:
+            return self.writes()
+        return []
+
+    def writes(self) -> list[Slot]:
+        if self.kind is Kind.SEND:
+            return []
+        return [(self.dstbuf, self.dstoff + j) for j in range(self.cnt)]
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    collective: Collective
+    ops: tuple[RankOp, ...]
+    scratch: tuple[int, ...]   # scratch chunks per rank
+    name: str
+
+
+def _runs(idx: range | tuple[int, ...]) -> list[tuple[int, int]]:
+    """(start, length) runs of consecutive indices, in list order."""
+    out: list[tuple[int, int]] = []
+    for x in idx:
+        if out and out[-1][0] + out[-1][1] == x:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((x, 1))
+    return out
+
+
+def expand(schedule: Schedule) -> OpPlan:
+    coll = schedule.collective
+    n = coll.nranks
+    scratch_top = [schedule.scratch_chunks] * n
+    ops: list[RankOp] = []
+
+    def alloc(rank: int, size: int) -> int:
+        base = scratch_top[rank]
+        scratch_top[rank] += size
+        return base
+
+    def phys(rank: int, buf: Buffer, idx: int) -> tuple[str, int]:
+        b, i = coll.physical(rank, buf, idx)
+        return b.value, i
+
+    def phys_runs(rank: int, buf: Buffer, idx: range | tuple[int, ...]) -> list[tuple[str, int, int]]:
+        out: list[tuple[str, int, int]] = []
+        for x in idx:
+            b, i = phys(rank, buf, x)
+            if out and out[-1][0] == b and out[-1][1] + out[-1][2] == i:
+                out[-1] = (b, out[-1][1], out[-1][2] + 1)
+            else:
+                out.append((b, i, 1))
+        return out
+
+    for step_no, transfers in enumerate(schedule.steps):
+        # slots read by sends and by local transfers of this step, per rank
+        read_now: dict[int, set[Slot]] = {}
+        written_now: dict[int, set[Slot]] = {}
+        for t in transfers:
+            for x in t.src_idx:
+                read_now.setdefault(t.src, set()).add(phys(t.src, t.src_buf, x))
+            for x in t.dst_idx:
+                written_now.setdefault(t.dst, set()).add(phys(t.dst, t.dst_buf, x))
+        for number, t in enumerate(transfers):
+            key = (step_no, number)
+            chunk = t.src_idx[0]
+            srcs = phys_runs(t.src, t.src_buf, t.src_idx)
+            dsts = phys_runs(t.dst, t.dst_buf, t.dst_idx)
+            if t.is_local:
+                _local(t, step_no, srcs, dsts, read_now, written_now, ops, key, chunk)
+                continue
+            # sender side
+            if len(srcs) == 1:
+                sbuf, soff, _ = srcs[0]
+            else:
+                sbuf, soff = "s", alloc(t.src, t.count)
+                pos = soff
+                for b, i, c in srcs:
+                    ops.append(RankOp(t.src, step_no, 0, Kind.COPY, -1, t.lane, b, i, "s", pos, c, False,
+                                      key + (pos,), chunk))
+                    pos += c
+            ops.append(RankOp(t.src, step_no, 1, Kind.SEND, t.dst, t.lane, sbuf, soff, sbuf, soff, t.count,
+                              False, key, chunk))
+            # receiver side
+            clash = any(s in read_now.get(t.dst, ()) for b, i, c in dsts for s in
+                        ((b, i + j) for j in range(c)))
+            reduce = t.op is Op.REDUCE
+            if len(dsts) == 1 and not clash:
+                b, i, _ = dsts[0]
+                ops.append(RankOp(t.dst, step_no, 2, Kind.RECV, t.src, t.lane, b, i, b, i, t.count, reduce,
+                                  key, chunk))
+                continue
+            base = alloc(t.dst, t.count)
+            ops.append(RankOp(t.dst, step_no, 2, Kind.RECV, t.src, t.lane, "s", base, "s", base, t.count,
+                              False, key, chunk))
+            pos = base
+            for b, i, c in dsts:
+                kind = Kind.REDUCE if reduce else Kind.COPY
+                ops.append(RankOp(t.dst, step_no, 3, kind, -1, t.lane, "s", pos, b, i, c, False,
+                                  key + (pos,), chunk))
+                pos += c
+    return OpPlan(coll, tuple(ops), tuple(scratch_top), schedule.provenance.algorithm)
+
+
+def _local(t: Transfer, step_no: int, srcs: list[tuple[str, int, int]], dsts: list[tuple[str, int, int]],
+           read_now: dict[int, set[Slot]], written_now: dict[int, set[Slot]], ops: list[RankOp],
+           key: tuple[int, ...], chunk: int) -> None:
+    """A local copy or reduce reads and writes in one op: it must not race its own step."""
+    mine_r = {(b, i + j) for b, i, c in srcs for j in range(c)}
+    mine_w = {(b, i + j) for b, i, c in dsts for j in range(c)}
+    if mine_r == mine_w:
+        return  # in place the copy is onto itself (allgather's own block): nothing to do
+    others_w = written_now.get(t.src, set()) - mine_w
+    others_r = read_now.get(t.src, set()) - mine_r
+    if mine_r & others_w or mine_w & others_r:
+        raise LoweringError(f"step {step_no}: the local {t.op.value} on rank {t.src} touches chunks another "
+                            f"transfer of the same step uses; put it in a step of its own")
+    # split into pieces where both sides stay contiguous
+    flat_s = [(b, i + j) for b, i, c in srcs for j in range(c)]
+    flat_d = [(b, i + j) for b, i, c in dsts for j in range(c)]
+    start = 0
+    kind = Kind.REDUCE if t.op is Op.REDUCE else Kind.COPY
+    for k in range(1, len(flat_s) + 1):
+        end_run = k == len(flat_s) or flat_s[k][0] != flat_s[k - 1][0] or flat_s[k][1] != flat_s[k - 1][1] + 1 \
+            or flat_d[k][0] != flat_d[k - 1][0] or flat_d[k][1] != flat_d[k - 1][1] + 1
+        if end_run:
+            (sb, so), (db, do) = flat_s[start], flat_d[start]
+            ops.append(RankOp(t.src, step_no, 0, kind, -1, t.lane, sb, so, db, do, k - start, False,
+                              key + (start,), chunk))
+            start = k

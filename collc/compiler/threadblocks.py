@@ -1,0 +1,137 @@
+"""Passes: channel assignment and threadblock assignment (OpPlan -> TbPlan).
+
+``assign_channels`` gives every message a channel ``lane * groups + chunk % groups``:
+a chunk keeps its channel along its whole path, so a chunk's hops through one rank
+land in one tb in order (the shape of the runtimes' own ring XMLs), and raising
+``groups`` spreads a connection whose program would exceed the per-tb step limit
+over more channels.  Both ends of a message compute the same channel from the
+same transfer, and a connection's messages are ordered by (step, transfer), so the
+send and receive sequences of every (a->b, chan) agree by construction.
+
+``assign_threadblocks`` builds, per rank and channel, one tb per connection
+direction, and pairs a receive peer ``a`` with a send peer ``b`` in one tb when
+chunks received from ``a`` are forwarded to ``b`` at the next step (so fusion can
+make ``rcs``/``rrs``/``rrcs`` of them).  Local gather/scatter copies of a message
+go into the tb of that message; other local ops go into a local-only tb.
+Guarantees: each tb has one send peer and one receive peer, each (peer, chan,
+direction) is used by at most one tb per rank, ops in a tb are sorted by
+(step, phase, transfer).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from collc.compiler.scratch import Kind, OpPlan, RankOp
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelOp:
+    op: RankOp
+    chan: int
+
+
+@dataclass(frozen=True)
+class PlannedTb:
+    send: int
+    recv: int
+    chan: int
+    ops: tuple[ChannelOp, ...]
+
+
+@dataclass(frozen=True)
+class TbPlan:
+    plan: OpPlan
+    tbs: tuple[tuple[PlannedTb, ...], ...]   # per rank
+    nchannels: int
+
+
+def order_key(op: RankOp) -> tuple[int, ...]:
+    return (op.step, op.phase) + op.key
+
+
+def assign_channels(plan: OpPlan, groups: int) -> list[ChannelOp]:
+    return [ChannelOp(op, op.lane * groups + op.chunk % groups) for op in plan.ops]
+
+
+def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True) -> TbPlan:
+    n = plan.collective.nranks
+    by_rank: list[list[ChannelOp]] = [[] for _ in range(n)]
+    for c in chops:
+        by_rank[c.op.rank].append(c)
+    # a message's local gather/scatter copies follow the message's channel
+    msg_chan: dict[tuple[int, tuple[int, ...]], int] = {}
+    for c in chops:
+        if c.op.kind in (Kind.SEND, Kind.RECV):
+            msg_chan[(c.op.rank, c.op.key)] = c.chan
+    out: list[tuple[PlannedTb, ...]] = []
+    nchannels = 1
+    for rank in range(n):
+        send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
+        recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
+        local: list[ChannelOp] = []
+        attached: dict[tuple[str, int, int], list[ChannelOp]] = defaultdict(list)
+        for c in by_rank[rank]:
+            op = c.op
+            if op.kind is Kind.SEND:
+                send_ops[(op.peer, c.chan)].append(c)
+            elif op.kind is Kind.RECV:
+                recv_ops[(op.peer, c.chan)].append(c)
+            elif (rank, op.key[:2]) in msg_chan:
+                role = "send" if op.phase == 0 else "recv"
+                attached[(role, op.key[0], op.key[1])].append(replace(c, chan=msg_chan[(rank, op.key[:2])]))
+            else:
+                local.append(replace(c, chan=0))
+        pairs = _pair_peers(send_ops, recv_ops) if pair else {}
+        tbs: list[PlannedTb] = []
+        used_send: set[tuple[int, int]] = set()
+        for (rpeer, chan), spair in sorted(pairs.items()):
+            used_send.add((spair, chan))
+            tbs.append(_tb(spair, rpeer, chan, send_ops[(spair, chan)] + recv_ops[(rpeer, chan)], attached))
+        for (rpeer, chan), ops in sorted(recv_ops.items()):
+            if (rpeer, chan) not in pairs:
+                tbs.append(_tb(-1, rpeer, chan, ops, attached))
+        for (speer, chan), ops in sorted(send_ops.items()):
+            if (speer, chan) not in used_send:
+                tbs.append(_tb(speer, -1, chan, ops, attached))
+        if local:
+            tbs.append(PlannedTb(-1, -1, 0, tuple(sorted(local, key=lambda c: order_key(c.op)))))
+        tbs.sort(key=lambda t: (t.chan, t.send, t.recv))
+        nchannels = max([nchannels] + [t.chan + 1 for t in tbs])
+        out.append(tuple(tbs))
+    return TbPlan(plan, tuple(out), nchannels)
+
+
+def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
+        attached: dict[tuple[str, int, int], list[ChannelOp]]) -> PlannedTb:
+    allops = list(ops)
+    for c in ops:
+        role = "send" if c.op.kind is Kind.SEND else "recv"
+        allops.extend(attached.get((role, c.op.key[0], c.op.key[1]), []))
+    return PlannedTb(send, recv, chan, tuple(sorted(allops, key=lambda c: order_key(c.op))))
+
+
+def _pair_peers(send_ops: dict[tuple[int, int], list[ChannelOp]],
+                recv_ops: dict[tuple[int, int], list[ChannelOp]]) -> dict[tuple[int, int], int]:
+    """Greedy matching of receive peers to send peers per channel by forwarded messages."""
+    sends_at: dict[tuple[int, int, str, int, int], int] = {}
+    for (peer, chan), ops in send_ops.items():
+        for c in ops:
+            o = c.op
+            sends_at[(chan, o.step, o.srcbuf, o.srcoff, o.cnt)] = peer
+    score: dict[tuple[int, int, int], int] = defaultdict(int)
+    for (rpeer, chan), ops in recv_ops.items():
+        for c in ops:
+            o = c.op
+            speer = sends_at.get((chan, o.step + 1, o.dstbuf, o.dstoff, o.cnt))
+            if speer is not None and speer != rpeer:
+                score[(chan, rpeer, speer)] += 1
+    pairs: dict[tuple[int, int], int] = {}
+    taken: set[tuple[int, int]] = set()
+    for (chan, rpeer, speer), _ in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
+        if (rpeer, chan) in pairs or (speer, chan) in taken:
+            continue
+        pairs[(rpeer, chan)] = speer
+        taken.add((speer, chan))
+    return pairs

@@ -1,0 +1,50 @@
+"""Small helpers shared by frontends: transfer shorthands and working buffers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from collc.errors import ScheduleError
+from collc.ir.collective import Buffer, Collective
+from collc.ir.schedule import Op, Provenance, Schedule, Transfer, make_slots
+
+I, O, S = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
+
+
+def is_pow2(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def require_pow2(n: int, name: str) -> int:
+    if not is_pow2(n) or n < 2:
+        raise ScheduleError(f"{name} needs a power-of-two number of ranks (at least 2), got {n}")
+    return n.bit_length() - 1
+
+
+@dataclass
+class Builder:
+    """Collects transfers; ``step`` offsets let phases be appended one after another."""
+
+    collective: Collective
+    transfers: list[Transfer] = field(default_factory=list)
+    scratch: int = 0
+
+    def move(self, step: int, src: int, dst: int, sbuf: Buffer, sidx: range | list[int] | tuple[int, ...],
+             dbuf: Buffer, didx: range | list[int] | tuple[int, ...], reduce: bool = False, lane: int = 0) -> None:
+        self.transfers.append(Transfer(step, src, dst, sbuf, make_slots(sidx), dbuf, make_slots(didx),
+                                       Op.REDUCE if reduce else Op.COPY, lane))
+
+    def schedule(self, algorithm: str, params: dict[str, object], topology: str, reference: str) -> Schedule:
+        prov = Provenance(algorithm, tuple(sorted((k, str(v)) for k, v in params.items())), topology, reference)
+        return Schedule(self.collective, tuple(self.transfers), prov, self.scratch)
+
+
+def prefix_copy(b: Builder, src: Buffer, dst: Buffer, count: int, ranks: range | list[int]) -> int:
+    """Local copies of ``count`` chunks src -> dst on ``ranks`` at step 0; returns the next free step."""
+    coll = b.collective
+    aliased = coll.inplace and {src, dst} == {I, O} and coll.input_chunks == coll.output_chunks
+    if src is dst or aliased:
+        return 0
+    for r in ranks:
+        b.move(0, r, r, src, range(count), dst, range(count))
+    return 1

@@ -1,0 +1,118 @@
+"""Recursive doubling (latency-optimal) and recursive halving-doubling (Rabenseifner).
+
+``recursive-doubling``: allreduce exchanges the whole vector with partner
+``r xor 2^k`` at step k and reduces: log2 N steps, cost log2 N (alpha + M/b)
+(Swing paper section 2, "RD latency-optimal").  Allgather doubles the gathered
+range each step: log2 N steps, cost log2 N alpha + (N-1)/N M/b.
+
+``recursive-halving-doubling``: reduce-scatter by recursive halving (partner
+``r xor N/2^(k+1)``, send the half you do not keep) then allgather by recursive
+doubling: 2 log2 N steps, cost 2 log2 N alpha + 2 (N-1)/N M/b (Rabenseifner;
+Swing section 2, "RD bandwidth-optimal").  Reducescatter is its first half.
+
+Both need a power-of-two number of ranks and a link (or switch route) between
+partners: hypercube, complete, switch.
+
+>>> from collc.topology import parse_spec
+>>> from collc.frontends.registry import build_schedule
+>>> from collc.ir.collective import CollKind
+>>> build_schedule("recursive-halving-doubling", parse_spec("hypercube:3"), CollKind.ALLREDUCE,
+...                inplace=True).nsteps
+6
+"""
+
+from __future__ import annotations
+
+from collc.errors import ScheduleError
+from collc.frontends.common import I, O, S, Builder, prefix_copy, require_pow2
+from collc.frontends.registry import Algorithm, Options, register
+from collc.ir.collective import Buffer, CollKind, Collective
+from collc.ir.schedule import Schedule
+from collc.topology import Topology
+
+REF_RD = "Thakur, Rabenseifner & Gropp 2005 (recursive doubling); Swing NSDI'24 section 2"
+REF_RHD = "Rabenseifner 2004 (reduce-scatter + allgather); Swing NSDI'24 section 2"
+
+
+def _rd(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    n = request.nranks
+    logn = require_pow2(n, "recursive-doubling")
+    kind = request.kind
+    if kind is CollKind.ALLREDUCE:
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        start = prefix_copy(b, I, O, 1, range(n))
+        for k in range(logn):
+            for r in range(n):
+                b.move(start + k, r, r ^ (1 << k), O, [0], O, [0], reduce=True)
+        return b.schedule("recursive-doubling", opts, topology.name, REF_RD)
+    if kind is CollKind.ALLGATHER:
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        if not request.inplace:
+            for r in range(n):
+                b.move(0, r, r, I, [0], O, [r])
+        for k in range(logn):
+            size = 1 << k
+            for r in range(n):
+                lo = r & ~(size - 1)
+                src = (I, [0]) if k == 0 else (O, range(lo, lo + size))
+                b.move(k, r, r ^ size, src[0], src[1], O, range(lo, lo + size))
+        return b.schedule("recursive-doubling", opts, topology.name, REF_RD)
+    raise ScheduleError(f"recursive-doubling does not implement {kind.value}")  # pragma: no cover
+
+
+def _halving(b: Builder, n: int, logn: int, start: int, buf: Buffer) -> int:
+    """Reduce-scatter by recursive halving in ``buf``: rank r ends with block r reduced."""
+    for k in range(logn):
+        d = n >> (k + 1)
+        for r in range(n):
+            lo = r & ~((n >> k) - 1)
+            give = lo + d if r & d == 0 else lo  # send the half we do not keep
+            b.move(start + k, r, r ^ d, buf, range(give, give + d), buf, range(give, give + d), reduce=True)
+    return start + logn
+
+
+def _rhd(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    n = request.nranks
+    logn = require_pow2(n, "recursive-halving-doubling")
+    kind = request.kind
+    if kind is CollKind.ALLREDUCE:
+        b = Builder(Collective(kind, n, n, request.inplace))
+        start = prefix_copy(b, I, O, n, range(n))
+        step = _halving(b, n, logn, start, O)
+        for k in range(logn):
+            size = 1 << k
+            for r in range(n):
+                lo = r & ~(size - 1)
+                b.move(step + k, r, r ^ size, O, range(lo, lo + size), O, range(lo, lo + size))
+        return b.schedule("recursive-halving-doubling", opts, topology.name, REF_RHD)
+    if kind is CollKind.REDUCESCATTER:
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        if request.inplace:
+            _halving(b, n, logn, 0, I)  # o[0] is i[r]: work in the input
+        else:
+            b.scratch = n
+            for r in range(n):
+                b.move(0, r, r, I, range(n), S, range(n))
+            step = _halving(b, n, logn, 1, S)
+            for r in range(n):
+                b.move(step, r, r, S, [r], O, [0])
+        return b.schedule("recursive-halving-doubling", opts, topology.name, REF_RHD)
+    raise ScheduleError(f"recursive-halving-doubling does not implement {kind.value}")  # pragma: no cover
+
+
+register(Algorithm(
+    name="recursive-doubling",
+    collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER}),
+    topologies="power-of-two ranks with links between partners r xor 2^k (hypercube, complete, switch)",
+    summary="latency-optimal: log2 N steps, full vector per step (allreduce)",
+    reference=REF_RD, build=_rd,
+    example="collc build --topology hypercube:3 --algorithm recursive-doubling --collective allreduce -o rd.xml",
+))
+register(Algorithm(
+    name="recursive-halving-doubling",
+    collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER}),
+    topologies="power-of-two ranks with links between partners r xor 2^k (hypercube, complete, switch)",
+    summary="Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather, 2 log2 N steps",
+    reference=REF_RHD, build=_rhd,
+    example="collc build --topology switch:8 --algorithm recursive-halving-doubling --collective allreduce -o rhd.xml",
+))
