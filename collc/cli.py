@@ -1,0 +1,260 @@
+"""The ``collc`` command line: a thin driver over the library (DESIGN 3, 4.17).
+
+``main(argv)`` runs in-process and returns the exit code: 0 success, 1 a check
+failed, 2 bad usage or bad input (one line on stderr, no traceback, no output
+file left behind).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from collc.backends.msccl_xml import parse_xml, read_xml, to_xml, write_atomic
+from collc.compiler.limits import Dialect
+from collc.compiler.pipeline import LowerOptions, lower
+from collc.compiler.program import Proto
+from collc.compiler.verify import Report, check_parsed
+from collc.errors import CollcError, VerifyError
+from collc.frontends.registry import algorithms, build_schedule
+from collc.ir.collective import CollKind
+from collc.ir.verify import verify_schedule
+from collc.topology import Topology, dump_json, list_families, parse_spec
+
+EXAMPLES = {
+    "list": "collc list algorithms",
+    "topology": "collc topology show torus:4x4 --json",
+    "build": "collc build --topology ring:8 --algorithm ring --collective allreduce -o ring8.xml",
+    "check": "collc check ring8.xml ../msccl-corpus/rccl/msccl-algorithms/*.xml",
+}
+DEFAULT_INPLACE = {CollKind.ALLREDUCE: True, CollKind.BROADCAST: True, CollKind.REDUCE: True}
+_SIZE = re.compile(r"(\d+)\s*([KMGT]?)(i?)B?\Z", re.IGNORECASE)
+
+
+class UsageError(CollcError):
+    """Bad command-line usage."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def parse_size(text: str) -> int:
+    """'4096', '64KiB', '1MB', '2G' -> bytes (K/M/G/T are powers of 1024, as nccl-tests reads them)."""
+    m = _SIZE.match(text.strip())
+    if not m:
+        raise UsageError(f"cannot read size {text!r} (use e.g. 1048576, 64KiB, 1MiB)")
+    return int(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="collc", description="Compile a topology plus an algorithm into a verified MSCCL XML.",
+                epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()),
+                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check}")
+    sub.required = True
+
+    def cmd(name: str, help_: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, epilog=f"example:\n  {EXAMPLES[name]}",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    lst = cmd("list", "list algorithms, topology families or collectives")
+    lst.add_argument("what", nargs="?", choices=["algorithms", "topologies", "collectives"], default="algorithms")
+
+    top = cmd("topology", "inspect a topology spec")
+    tsub = top.add_subparsers(dest="action", metavar="{show}")
+    tsub.required = True
+    show = tsub.add_parser("show", help="summarize a topology (or print its JSON file form)")
+    show.add_argument("spec")
+    show.add_argument("--json", action="store_true", help="print the round-trippable JSON file format")
+
+    b = cmd("build", "build, lower, check and write an MSCCL XML")
+    b.add_argument("--topology", required=True, help="spec such as ring:8, torus:4x4, switch:8, or a .yaml/.json")
+    b.add_argument("--algorithm", required=True, help="see `collc list algorithms`")
+    b.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, ...")
+    b.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="algorithm parameter")
+    b.add_argument("--root", type=int, default=None, help="root rank for broadcast/reduce (default 0)")
+    b.add_argument("--chunks", type=int, default=1, help="pipelining: split every chunk into P parts")
+    b.add_argument("--instances", type=int, default=1, help="replicate the schedule on K channel sets")
+    b.add_argument("--protocol", choices=[x.value for x in Proto], default="Simple")
+    b.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    place = b.add_mutually_exclusive_group()
+    place.add_argument("--inplace", dest="inplace", action="store_true", default=None)
+    place.add_argument("--outofplace", dest="inplace", action="store_false")
+    b.add_argument("--min-bytes", default="0", help="smallest message size this file is selected for")
+    b.add_argument("--max-bytes", default="0", help="largest message size (0: no limit)")
+    b.add_argument("--shard-per-rank", action="store_true", help="one file per rank (for more than 1024 ranks)")
+    b.add_argument("-o", "--output", required=True, help="output XML path")
+
+    c = cmd("check", "check MSCCL XML files: parser rules, limits, matching, executor simulation")
+    c.add_argument("paths", nargs="+")
+    c.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    c.add_argument("--root", type=int, default=None, help="root to check broadcast/reduce files against")
+    c.add_argument("--json", action="store_true")
+    return p
+
+
+# --------------------------------------------------------------------------- commands
+def cmd_list(args: argparse.Namespace) -> int:
+    if args.what == "algorithms":
+        for alg in algorithms():
+            colls = ", ".join(sorted(k.value for k in alg.collectives))
+            print(f"{alg.name:28s} {colls}")
+            print(f"{'':28s} {alg.summary}")
+            print(f"{'':28s} topologies: {alg.topologies}")
+            for prm in alg.params:
+                print(f"{'':28s} --param {prm.name}=... ({prm.doc}; default {prm.default!r})")
+            print(f"{'':28s} e.g. {alg.example}")
+    elif args.what == "topologies":
+        for name, desc, example in list_families():
+            print(f"{name:12s} {desc}  (e.g. {example})")
+    else:
+        for k in CollKind:
+            print(k.value)
+    return 0
+
+
+def cmd_topology(args: argparse.Namespace) -> int:
+    topo = parse_spec(args.spec)
+    if args.json:
+        print(dump_json(topo))
+        return 0
+    cyc = topo.hamiltonian_cycle()
+    degrees = [len(topo.out_neighbors(r)) for r in topo.ranks]
+    print(f"name:           {topo.name}")
+    print(f"ranks:          {topo.nranks}")
+    print(f"switches:       {topo.nswitches}")
+    print(f"directed links: {len(topo.links)}")
+    print(f"bidirectional:  {'yes' if topo.is_bidirectional() else 'no'}")
+    print(f"out-degree:     {min(degrees)}..{max(degrees)}")
+    print(f"diameter:       {topo.diameter()} hops")
+    print(f"ring cycle:     {'yes' if cyc else 'none found'}")
+    return 0
+
+
+def _inplace(args: argparse.Namespace, kind: CollKind) -> bool:
+    return DEFAULT_INPLACE.get(kind, False) if args.inplace is None else bool(args.inplace)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    topo: Topology = parse_spec(args.topology)
+    kind = CollKind.parse(args.collective)
+    params: dict[str, str] = {}
+    for item in args.param:
+        if "=" not in item:
+            raise UsageError(f"--param {item!r} must be KEY=VALUE")
+        k, v = item.split("=", 1)
+        params[k.strip()] = v.strip()
+    root = args.root
+    if "root" in params:
+        root = int(params.pop("root"))
+    if args.chunks < 1 or args.instances < 1:
+        raise UsageError("--chunks and --instances must be at least 1")
+    min_b, max_b = parse_size(args.min_bytes), parse_size(args.max_bytes)
+    if max_b and min_b > max_b:
+        raise UsageError(f"--min-bytes {min_b} exceeds --max-bytes {max_b}")
+    dialect = Dialect(args.dialect)
+    if args.shard_per_rank:
+        raise UsageError("--shard-per-rank is not implemented yet in this version")
+    if topo.nranks > 1024:
+        raise UsageError(f"{topo.nranks} ranks: one XML file holds at most 1024 <gpu> elements in the real "
+                         f"parser; use --shard-per-rank")
+    schedule = build_schedule(args.algorithm, topo, kind, _inplace(args, kind), root, params)
+    try:
+        verify_schedule(schedule, topo)
+    except VerifyError as exc:
+        raise VerifyError(f"{args.algorithm} cannot run {kind.value} on {topo.name}: {exc}") from None
+    out = Path(args.output)
+    if out.is_dir():
+        raise UsageError(f"-o {out} is a directory; give a file name")
+    report: Report | None = None
+    text = ""
+    for pair in (True, False):
+        opts = LowerOptions(chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
+                            dialect=dialect, min_bytes=min_b, max_bytes=max_b, pair=pair)
+        program = lower(schedule, opts)
+        text = to_xml(program, dialect)
+        report = check_parsed(parse_xml(text, str(out)), dialect, root=program_root(kind, schedule))
+        if report.ok:
+            break
+    assert report is not None
+    if not report.ok:
+        _print_report(report)
+        print(f"collc: {out}: the lowered program fails its check; no file written", file=sys.stderr)
+        return 1
+    write_atomic(out, text)
+    p = read_xml(out).program
+    tbs = max(len(g.tbs) for g in p.gpus)
+    steps = max(len(t.steps) for g in p.gpus for t in g.tbs)
+    print(f"wrote {out}: {p.coll} on {p.ngpus} ranks, {schedule.nsteps} steps, {p.nchannels} channel(s), "
+          f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, checked")
+    return 0
+
+
+def program_root(kind: CollKind, schedule: object) -> int | None:
+    coll = getattr(schedule, "collective", None)
+    return getattr(coll, "root", None) if kind.rooted else None
+
+
+def _expand_paths(paths: Sequence[str]) -> list[Path]:
+    out: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if p.is_dir():
+            found = sorted(q for q in p.rglob("*.xml") if q.is_file())
+            if not found:
+                raise UsageError(f"{p}: no .xml files in this directory")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise UsageError(f"{p}: no such file")
+    return out
+
+
+def _print_report(rep: Report) -> None:
+    status = "PASS" if rep.ok else "FAIL"
+    print(f"{status} {rep.path} ({rep.dialect.value})")
+    for f in rep.findings:
+        print(f"  {f.severity}: [{f.code}] {f.message}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    dialect = Dialect(args.dialect)
+    reports = [check_parsed(read_xml(p), dialect, root=args.root) for p in _expand_paths(args.paths)]
+    if args.json:
+        print(json.dumps([r.to_json() for r in reports], indent=2, sort_keys=True))
+    else:
+        for r in reports:
+            _print_report(r)
+        bad = sum(not r.ok for r in reports)
+        print(f"{len(reports) - bad} passed, {bad} failed")
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        handler = {"list": cmd_list, "topology": cmd_topology, "build": cmd_build, "check": cmd_check}
+        return handler[args.command](args)
+    except CollcError as exc:
+        print(f"collc: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    except KeyboardInterrupt:
+        print("collc: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
