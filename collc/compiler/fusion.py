@@ -70,7 +70,7 @@ def fuse(plan: TbPlan) -> FusedPlan:
     out: list[tuple[FusedTb, ...]] = []
     for rank, tbs in enumerate(plan.tbs):
         timeline = _timeline(tbs)
-        outputs = {coll.physical(rank, Buffer.OUTPUT, i) for i in coll.expected(rank)}
+        outputs = {coll.physical(rank, Buffer.OUTPUT, e[0]) for e in coll.expected(rank)}
         out_slots = {(b.value, i) for b, i in outputs}
         fused_tbs: list[FusedTb] = []
         for tb in tbs:

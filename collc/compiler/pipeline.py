@@ -15,12 +15,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from collc.compiler.dependencies import build_program
 from collc.compiler.fusion import fuse
 from collc.compiler.limits import LIMITS, Dialect
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Program, Proto
-from collc.compiler.scratch import expand
+from collc.compiler.scratch import Kind, OpPlan, expand
 from collc.compiler.threadblocks import assign_channels, assign_threadblocks
 from collc.errors import LoweringError
 from collc.ir.schedule import Schedule
@@ -60,7 +62,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     plan = expand(sched)
     t2 = clock()
     lanes = sched.lanes
-    groups = 1
+    groups = estimate_groups(plan, lim.max_steps_per_tb, max(1, lim.max_channels // lanes))
     spent = {"channels": 0.0, "threadblocks": 0.0, "fusion": 0.0, "dependencies": 0.0}
     while True:
         a = clock()
@@ -88,6 +90,27 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     g_ = clock()
     opts.timings.update(pipelining=t1 - t0, scratch=t2 - t1, **spent, limits=g_ - f)
     return prog
+
+
+def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
+    """Smallest power-of-two channel-group count whose busiest connection fits in one tb.
+
+    A lower bound on the tb program (nops and unfused pairs come on top); ``lower``
+    doubles further if the real program still exceeds the limit.
+    """
+    remote = [op for op in plan.ops if op.kind is Kind.SEND or op.kind is Kind.RECV]
+    if not remote:
+        return 1
+    conn: dict[tuple[int, int, int, bool], int] = {}
+    ids = np.fromiter((conn.setdefault((op.rank, op.peer, op.lane, op.kind is Kind.SEND), len(conn))
+                       for op in remote), dtype=np.int64, count=len(remote))
+    chunks = np.fromiter((op.chunk for op in remote), dtype=np.int64, count=len(remote))
+    groups = 1
+    while groups < most:
+        if np.bincount(ids * groups + chunks % groups).max() <= max_steps * 3 // 4:
+            break
+        groups *= 2
+    return groups
 
 
 def enforce_limits(prog: Program, dialect: Dialect) -> None:

@@ -25,35 +25,39 @@ class StepType(str, Enum):
     REDUCE = "re"
     NOP = "nop"
 
+    # Membership in module-level sets: these are on the checker's hot path.
     @property
     def sends(self) -> bool:
-        return self in _SENDS
+        return self in SENDS
 
     @property
     def receives(self) -> bool:
-        return self in _RECVS
+        return self in RECVS
 
     @property
     def reduces(self) -> bool:
-        return self in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY,
-                        StepType.RECV_REDUCE_COPY_SEND, StepType.REDUCE)
+        return self in REDUCES
 
     @property
     def reads_src(self) -> bool:
         """True where the step reads its local ``src`` operand."""
-        return self in (StepType.SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY,
-                        StepType.RECV_REDUCE_COPY_SEND, StepType.COPY, StepType.REDUCE)
+        return self in READS_SRC
 
     @property
     def writes_dst(self) -> bool:
-        return self in (StepType.RECV, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_COPY,
-                        StepType.RECV_REDUCE_COPY_SEND, StepType.COPY, StepType.REDUCE)
+        return self in WRITES_DST
 
 
-_SENDS = frozenset({StepType.SEND, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND,
-                    StepType.RECV_REDUCE_COPY_SEND})
-_RECVS = frozenset({StepType.RECV, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND,
-                    StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND})
+SENDS = frozenset({StepType.SEND, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND,
+                   StepType.RECV_REDUCE_COPY_SEND})
+RECVS = frozenset({StepType.RECV, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND,
+                   StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND})
+REDUCES = frozenset({StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND,
+                     StepType.REDUCE})
+READS_SRC = frozenset({StepType.SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY,
+                       StepType.RECV_REDUCE_COPY_SEND, StepType.COPY, StepType.REDUCE})
+WRITES_DST = frozenset({StepType.RECV, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_COPY,
+                        StepType.RECV_REDUCE_COPY_SEND, StepType.COPY, StepType.REDUCE})
 
 
 class Proto(str, Enum):

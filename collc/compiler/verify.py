@@ -36,7 +36,7 @@ import numpy as np
 
 from collc.backends.msccl_xml import REQUIRED_ALGO, Diagnostic, ParsedFile
 from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BUFF, SIMPLE_BUFF
-from collc.compiler.program import Program, Proto, Step, StepType, Threadblock
+from collc.compiler.program import READS_SRC, WRITES_DST, Program, Proto, Step, StepType, Threadblock
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.symbolic import DataError, ExactDomain
@@ -414,9 +414,12 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     data_errors: list[str] = []
     race_list: list[str] = []
 
+    amap = {(g.id, b.value): (pb.value, base) for g in p.gpus for b in Buffer
+            for pb, base in [coll.alias(g.id, b)]}
+
     def phys(gid: int, buf: str, off: int) -> tuple[str, int]:
-        b, i = coll.physical(gid, Buffer(buf), off)
-        return b.value, i
+        pb, base = amap[(gid, buf)]
+        return pb, base + off
 
     if data:
         for g in p.gpus:
@@ -491,16 +494,12 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         return False
 
     def read(gid: int, buf: str, off: int, n: int) -> list[int | None]:
-        out = []
-        for j in range(off, off + n):
-            b, i = phys(gid, buf, j)
-            out.append(mem[(gid, b)][i])
-        return out
+        pb, base = amap[(gid, buf)]
+        return mem[(gid, pb)][base + off:base + off + n]
 
     def write(gid: int, buf: str, off: int, values: list[int | None]) -> None:
-        for j, v in enumerate(values):
-            b, i = phys(gid, buf, off + j)
-            mem[(gid, b)][i] = v
+        pb, base = amap[(gid, buf)]
+        mem[(gid, pb)][base + off:base + off + len(values)] = values
 
     def combine(gid: int, where: str, a: list[int | None], b: list[int | None]) -> list[int | None]:
         out: list[int | None] = []
@@ -519,7 +518,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         return out
 
     def slots(gid: int, buf: str, off: int, n: int) -> list[tuple[str, int]]:
-        return [phys(gid, buf, j) for j in range(off, off + n)]
+        pb, base = amap[(gid, buf)]
+        return [(pb, base + j) for j in range(off, off + n)]
 
     runnable: deque[_Tb] = deque(order)
     total_pieces = 0
@@ -622,27 +622,41 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
 def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb],
                      tbs: dict[tuple[int, int], _Tb]) -> dict[int, int]:
     """Tbs that touch a slot which another tb of the same GPU writes: index -> clock component."""
-    users: dict[tuple[int, str, int], set[int]] = {}
+    amap = {(g.id, b.value): (pb.value, base) for g in p.gpus for b in Buffer for pb, base in [coll.alias(g.id, b)]}
+    users: dict[tuple[int, str, int], int | None] = {}   # slot -> sole user, or None when shared
     writers: set[tuple[int, str, int]] = set()
+    shared: set[tuple[int, str, int]] = set()
     for st in order:
         for step in st.tb.steps:
             t = step.type
             ops: list[tuple[str, int, bool]] = []
-            if t.reads_src:
+            if t in READS_SRC:
                 ops.append((step.srcbuf, step.srcoff, False))
-            if t.writes_dst or t is StepType.REDUCE:
+            if t in WRITES_DST:
                 ops.append((step.dstbuf, step.dstoff, True))
             for buf, off, w in ops:
-                for j in range(off, off + step.cnt):
-                    b, i = coll.physical(st.gid, Buffer(buf), j)
-                    key = (st.gid, b.value, i)
-                    users.setdefault(key, set()).add(st.idx)
+                pb, base = amap[(st.gid, buf)]
+                for j in range(base + off, base + off + step.cnt):
+                    key = (st.gid, pb, j)
+                    prev = users.get(key, st.idx)
+                    if prev != st.idx:
+                        shared.add(key)
+                    users[key] = st.idx
                     if w:
                         writers.add(key)
+    risky = shared & writers
+    if not risky:
+        return {}
     chosen: set[int] = set()
-    for key, who in users.items():
-        if len(who) > 1 and key in writers:
-            chosen |= who
+    for st in order:
+        for step in st.tb.steps:
+            for buf, off, used in ((step.srcbuf, step.srcoff, step.type in READS_SRC),
+                                   (step.dstbuf, step.dstoff, step.type in WRITES_DST)):
+                if not used:
+                    continue
+                pb, base = amap[(st.gid, buf)]
+                if any((st.gid, pb, j) in risky for j in range(base + off, base + off + step.cnt)):
+                    chosen.add(st.idx)
     return {idx: n for n, idx in enumerate(sorted(chosen))}
 
 
@@ -653,8 +667,8 @@ def _postcondition(p: Program, coll: Collective, dom: ExactDomain, mem: dict[tup
     for r in range(coll.nranks):
         if r not in gpus:
             continue
-        for idx, contributions in sorted(coll.expected(r).items()):
-            want = dom.expect(contributions)
+        for idx, origin, ranks in coll.expected(r):
+            want = dom.expect(origin, ranks)
             b, i = phys(r, "o", idx)
             got = mem[(r, b)][i]
             if not dom.matches(got, want):

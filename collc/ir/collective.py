@@ -120,47 +120,59 @@ class Collective:
             return self.output_chunks
         raise ScheduleError("the scratch buffer has no fixed size")
 
-    def physical(self, rank: int, buf: Buffer, index: int) -> tuple[Buffer, int]:
-        """Map a logical slot to the slot that holds it under this placement.
+    def alias(self, rank: int, buf: Buffer) -> tuple[Buffer, int]:
+        """Where logical buffer ``buf`` of ``rank`` lives: (physical buffer, chunk offset).
 
         Out-of-place, every buffer is its own.  In place, the aliased buffer is
         folded into the one the runtime really allocates.
         """
         if not self.inplace or buf is Buffer.SCRATCH:
-            return buf, index
+            return buf, 0
         c = self.chunk_factor
         if self.kind is CollKind.ALLGATHER:
-            return (Buffer.OUTPUT, rank * c + index) if buf is Buffer.INPUT else (buf, index)
+            return (Buffer.OUTPUT, rank * c) if buf is Buffer.INPUT else (buf, 0)
         if self.kind is CollKind.REDUCESCATTER:
-            return (Buffer.INPUT, rank * c + index) if buf is Buffer.OUTPUT else (buf, index)
-        return Buffer.INPUT, index
+            return (Buffer.INPUT, rank * c) if buf is Buffer.OUTPUT else (buf, 0)
+        return Buffer.INPUT, 0
+
+    def physical(self, rank: int, buf: Buffer, index: int) -> tuple[Buffer, int]:
+        """Map a logical slot to the slot that holds it under this placement."""
+        b, base = self.alias(rank, buf)
+        return b, base + index
 
     # ---- pre- and postcondition --------------------------------------------
     def initial(self, rank: int, index: int) -> Contribution:
         """The contribution held by input chunk ``index`` of ``rank`` at the start."""
         return (rank, index)
 
-    def expected(self, rank: int) -> dict[int, frozenset[Contribution]]:
-        """Expected output chunks of ``rank``: output index -> contributions.
+    def expected(self, rank: int) -> list[tuple[int, int, range | tuple[int, ...]]]:
+        """Obligations of ``rank``: (output index, origin input chunk, origin ranks).
 
-        Ranks with no obligation (non-roots of reduce) map to an empty dict.
+        Output chunk ``index`` of ``rank`` must hold the sum over the origin ranks of
+        their input chunk ``origin``.  Ranks with no obligation (non-roots of reduce)
+        get an empty list.  Compact on purpose: 1024 ranks x 1024 chunks stays cheap.
         """
         n, c = self.nranks, self.chunk_factor
         k = self.kind
+        everyone = range(n)
         if k is CollKind.ALLREDUCE:
-            return {i: frozenset((q, i) for q in range(n)) for i in range(c)}
+            return [(i, i, everyone) for i in range(c)]
         if k is CollKind.ALLGATHER:
-            return {q * c + i: frozenset({(q, i)}) for q in range(n) for i in range(c)}
+            return [(q * c + i, i, (q,)) for q in range(n) for i in range(c)]
         if k is CollKind.REDUCESCATTER:
-            return {i: frozenset((q, rank * c + i) for q in range(n)) for i in range(c)}
+            return [(i, rank * c + i, everyone) for i in range(c)]
         if k is CollKind.ALLTOALL:
-            return {q * c + i: frozenset({(q, rank * c + i)}) for q in range(n) for i in range(c)}
+            return [(q * c + i, rank * c + i, (q,)) for q in range(n) for i in range(c)]
         assert self.root is not None  # checked in __post_init__
         if k is CollKind.BROADCAST:
-            return {i: frozenset({(self.root, i)}) for i in range(c)}
+            return [(i, i, (self.root,)) for i in range(c)]
         if rank != self.root:
-            return {}
-        return {i: frozenset((q, i) for q in range(n)) for i in range(c)}
+            return []
+        return [(i, i, everyone) for i in range(c)]
+
+    def contributions(self, rank: int) -> dict[int, frozenset[Contribution]]:
+        """The same obligations as explicit contribution sets (small collectives only)."""
+        return {idx: frozenset((q, origin) for q in ranks) for idx, origin, ranks in self.expected(rank)}
 
     def describe(self) -> str:
         place = "in-place" if self.inplace else "out-of-place"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collc.ir.collective import Contribution
 
 
 class DataError(Exception):
@@ -69,14 +68,13 @@ class ExactDomain:
     def mask(self, node: int) -> int:
         return self._mask[node]
 
-    def expect(self, contributions: frozenset[Contribution]) -> Expect:
-        chunks = {c for _, c in contributions}
-        if len(chunks) != 1:
-            raise ValueError("an expected value mixes chunks")
+    def expect(self, origin: int, ranks: range | tuple[int, ...]) -> Expect:
+        if isinstance(ranks, range) and ranks.start == 0 and ranks.step == 1:
+            return Expect(origin, (1 << ranks.stop) - 1)
         mask = 0
-        for r, _ in contributions:
+        for r in ranks:
             mask |= 1 << r
-        return Expect(chunks.pop(), mask)
+        return Expect(origin, mask)
 
     def matches(self, node: int | None, want: Expect) -> bool:
         return node is not None and self._chunk[node] == want.chunk and self._mask[node] == want.mask

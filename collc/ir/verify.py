@@ -18,8 +18,6 @@ from collc.ir.symbolic import DataError, ExactDomain
 if TYPE_CHECKING:
     from collc.topology import Topology
 
-Slot = tuple[int, Buffer, int]
-
 
 def check_links(schedule: Schedule, topology: Topology) -> None:
     """Every remote transfer must use a link, or a route through switches only."""
@@ -42,58 +40,64 @@ def verify_schedule(schedule: Schedule, topology: Topology | None = None) -> Non
     if topology is not None:
         check_links(schedule, topology)
     coll = schedule.collective
-    dom = ExactDomain(coll.nranks)
-    state: dict[Slot, int] = {}
-    for r in range(coll.nranks):
+    n = coll.nranks
+    dom = ExactDomain(n)
+    sizes = {Buffer.INPUT: coll.input_chunks, Buffer.OUTPUT: coll.output_chunks,
+             Buffer.SCRATCH: schedule.scratch_chunks}
+    # state[rank][physical buffer] is a list of node ids (None: uninitialized)
+    state: list[dict[Buffer, list[int | None]]] = [
+        {b: [None] * size for b, size in sizes.items()} for _ in range(n)]
+    alias = [{b: coll.alias(r, b) for b in Buffer} for r in range(n)]
+    for r in range(n):
+        pb, base = alias[r][Buffer.INPUT]
+        row = state[r][pb]
         for k in range(coll.input_chunks):
-            buf, idx = coll.physical(r, Buffer.INPUT, k)
-            state[(r, buf, idx)] = dom.leaf(r, k)
+            row[base + k] = dom.leaf(r, k)
 
-    def phys(rank: int, buf: Buffer, idx: int) -> Slot:
-        b, i = coll.physical(rank, buf, idx)
-        return (rank, b, i)
+    def where(rank: int, buf: Buffer, idx: int) -> str:
+        return f"rank {rank} {buf.value}[{idx}]"
 
     for step_no, transfers in enumerate(schedule.steps):
-        copies: dict[Slot, int | None] = {}
-        reduces: dict[Slot, list[int]] = {}
+        copies: dict[tuple[int, Buffer, int], int | None] = {}
+        reduces: dict[tuple[int, Buffer, int], list[int]] = {}
         for t in transfers:
+            sb, sbase = alias[t.src][t.src_buf]
+            db, dbase = alias[t.dst][t.dst_buf]
+            srow = state[t.src][sb]
             for s_i, d_i in zip(t.src_idx, t.dst_idx):
-                value = state.get(phys(t.src, t.src_buf, s_i))
-                dst = phys(t.dst, t.dst_buf, d_i)
+                value = srow[sbase + s_i]
+                dst = (t.dst, db, dbase + d_i)
                 if t.op is Op.COPY:
                     if dst in copies or dst in reduces:
-                        raise VerifyError(f"step {step_no}: two transfers write rank {dst[0]} "
-                                          f"{dst[1].value}[{dst[2]}] in the same step")
+                        raise VerifyError(f"step {step_no}: two transfers write {where(*dst)} in the same step")
                     copies[dst] = value
                 else:
                     if dst in copies:
-                        raise VerifyError(f"step {step_no}: rank {dst[0]} {dst[1].value}[{dst[2]}] is "
-                                          f"copied and reduced into in the same step")
+                        raise VerifyError(f"step {step_no}: {where(*dst)} is copied and reduced into in "
+                                          f"the same step")
                     if value is None:
                         raise VerifyError(f"step {step_no}: rank {t.src} sends uninitialized "
                                           f"{t.src_buf.value}[{s_i}] to be reduced on rank {t.dst}")
                     reduces.setdefault(dst, []).append(value)
-        for dst, value in copies.items():
-            if value is None:
-                state.pop(dst, None)
-            else:
-                state[dst] = value
-        for dst, values in reduces.items():
-            acc = state.get(dst)
+        for (r, b, i), value in copies.items():
+            state[r][b][i] = value
+        for (r, b, i), values in reduces.items():
+            acc = state[r][b][i]
             if acc is None:
-                raise VerifyError(f"step {step_no}: rank {dst[0]} reduces into uninitialized "
-                                  f"{dst[1].value}[{dst[2]}]")
+                raise VerifyError(f"step {step_no}: {where(r, b, i)} is reduced into before it holds data")
             try:
                 for v in values:
                     acc = dom.reduce(acc, v)
             except DataError as exc:
-                raise VerifyError(f"step {step_no}: rank {dst[0]} {dst[1].value}[{dst[2]}] {exc}") from None
-            state[dst] = acc
+                raise VerifyError(f"step {step_no}: {where(r, b, i)} {exc}") from None
+            state[r][b][i] = acc
 
-    for r in range(coll.nranks):
-        for idx, contributions in sorted(coll.expected(r).items()):
-            want = dom.expect(contributions)
-            got = state.get(phys(r, Buffer.OUTPUT, idx))
+    for r in range(n):
+        ob, obase = alias[r][Buffer.OUTPUT]
+        row = state[r][ob]
+        for idx, origin, ranks in coll.expected(r):
+            want = dom.expect(origin, ranks)
+            got = row[obase + idx]
             if not dom.matches(got, want):
                 raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {idx} holds "
                                   f"{dom.describe(got)}, expected {dom.describe_expect(want)}")
