@@ -15,15 +15,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from collc.backends.msccl_xml import parse_xml, read_xml, to_xml, write_atomic
+from collc.backends.msccl_xml import read_xml, write_atomic
 from collc.compiler.limits import Dialect
-from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.program import Proto
 from collc.compiler.verify import Report, check_parsed
-from collc.errors import CollcError, VerifyError
-from collc.frontends.registry import algorithms, build_schedule
+from collc.driver import compile_xml
+from collc.errors import CollcError
+from collc.frontends.registry import algorithms
 from collc.ir.collective import CollKind
-from collc.ir.verify import verify_schedule
 from collc.topology import Topology, dump_json, list_families, parse_spec
 
 EXAMPLES = {
@@ -32,7 +31,6 @@ EXAMPLES = {
     "build": "collc build --topology ring:8 --algorithm ring --collective allreduce -o ring8.xml",
     "check": "collc check ring8.xml ../msccl-corpus/rccl/msccl-algorithms/*.xml",
 }
-DEFAULT_INPLACE = {CollKind.ALLREDUCE: True, CollKind.BROADCAST: True, CollKind.REDUCE: True}
 _SIZE = re.compile(r"(\d+)\s*([KMGT]?)(i?)B?\Z", re.IGNORECASE)
 
 
@@ -138,10 +136,6 @@ def cmd_topology(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inplace(args: argparse.Namespace, kind: CollKind) -> bool:
-    return DEFAULT_INPLACE.get(kind, False) if args.inplace is None else bool(args.inplace)
-
-
 def cmd_build(args: argparse.Namespace) -> int:
     topo: Topology = parse_spec(args.topology)
     kind = CollKind.parse(args.collective)
@@ -165,41 +159,23 @@ def cmd_build(args: argparse.Namespace) -> int:
     if topo.nranks > 1024:
         raise UsageError(f"{topo.nranks} ranks: one XML file holds at most 1024 <gpu> elements in the real "
                          f"parser; use --shard-per-rank")
-    schedule = build_schedule(args.algorithm, topo, kind, _inplace(args, kind), root, params)
-    try:
-        verify_schedule(schedule, topo)
-    except VerifyError as exc:
-        raise VerifyError(f"{args.algorithm} cannot run {kind.value} on {topo.name}: {exc}") from None
     out = Path(args.output)
     if out.is_dir():
         raise UsageError(f"-o {out} is a directory; give a file name")
-    report: Report | None = None
-    text = ""
-    for pair in (True, False):
-        opts = LowerOptions(chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
-                            dialect=dialect, min_bytes=min_b, max_bytes=max_b, pair=pair)
-        program = lower(schedule, opts)
-        text = to_xml(program, dialect)
-        report = check_parsed(parse_xml(text, str(out)), dialect, root=program_root(kind, schedule))
-        if report.ok:
-            break
-    assert report is not None
-    if not report.ok:
-        _print_report(report)
+    result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
+                         chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
+                         dialect=dialect, min_bytes=min_b, max_bytes=max_b)
+    if not result.report.ok:
+        _print_report(result.report)
         print(f"collc: {out}: the lowered program fails its check; no file written", file=sys.stderr)
         return 1
-    write_atomic(out, text)
-    p = read_xml(out).program
+    write_atomic(out, result.text)
+    p = result.program
     tbs = max(len(g.tbs) for g in p.gpus)
     steps = max(len(t.steps) for g in p.gpus for t in g.tbs)
-    print(f"wrote {out}: {p.coll} on {p.ngpus} ranks, {schedule.nsteps} steps, {p.nchannels} channel(s), "
+    print(f"wrote {out}: {p.coll} on {p.ngpus} ranks, {result.schedule.nsteps} steps, {p.nchannels} channel(s), "
           f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, checked")
     return 0
-
-
-def program_root(kind: CollKind, schedule: object) -> int | None:
-    coll = getattr(schedule, "collective", None)
-    return getattr(coll, "root", None) if kind.rooted else None
 
 
 def _expand_paths(paths: Sequence[str]) -> list[Path]:

@@ -36,7 +36,7 @@ import numpy as np
 
 from collc.backends.msccl_xml import REQUIRED_ALGO, Diagnostic, ParsedFile
 from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BUFF, SIMPLE_BUFF
-from collc.compiler.program import READS_SRC, WRITES_DST, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.program import READS_SRC, RECVS, SENDS, WRITES_DST, Program, Proto, Step, StepType, Threadblock
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.symbolic import DataError, ExactDomain
@@ -396,7 +396,7 @@ class _Tb:
 
 
 def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
-             races: bool = True, race_budget: int = 60_000_000) -> SimResult:
+             races: bool = True, race_budget: int = 25_000_000) -> SimResult:
     """Run the executor model once; data and race tracking are optional (deadlock only is cheap)."""
     gpus = {g.id: g for g in p.gpus}
     tbs: dict[tuple[int, int], _Tb] = {}
@@ -426,7 +426,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             c = coll.input_chunks
             for buf, size in (("i", max(g.i_chunks, c)), ("o", max(g.o_chunks, coll.output_chunks)),
                               ("s", g.s_chunks)):
-                mem[(g.id, buf)] = [None] * (size + coll.nranks * coll.chunk_factor)
+                mem[(g.id, buf)] = [None] * size
             for k in range(c):
                 b, i = phys(g.id, "i", k)
                 mem[(g.id, b)][i] = dom.leaf(g.id, k)
@@ -523,6 +523,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
 
     runnable: deque[_Tb] = deque(order)
     total_pieces = 0
+    local_types = (StepType.NOP, StepType.COPY, StepType.REDUCE)
+    mac = model.mac
     while runnable:
         st = runnable.popleft()
         steps = st.tb.steps
@@ -531,49 +533,62 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             if st.piece == 0 and not deps_ok(st, step):
                 break
             t = step.type
-            n_pieces = 1 if t in (StepType.NOP, StepType.COPY, StepType.REDUCE) else -(-step.cnt // model.mac)
-            lo = st.piece * model.mac
-            hi = step.cnt if n_pieces == 1 else min(step.cnt, lo + model.mac)
-            n = hi - lo
+            n_pieces = 1 if t in local_types else -(-step.cnt // mac)
+            # Process as many pieces as can go without blocking: sequentially the tb would
+            # do exactly these, and no other tb acts in between.
+            k = n_pieces - st.piece
             send_key = (st.gid, st.tb.send, st.tb.chan)
             recv_key = (st.tb.recv, st.gid, st.tb.chan)
-            if t.receives:
-                q = fifo.get(recv_key)
-                if not q:
+            if t in RECVS:
+                k = min(k, len(fifo.get(recv_key, ())))
+                if k == 0:
                     st.waiting = f"waits to receive from gpu {st.tb.recv} on chan {st.tb.chan}"
                     waiters.setdefault(("data",) + recv_key, []).append(st)
                     break
-            if t.sends:
-                need = model.piece_slots(n)
-                if used.get(send_key, 0) + need > model.slots:
+            if t in SENDS:
+                free = model.slots - used.get(send_key, 0)
+                fits = 0
+                while fits < k:
+                    lo_ = (st.piece + fits) * mac
+                    need = model.piece_slots(min(mac, step.cnt - lo_))
+                    if need > free:
+                        break
+                    free -= need
+                    fits += 1
+                k = fits
+                if k == 0:
                     st.waiting = (f"waits for space to send to gpu {st.tb.send} on chan {st.tb.chan} "
                                   f"({len(fifo.get(send_key, ()))} pieces in flight)")
                     waiters.setdefault(("space",) + send_key, []).append(st)
                     break
-            # ---- execute one piece
+            lo = st.piece * mac
+            hi = step.cnt if t in local_types else min(step.cnt, (st.piece + k) * mac)
+            n = hi - lo
             where = f"tb {st.tb.id} step {st.pc} ({t.value})"
             payload: list[int | None] = []
-            if t.receives:
-                payload, snap = fifo[recv_key].popleft()
-                used[recv_key] -= model.piece_slots(len(payload))
+            if t in RECVS:
+                q = fifo[recv_key]
+                for _ in range(k):
+                    part, snap = q.popleft()
+                    used[recv_key] -= model.piece_slots(len(part))
+                    payload.extend(part)
+                    if k_dim and snap is not None:
+                        clk = clocks[st.idx]
+                        assert clk is not None
+                        np.maximum(clk, snap, out=clk)
                 wake(("space",) + recv_key)
-                if k_dim and snap is not None:
-                    clk = clocks[st.idx]
-                    assert clk is not None
-                    np.maximum(clk, snap, out=clk)
                 if data and len(payload) != n:
                     data_errors.append(f"gpu {st.gid} {where}: received {len(payload)} chunks, expected {n}")
                     payload = (payload + [None] * n)[:n]
             if data:
-                if t.reads_src and t is not StepType.REDUCE:
+                src: list[int | None] = []
+                if t in READS_SRC and t is not StepType.REDUCE:
                     src = read(st.gid, step.srcbuf, step.srcoff + lo, n)
                     access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
-                if t in (StepType.SEND,):
+                if t is StepType.SEND or t is StepType.COPY:
                     payload = src
                 elif t in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND):
                     payload = combine(st.gid, where, src, payload)
-                elif t is StepType.COPY:
-                    payload = src
                 elif t is StepType.REDUCE:
                     acc = read(st.gid, step.dstbuf, step.dstoff, n)
                     src = read(st.gid, step.srcbuf, step.srcoff, n)
@@ -582,16 +597,20 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 if t is StepType.COPY and slots(st.gid, step.srcbuf, step.srcoff, n) == \
                         slots(st.gid, step.dstbuf, step.dstoff, n):
                     pass  # in place the copy is onto itself (e.g. allgather's input slice): no write
-                elif t.writes_dst:
+                elif t in WRITES_DST:
                     write(st.gid, step.dstbuf, step.dstoff + lo, payload)
                     access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
-            if t.sends:
+            if t in SENDS:
                 snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
-                fifo.setdefault(send_key, deque()).append((payload if data else [None] * n, snap_out))
-                used[send_key] = used.get(send_key, 0) + model.piece_slots(n)
+                q2 = fifo.setdefault(send_key, deque())
+                for j in range(k):
+                    a = j * mac
+                    b = min(n, a + mac)
+                    q2.append((payload[a:b] if data else [None] * (b - a), snap_out))
+                    used[send_key] = used.get(send_key, 0) + model.piece_slots(b - a)
                 wake(("data",) + send_key)
-            total_pieces += 1
-            st.piece += 1
+            total_pieces += k
+            st.piece += k
             if st.piece >= n_pieces:
                 me = interesting.get(st.idx)
                 if me is not None:
@@ -607,7 +626,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 if st.pc >= len(steps):
                     st.done = True
                     st.waiting = ""
-                    # a finished tb publishes nothing more; waiters on it re-check and block for good
+                    # waiters on a finished tb re-check once and then block for good
                     wake(("flag", st.gid, st.tb.id))
 
     blocked = [f"gpu {st.gid} tb {st.tb.id} step {st.pc} ({st.tb.steps[st.pc].type.value}): {st.waiting}"

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Rebuild the prebuilt, verified XMLs under schedules/ and their MANIFEST.md.
+
+    python scripts/build_schedules.py          # rewrite schedules/
+    python scripts/build_schedules.py --check  # exit 1 if a file would change
+
+Each directory under schedules/ is meant to be used as one MSCCL_ALGO_DIR: it
+holds only XML files (the runtimes parse every file in the directory), one per
+collective and placement, with no overlapping selection.  MANIFEST.md sits at
+the top level, outside those directories, for the same reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from collc.compiler.limits import Dialect
+from collc.driver import compile_xml
+from collc.ir.collective import CollKind
+from collc.topology import parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent / "schedules"
+
+# directory, file stem, topology, algorithm, collective, options (mirrors the CLI flags)
+SETS: list[tuple[str, str, str, str, CollKind, dict[str, object]]] = []
+for _dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+    _d = f"switch8-{_dialect.value}"
+    SETS += [
+        (_d, "allreduce-ring-inplace", "switch:8", "ring", CollKind.ALLREDUCE, {"instances": 4, "dialect": _dialect}),
+        (_d, "allgather-ring-outofplace", "switch:8", "ring", CollKind.ALLGATHER,
+         {"instances": 4, "dialect": _dialect}),
+        (_d, "reducescatter-ring-outofplace", "switch:8", "ring", CollKind.REDUCESCATTER,
+         {"instances": 4, "dialect": _dialect}),
+        (_d, "alltoall-direct-outofplace", "switch:8", "direct", CollKind.ALLTOALL, {"dialect": _dialect}),
+    ]
+SETS += [
+    ("ring8-legacy", "allreduce-ring-inplace", "ring:8", "ring", CollKind.ALLREDUCE,
+     {"instances": 2, "dialect": Dialect.LEGACY}),
+    ("hypercube16-executor", "allreduce-rhd-inplace", "hypercube:4", "recursive-halving-doubling",
+     CollKind.ALLREDUCE, {}),
+]
+
+
+def _command(stem: str, spec: str, alg: str, kind: CollKind, opts: dict[str, object]) -> str:
+    flags = [f"--topology {spec}", f"--algorithm {alg}", f"--collective {kind.value}"]
+    if "instances" in opts:
+        flags.append(f"--instances {opts['instances']}")
+    dialect = opts.get("dialect", Dialect.EXECUTOR)
+    assert isinstance(dialect, Dialect)
+    if dialect is not Dialect.EXECUTOR:
+        flags.append(f"--dialect {dialect.value}")
+    return "collc build " + " ".join(flags) + f" -o {stem}.xml"
+
+
+def render() -> tuple[dict[Path, str], str]:
+    files: dict[Path, str] = {}
+    rows = ["| directory | file | collective | ranks | dialect | steps | tbs/gpu | built with |",
+            "|---|---|---|---|---|---|---|---|"]
+    for directory, stem, spec, alg, kind, opts in SETS:
+        result = compile_xml(parse_spec(spec), alg, kind, **opts)  # type: ignore[arg-type]
+        if not result.report.ok:
+            raise SystemExit(f"{directory}/{stem} fails its check: {result.report.errors()[0].message}")
+        files[ROOT / directory / f"{stem}.xml"] = result.text
+        p = result.program
+        dialect = opts.get("dialect", Dialect.EXECUTOR)
+        assert isinstance(dialect, Dialect)
+        rows.append(f"| `{directory}` | `{stem}.xml` | {p.coll} | {p.ngpus} | {dialect.value} | "
+                    f"{result.schedule.nsteps} | {max(len(g.tbs) for g in p.gpus)} | "
+                    f"`{_command(stem, spec, alg, kind, opts)}` |")
+    manifest = "\n".join([
+        "# Prebuilt schedules",
+        "",
+        "Every file here was built by `python scripts/build_schedules.py` and passes `collc check` "
+        "(parser rules, limits, send/receive matching, executor simulation with symbolic data) for its dialect.",
+        "Each directory is one `MSCCL_ALGO_DIR` (executor, RCCL) and holds only XML files; legacy files are "
+        "listed in `MSCCL_XML_FILES` instead. Message-size windows are open (`minBytes=0`, `maxBytes=0`): "
+        "the runtime picks the file for every size of that collective and placement.",
+        "",
+        *rows,
+        "",
+    ])
+    return files, manifest
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = ap.parse_args()
+    files, manifest = render()
+    files[ROOT / "MANIFEST.md"] = manifest
+    if args.check:
+        stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+        for p in stale:
+            print(f"differs: {p.relative_to(ROOT.parent)}")
+        return 1 if stale else 0
+    for p, text in files.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        print(f"wrote {p.relative_to(ROOT.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Regenerate the golden XML files under tests/golden/<algorithm>/<case>.xml.
+
+    python scripts/regen_golden.py          # rewrite them
+    python scripts/regen_golden.py --check  # exit 1 if any differs (what the test does)
+
+Each case is built with the same code path as `collc build`; the files hold no
+machine paths, so a diff is a real change of output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from collc.compiler.limits import Dialect
+from collc.driver import compile_xml
+from collc.ir.collective import CollKind
+from collc.topology import parse_spec
+
+ROOT = Path(__file__).resolve().parent.parent / "tests" / "golden"
+
+# (algorithm, case name, topology, collective, keyword options)
+CASES: list[tuple[str, str, str, CollKind, dict[str, object]]] = [
+    ("ring", "allreduce-ring4", "ring:4", CollKind.ALLREDUCE, {}),
+    ("ring", "allgather-ring4-outofplace", "ring:4", CollKind.ALLGATHER, {"inplace": False}),
+    ("ring", "allreduce-ring4-bidirectional-legacy", "ring:4", CollKind.ALLREDUCE,
+     {"params": {"bidirectional": "true"}, "dialect": Dialect.LEGACY}),
+    ("recursive-doubling", "allreduce-hypercube2", "hypercube:2", CollKind.ALLREDUCE, {}),
+    ("recursive-halving-doubling", "allreduce-switch4-chunks2", "switch:4", CollKind.ALLREDUCE, {"chunks": 2}),
+    ("direct", "alltoall-switch4", "switch:4", CollKind.ALLTOALL, {}),
+    ("binomial-tree", "broadcast-switch4-root1", "switch:4", CollKind.BROADCAST, {"root": 1}),
+]
+
+
+def render() -> dict[Path, str]:
+    out: dict[Path, str] = {}
+    for algorithm, case, spec, kind, kwargs in CASES:
+        result = compile_xml(parse_spec(spec), algorithm, kind, **kwargs)  # type: ignore[arg-type]
+        if not result.report.ok:
+            raise SystemExit(f"{algorithm}/{case} fails its own check: {result.report.errors()[0].message}")
+        out[ROOT / algorithm / f"{case}.xml"] = result.text
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = ap.parse_args()
+    files = render()
+    if args.check:
+        stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+        for p in stale:
+            print(f"differs: {p.relative_to(ROOT.parent.parent)}")
+        return 1 if stale else 0
+    for p, text in files.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        print(f"wrote {p.relative_to(ROOT.parent.parent)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
