@@ -48,7 +48,8 @@ def parse_size(text: str) -> int:
     m = _SIZE.match(text.strip())
     if not m:
         raise UsageError(f"cannot read size {text!r} (use e.g. 1048576, 64KiB, 1MiB)")
-    return int(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_")
+    power: int = "_KMGT".index(m.group(2).upper() or "_")
+    return int(m.group(1)) * (1 << (10 * power))
 
 
 def _parser() -> argparse.ArgumentParser:

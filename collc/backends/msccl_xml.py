@@ -22,11 +22,11 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from lxml import etree
+from lxml import etree  # type: ignore[import-untyped]
 
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
@@ -188,7 +188,7 @@ def lexical_check(text: str) -> list[Diagnostic]:
     return out
 
 
-def _check_start_tag(tag: str, add: "_Adder") -> None:
+def _check_start_tag(tag: str, add: Callable[..., None]) -> None:
     m = _TAG_NAME.match(tag)
     if not m:
         add(f"malformed tag '<{tag[:40]}'")
@@ -213,10 +213,6 @@ def _check_start_tag(tag: str, add: "_Adder") -> None:
                 add(f"{key}=\"{value}\" has a leading zero: strtol reads it as octal")
             else:
                 add(f"{key}=\"{value}\" is not a plain decimal integer")
-
-
-class _Adder:  # pragma: no cover - typing helper only
-    def __call__(self, msg: str, kind: str = "error") -> None: ...
 
 
 # --------------------------------------------------------------------------- reader

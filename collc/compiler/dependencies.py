@@ -74,8 +74,8 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
             steps: list[Step] = []
             for it_i, item in enumerate(tb.items):
                 dl = sorted((t, index[t][i]) for t, i in deps.get((tb_i, it_i), {}).items())
-                for t, s in dl[:-1]:
-                    steps.append(Step(len(steps), StepType.NOP, "i", -1, "o", -1, 0, t, s,
+                for dep_tb, dep_step in dl[:-1]:
+                    steps.append(Step(len(steps), StepType.NOP, "i", -1, "o", -1, 0, dep_tb, dep_step,
                                       int((tb_i, len(steps)) in targets)))
                 depid, dep_s = dl[-1] if dl else (-1, -1)
                 steps.append(Step(len(steps), item.type, item.srcbuf, item.srcoff, item.dstbuf, item.dstoff,

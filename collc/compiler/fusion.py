@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from collc.compiler.program import StepType
 from collc.compiler.scratch import Kind, RankOp, Slot
-from collc.compiler.threadblocks import ChannelOp, TbPlan, order_key
+from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
 from collc.ir.collective import Buffer
 
 
@@ -65,12 +65,23 @@ def _single(op: RankOp) -> Item:
     return Item(t, op, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt, tuple(op.reads()), tuple(op.writes()))
 
 
+def _candidate(cur: RankOp, nxt: RankOp | None) -> bool:
+    return (nxt is not None and cur.kind is Kind.RECV and nxt.kind is Kind.SEND
+            and (cur.dstbuf, cur.dstoff, cur.cnt) == (nxt.srcbuf, nxt.srcoff, nxt.cnt))
+
+
 def fuse(plan: TbPlan) -> FusedPlan:
     coll = plan.plan.collective
     out: list[tuple[FusedTb, ...]] = []
     for rank, tbs in enumerate(plan.tbs):
-        timeline = _timeline(tbs)
-        outputs = {coll.physical(rank, Buffer.OUTPUT, e[0]) for e in coll.expected(rank)}
+        # the per-slot timeline is needed only for slots that a candidate pair moves
+        cand: set[Slot] = set()
+        for tb in tbs:
+            for a, b in zip(tb.ops, tb.ops[1:]):
+                if _candidate(a.op, b.op):
+                    cand.update(a.op.writes())
+        timeline = _timeline(tbs, cand) if cand else {}
+        outputs = {coll.physical(rank, Buffer.OUTPUT, e[0]) for e in coll.expected(rank)} if cand else set()
         out_slots = {(b.value, i) for b, i in outputs}
         fused_tbs: list[FusedTb] = []
         for tb in tbs:
@@ -80,9 +91,7 @@ def fuse(plan: TbPlan) -> FusedPlan:
             while k < len(ops):
                 cur = ops[k].op
                 nxt = ops[k + 1].op if k + 1 < len(ops) else None
-                if (nxt is not None and cur.kind is Kind.RECV and nxt.kind is Kind.SEND
-                        and (cur.dstbuf, cur.dstoff, cur.cnt) == (nxt.srcbuf, nxt.srcoff, nxt.cnt)
-                        and _quiet_between(timeline, cur, nxt)):
+                if nxt is not None and _candidate(cur, nxt) and _quiet_between(timeline, cur, nxt):
                     items.append(_fused(cur, nxt, timeline, out_slots))
                     k += 2
                     continue
@@ -96,17 +105,27 @@ def fuse(plan: TbPlan) -> FusedPlan:
 Timeline = dict[Slot, tuple[list[tuple[int, ...]], list[bool]]]  # slot -> (positions, is pure write)
 
 
-def _timeline(tbs: tuple[object, ...]) -> Timeline:
+def _timeline(tbs: tuple[PlannedTb, ...], only: set[Slot]) -> Timeline:
+    """Accesses to the slots in ``only``: slot -> (sorted positions, pure-write flags)."""
     acc: dict[Slot, list[tuple[tuple[int, ...], bool]]] = {}
+    lo: dict[str, int] = {}
+    hi: dict[str, int] = {}
+    for b, i in only:
+        lo[b] = min(lo.get(b, i), i)
+        hi[b] = max(hi.get(b, i), i)
     for tb in tbs:
-        for c in tb.ops:  # type: ignore[attr-defined]
+        for c in tb.ops:
             op: RankOp = c.op
+            touched = [(op.srcbuf, op.srcoff), (op.dstbuf, op.dstoff)]
+            if not any(b in lo and off <= hi[b] and off + op.cnt > lo[b] for b, off in touched):
+                continue
             pos = order_key(op)
             reads = set(op.reads())
             for s in reads:
-                acc.setdefault(s, []).append((pos, False))
+                if s in only:
+                    acc.setdefault(s, []).append((pos, False))
             for s in op.writes():
-                if s not in reads:
+                if s not in reads and s in only:
                     acc.setdefault(s, []).append((pos, True))
     out: Timeline = {}
     for s, lst in acc.items():

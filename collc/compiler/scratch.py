@@ -24,6 +24,7 @@ require.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from enum import Enum
 
@@ -92,6 +93,38 @@ def _runs(idx: range | tuple[int, ...]) -> list[tuple[int, int]]:
     return out
 
 
+class _Intervals:
+    """Half-open slot intervals per (rank, buffer), merged lazily for overlap queries."""
+
+    def __init__(self) -> None:
+        self._raw: dict[tuple[int, str], list[tuple[int, int]]] = {}
+        self._merged: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
+
+    def add(self, rank: int, buf: str, lo: int, hi: int) -> None:
+        self._raw.setdefault((rank, buf), []).append((lo, hi))
+        self._merged.pop((rank, buf), None)
+
+    def overlaps(self, rank: int, buf: str, lo: int, hi: int) -> bool:
+        key = (rank, buf)
+        if key not in self._raw:
+            return False
+        if key not in self._merged:
+            starts: list[int] = []
+            ends: list[int] = []
+            for a, b in sorted(self._raw[key]):
+                if ends and a <= ends[-1]:
+                    ends[-1] = max(ends[-1], b)
+                else:
+                    starts.append(a)
+                    ends.append(b)
+            self._merged[key] = (starts, ends)
+        starts, ends = self._merged[key]
+        i = bisect_right(starts, lo) - 1
+        if i >= 0 and ends[i] > lo:
+            return True
+        return i + 1 < len(starts) and starts[i + 1] < hi
+
+
 def expand(schedule: Schedule) -> OpPlan:
     coll = schedule.collective
     n = coll.nranks
@@ -107,25 +140,36 @@ def expand(schedule: Schedule) -> OpPlan:
         b, i = coll.physical(rank, buf, idx)
         return b.value, i
 
+    aliases = [{b: (pb.value, base) for b in Buffer for pb, base in [coll.alias(r, b)]} for r in range(n)]
+
     def phys_runs(rank: int, buf: Buffer, idx: range | tuple[int, ...]) -> list[tuple[str, int, int]]:
+        pb, base = aliases[rank][buf]
+        if isinstance(idx, range):
+            return [(pb, base + idx.start, len(idx))]
         out: list[tuple[str, int, int]] = []
         for x in idx:
-            b, i = phys(rank, buf, x)
-            if out and out[-1][0] == b and out[-1][1] + out[-1][2] == i:
-                out[-1] = (b, out[-1][1], out[-1][2] + 1)
+            i = base + x
+            if out and out[-1][1] + out[-1][2] == i:
+                out[-1] = (pb, out[-1][1], out[-1][2] + 1)
             else:
-                out.append((b, i, 1))
+                out.append((pb, i, 1))
         return out
 
     for step_no, transfers in enumerate(schedule.steps):
-        # slots read by sends and by local transfers of this step, per rank
+        # slots read by this step's transfers, per rank, as merged intervals
+        reads = _Intervals()
+        for t in transfers:
+            for b, i, c in phys_runs(t.src, t.src_buf, t.src_idx):
+                reads.add(t.src, b, i, i + c)
+        has_local = any(t.is_local for t in transfers)
         read_now: dict[int, set[Slot]] = {}
         written_now: dict[int, set[Slot]] = {}
-        for t in transfers:
-            for x in t.src_idx:
-                read_now.setdefault(t.src, set()).add(phys(t.src, t.src_buf, x))
-            for x in t.dst_idx:
-                written_now.setdefault(t.dst, set()).add(phys(t.dst, t.dst_buf, x))
+        if has_local:
+            for t in transfers:
+                for x in t.src_idx:
+                    read_now.setdefault(t.src, set()).add(phys(t.src, t.src_buf, x))
+                for x in t.dst_idx:
+                    written_now.setdefault(t.dst, set()).add(phys(t.dst, t.dst_buf, x))
         for number, t in enumerate(transfers):
             key = (step_no, number)
             chunk = t.src_idx[0]
@@ -147,8 +191,7 @@ def expand(schedule: Schedule) -> OpPlan:
             ops.append(RankOp(t.src, step_no, 1, Kind.SEND, t.dst, t.lane, sbuf, soff, sbuf, soff, t.count,
                               False, key, chunk))
             # receiver side
-            clash = any(s in read_now.get(t.dst, ()) for b, i, c in dsts for s in
-                        ((b, i + j) for j in range(c)))
+            clash = any(reads.overlaps(t.dst, b, i, i + c) for b, i, c in dsts)
             reduce = t.op is Op.REDUCE
             if len(dsts) == 1 and not clash:
                 b, i, _ = dsts[0]

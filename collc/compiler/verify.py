@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -532,20 +532,20 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             step = steps[st.pc]
             if st.piece == 0 and not deps_ok(st, step):
                 break
-            t = step.type
-            n_pieces = 1 if t in local_types else -(-step.cnt // mac)
+            ty = step.type
+            n_pieces = 1 if ty in local_types else -(-step.cnt // mac)
             # Process as many pieces as can go without blocking: sequentially the tb would
             # do exactly these, and no other tb acts in between.
             k = n_pieces - st.piece
             send_key = (st.gid, st.tb.send, st.tb.chan)
             recv_key = (st.tb.recv, st.gid, st.tb.chan)
-            if t in RECVS:
+            if ty in RECVS:
                 k = min(k, len(fifo.get(recv_key, ())))
                 if k == 0:
                     st.waiting = f"waits to receive from gpu {st.tb.recv} on chan {st.tb.chan}"
                     waiters.setdefault(("data",) + recv_key, []).append(st)
                     break
-            if t in SENDS:
+            if ty in SENDS:
                 free = model.slots - used.get(send_key, 0)
                 fits = 0
                 while fits < k:
@@ -562,11 +562,11 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     waiters.setdefault(("space",) + send_key, []).append(st)
                     break
             lo = st.piece * mac
-            hi = step.cnt if t in local_types else min(step.cnt, (st.piece + k) * mac)
+            hi = step.cnt if ty in local_types else min(step.cnt, (st.piece + k) * mac)
             n = hi - lo
-            where = f"tb {st.tb.id} step {st.pc} ({t.value})"
+            where = f"tb {st.tb.id} step {st.pc} ({ty.value})"
             payload: list[int | None] = []
-            if t in RECVS:
+            if ty in RECVS:
                 q = fifo[recv_key]
                 for _ in range(k):
                     part, snap = q.popleft()
@@ -582,32 +582,32 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     payload = (payload + [None] * n)[:n]
             if data:
                 src: list[int | None] = []
-                if t in READS_SRC and t is not StepType.REDUCE:
+                if ty in READS_SRC and ty is not StepType.REDUCE:
                     src = read(st.gid, step.srcbuf, step.srcoff + lo, n)
                     access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
-                if t is StepType.SEND or t is StepType.COPY:
+                if ty is StepType.SEND or ty is StepType.COPY:
                     payload = src
-                elif t in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND):
+                elif ty in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND):
                     payload = combine(st.gid, where, src, payload)
-                elif t is StepType.REDUCE:
+                elif ty is StepType.REDUCE:
                     acc = read(st.gid, step.dstbuf, step.dstoff, n)
                     src = read(st.gid, step.srcbuf, step.srcoff, n)
                     access(st, slots(st.gid, step.srcbuf, step.srcoff, n), False, st.pc)
                     payload = combine(st.gid, where, acc, src)
-                if t is StepType.COPY and slots(st.gid, step.srcbuf, step.srcoff, n) == \
+                if ty is StepType.COPY and slots(st.gid, step.srcbuf, step.srcoff, n) == \
                         slots(st.gid, step.dstbuf, step.dstoff, n):
                     pass  # in place the copy is onto itself (e.g. allgather's input slice): no write
-                elif t in WRITES_DST:
+                elif ty in WRITES_DST:
                     write(st.gid, step.dstbuf, step.dstoff + lo, payload)
                     access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
-            if t in SENDS:
+            if ty in SENDS:
                 snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
                 q2 = fifo.setdefault(send_key, deque())
                 for j in range(k):
-                    a = j * mac
-                    b = min(n, a + mac)
-                    q2.append((payload[a:b] if data else [None] * (b - a), snap_out))
-                    used[send_key] = used.get(send_key, 0) + model.piece_slots(b - a)
+                    p_lo = j * mac
+                    p_hi = min(n, p_lo + mac)
+                    q2.append((payload[p_lo:p_hi] if data else [None] * (p_hi - p_lo), snap_out))
+                    used[send_key] = used.get(send_key, 0) + model.piece_slots(p_hi - p_lo)
                 wake(("data",) + send_key)
             total_pieces += k
             st.piece += k
@@ -680,7 +680,7 @@ def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb],
 
 
 def _postcondition(p: Program, coll: Collective, dom: ExactDomain, mem: dict[tuple[int, str], list[int | None]],
-                   phys: Callable[[int, str, int], tuple[str, int]], gpus: dict[int, object],
+                   phys: Callable[[int, str, int], tuple[str, int]], gpus: Mapping[int, object],
                    errors: list[str], warnings: list[str]) -> None:
     per_chunk: dict[int, set[int]] = {}
     for r in range(coll.nranks):
@@ -836,7 +836,7 @@ def _report_deadlock(p: Program, dialect: Dialect, kind: CollKind, inplace: bool
 def _hang_threshold(p: Program, coll: Collective, model: SizeModel) -> int | None:
     """Smallest message size (bytes) at which the runtime's slicing makes it hang."""
     top = model.nbytes if model.nbytes is not None else p.nchunksperloop * (1 << 24)
-    cache: dict[tuple[int, int], bool] = {}
+    cache: dict[tuple[int, int, int], bool] = {}
 
     def hangs(nbytes: int) -> bool:
         m = size_model(p.proto, p.nchunksperloop, nbytes)
