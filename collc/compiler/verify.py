@@ -273,6 +273,17 @@ def _check_steps(p: Program, gid: int, t: Threadblock, by_id: dict[int, Threadbl
     return fatal
 
 
+def _check_input_writes(p: Program, rep: Report) -> None:
+    """Out of place, ``i`` is the caller's const send buffer: no step may write it."""
+    for g in p.gpus:
+        for t in g.tbs:
+            for pos, st in enumerate(t.steps):
+                if st.type in WRITES_DST and st.dstbuf == "i":
+                    rep.add("data", f"gpu {g.id} tb {t.id} step {pos}: {st.type.value} writes i[{st.dstoff}], the "
+                                    f"caller's send buffer, in an out-of-place call")
+                    return
+
+
 def _check_matching(p: Program, rep: Report) -> bool:
     """Send-type steps of tb(a, send=b, chan) must equal recv-type steps of tb(b, recv=a, chan)."""
     gpus = {g.id: g for g in p.gpus}
@@ -379,6 +390,18 @@ class SimResult:
     races: list[str]
     order_warnings: list[str]
     pieces: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Where a data error happened; formatted only when one is reported."""
+
+    tb: int
+    step: int
+    type: StepType
+
+    def __str__(self) -> str:
+        return f"tb {self.tb} step {self.step} ({self.type.value})"
 
 
 class _Tb:
@@ -501,7 +524,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         pb, base = amap[(gid, buf)]
         mem[(gid, pb)][base + off:base + off + len(values)] = values
 
-    def combine(gid: int, where: str, a: list[int | None], b: list[int | None]) -> list[int | None]:
+    def combine(gid: int, where: _Where, a: list[int | None], b: list[int | None]) -> list[int | None]:
         out: list[int | None] = []
         for x, y in zip(a, b):
             if x is None or y is None:
@@ -547,14 +570,12 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     break
             if ty in SENDS:
                 free = model.slots - used.get(send_key, 0)
-                fits = 0
-                while fits < k:
-                    lo_ = (st.piece + fits) * mac
-                    need = model.piece_slots(min(mac, step.cnt - lo_))
-                    if need > free:
-                        break
-                    free -= need
-                    fits += 1
+                fits = min(k, free // model.piece_slots(mac))
+                last = n_pieces - 1
+                if fits < k and st.piece + fits == last:
+                    # only the step's last piece can be smaller than a full one
+                    tail_slots = model.piece_slots(step.cnt - last * mac)
+                    fits += tail_slots <= free - fits * model.piece_slots(mac)
                 k = fits
                 if k == 0:
                     st.waiting = (f"waits for space to send to gpu {st.tb.send} on chan {st.tb.chan} "
@@ -564,7 +585,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             lo = st.piece * mac
             hi = step.cnt if ty in local_types else min(step.cnt, (st.piece + k) * mac)
             n = hi - lo
-            where = f"tb {st.tb.id} step {st.pc} ({ty.value})"
+            where = _Where(st.tb.id, st.pc, ty)
             payload: list[int | None] = []
             if ty in RECVS:
                 q = fifo[recv_key]
@@ -581,10 +602,12 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     data_errors.append(f"gpu {st.gid} {where}: received {len(payload)} chunks, expected {n}")
                     payload = (payload + [None] * n)[:n]
             if data:
+                tracked = st.idx in interesting
                 src: list[int | None] = []
                 if ty in READS_SRC and ty is not StepType.REDUCE:
                     src = read(st.gid, step.srcbuf, step.srcoff + lo, n)
-                    access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
+                    if tracked:
+                        access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
                 if ty is StepType.SEND or ty is StepType.COPY:
                     payload = src
                 elif ty in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND):
@@ -592,14 +615,16 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 elif ty is StepType.REDUCE:
                     acc = read(st.gid, step.dstbuf, step.dstoff, n)
                     src = read(st.gid, step.srcbuf, step.srcoff, n)
-                    access(st, slots(st.gid, step.srcbuf, step.srcoff, n), False, st.pc)
+                    if tracked:
+                        access(st, slots(st.gid, step.srcbuf, step.srcoff, n), False, st.pc)
                     payload = combine(st.gid, where, acc, src)
                 if ty is StepType.COPY and slots(st.gid, step.srcbuf, step.srcoff, n) == \
                         slots(st.gid, step.dstbuf, step.dstoff, n):
                     pass  # in place the copy is onto itself (e.g. allgather's input slice): no write
                 elif ty in WRITES_DST:
                     write(st.gid, step.dstbuf, step.dstoff + lo, payload)
-                    access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
+                    if tracked:
+                        access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
             if ty in SENDS:
                 snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
                 q2 = fifo.setdefault(send_key, deque())
@@ -752,6 +777,8 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
         return rep
     sim_ok = _check_structure(p, dialect, rep, shard)
     sim_ok = _check_matching(p, rep) and sim_ok
+    if False in _placements(p, dialect):
+        _check_input_writes(p, rep)
     if not sim_ok or p.ngpus < 1 or p.nchunksperloop < 1:
         rep.add("deadlock", "simulation skipped: fix the structural errors above first", "warning")
         return rep

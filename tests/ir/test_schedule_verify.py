@@ -1,0 +1,186 @@
+"""Hand-built Schedules and the symbolic Schedule verifier (collc.ir.schedule, collc.ir.verify)."""
+
+from __future__ import annotations
+
+import pytest
+
+from collc.errors import ScheduleError, VerifyError
+from collc.ir.collective import Buffer, CollKind, Collective
+from collc.ir.schedule import Op, Provenance, Schedule, Transfer, make_slots
+from collc.ir.verify import verify_schedule
+from collc.topology import parse_spec
+
+I, O, S = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
+COPY, REDUCE = Op.COPY, Op.REDUCE
+PROV = Provenance("hand-made")
+
+
+def t(step: int, src: int, dst: int, sbuf: Buffer, sidx: list[int], dbuf: Buffer, didx: list[int],
+      op: Op = COPY) -> Transfer:
+    return Transfer(step, src, dst, sbuf, make_slots(sidx), dbuf, make_slots(didx), op)
+
+
+def allreduce2(*transfers: Transfer, inplace: bool = True) -> Schedule:
+    return Schedule(Collective(CollKind.ALLREDUCE, 2, 1, inplace), transfers, PROV)
+
+
+EXCHANGE = (t(0, 0, 1, O, [0], O, [0], REDUCE), t(0, 1, 0, O, [0], O, [0], REDUCE))
+
+
+# ---------------------------------------------------------------------- accepted
+def test_two_rank_allreduce_in_place_is_correct() -> None:
+    verify_schedule(allreduce2(*EXCHANGE))
+
+
+def test_two_rank_allreduce_out_of_place_is_correct() -> None:
+    s = allreduce2(t(0, 0, 0, I, [0], O, [0]), t(0, 1, 1, I, [0], O, [0]), *(
+        t(1, x.src, x.dst, O, [0], O, [0], REDUCE) for x in EXCHANGE), inplace=False)
+    verify_schedule(s)
+    assert s.nsteps == 2
+
+
+def test_correct_schedule_on_its_topology() -> None:
+    verify_schedule(allreduce2(*EXCHANGE), parse_spec("ring:2"))
+
+
+def test_synchronous_step_semantics_swap() -> None:
+    """Both transfers of a step read the state before the step: a swap in one step is fine."""
+    coll = Collective(CollKind.ALLTOALL, 2, 1, inplace=True)
+    s = Schedule(coll, (t(0, 0, 1, I, [1], I, [0]), t(0, 1, 0, I, [0], I, [1])), PROV)
+    verify_schedule(s)
+
+
+def test_allgather_in_place_reads_input_through_the_output() -> None:
+    coll = Collective(CollKind.ALLGATHER, 2, 1, inplace=True)
+    s = Schedule(coll, (t(0, 0, 1, I, [0], O, [0]), t(0, 1, 0, I, [0], O, [1])), PROV)
+    verify_schedule(s)
+
+
+# ---------------------------------------------------------------------- rejected
+def test_missing_contribution() -> None:
+    s = allreduce2(EXCHANGE[0])  # rank 1 never sends its chunk to rank 0
+    with pytest.raises(VerifyError, match=r"rank 0 output chunk 0 holds chunk 0 of rank\(s\) \{0\}, "
+                                          r"expected chunk 0 of rank\(s\) \{0, 1\}"):
+        verify_schedule(s)
+
+
+def test_double_reduction() -> None:
+    s = allreduce2(*EXCHANGE, t(1, 1, 0, I, [0], O, [0], REDUCE))
+    with pytest.raises(VerifyError, match=r"step 1: rank 0 i\[0\] counts .* twice"):
+        verify_schedule(s)
+
+
+def test_double_reduction_names_the_repeated_rank() -> None:
+    s = allreduce2(t(0, 0, 0, I, [0], O, [0]), t(0, 1, 1, I, [0], O, [0]),
+                   t(1, 0, 1, I, [0], O, [0], REDUCE), t(1, 1, 0, I, [0], O, [0], REDUCE),
+                   t(2, 1, 0, I, [0], O, [0], REDUCE), inplace=False)
+    with pytest.raises(VerifyError, match=r"step 2: rank 0 o\[0\] counts the contribution of rank\(s\) \{1\} "
+                                          r"to chunk 0 twice"):
+        verify_schedule(s)
+
+
+def test_two_copies_into_one_slot_in_a_step() -> None:
+    s = allreduce2(t(0, 0, 1, I, [0], O, [0]), t(0, 1, 1, I, [0], O, [0]), inplace=False)
+    with pytest.raises(VerifyError, match=r"step 0: two transfers write rank 1 o\[0\] in the same step"):
+        verify_schedule(s)
+
+
+def test_copy_and_reduce_into_one_slot_in_a_step() -> None:
+    s = allreduce2(t(0, 0, 1, I, [0], O, [0]), t(0, 1, 1, I, [0], O, [0], REDUCE), inplace=False)
+    with pytest.raises(VerifyError, match=r"step 0: rank 1 o\[0\] is copied and reduced into in the same step"):
+        verify_schedule(s)
+    # in the other order the reduce is seen first: still rejected
+    s = allreduce2(t(0, 0, 1, I, [0], O, [0], REDUCE), t(0, 1, 1, I, [0], O, [0]), inplace=False)
+    with pytest.raises(VerifyError, match="same step"):
+        verify_schedule(s)
+
+
+def test_reduce_into_uninitialized_slot() -> None:
+    s = allreduce2(t(0, 0, 1, I, [0], O, [0], REDUCE), inplace=False)
+    with pytest.raises(VerifyError, match=r"rank 1 o\[0\] is reduced into before it holds data"):
+        verify_schedule(s)
+
+
+def test_send_uninitialized_data_to_be_reduced() -> None:
+    s = allreduce2(t(0, 0, 1, O, [0], I, [0], REDUCE), inplace=False)
+    with pytest.raises(VerifyError, match="uninitialized"):
+        verify_schedule(s)
+
+
+def test_mixing_chunks() -> None:
+    coll = Collective(CollKind.ALLREDUCE, 2, 2, inplace=True)
+    s = Schedule(coll, (t(0, 0, 1, I, [0], I, [1], REDUCE),), PROV)
+    with pytest.raises(VerifyError, match="different chunks"):
+        verify_schedule(s)
+
+
+def test_transfer_on_a_missing_link() -> None:
+    coll = Collective(CollKind.ALLREDUCE, 4, 1, inplace=True)
+    s = Schedule(coll, (t(0, 0, 2, I, [0], I, [0], REDUCE),), PROV)
+    with pytest.raises(VerifyError, match=r"step 0: rank 0 sends to rank 2, but ring:4 has no link"):
+        verify_schedule(s, parse_spec("ring:4"))
+
+
+def test_switch_route_counts_as_a_link() -> None:
+    coll = Collective(CollKind.BROADCAST, 4, 1, inplace=True, root=0)
+    s = Schedule(coll, tuple(t(0, 0, d, I, [0], I, [0]) for d in (1, 2, 3)), PROV)
+    verify_schedule(s, parse_spec("switch:4"))
+    with pytest.raises(VerifyError, match="no link"):
+        verify_schedule(s, parse_spec("ring:4"))
+
+
+def test_rank_count_must_match_the_topology() -> None:
+    with pytest.raises(VerifyError, match="schedule has 2 ranks but topology ring:4 has 4"):
+        verify_schedule(allreduce2(*EXCHANGE), parse_spec("ring:4"))
+
+
+# ---------------------------------------------------------------------- Schedule / Transfer invariants
+def test_make_slots_prefers_ranges() -> None:
+    assert make_slots([3, 4, 5]) == range(3, 6)
+    assert make_slots(range(2, 4)) == range(2, 4)
+    assert make_slots([0, 2]) == (0, 2)
+    assert make_slots([5, 4]) == (5, 4)
+
+
+def test_transfer_needs_equal_nonempty_index_lists() -> None:
+    with pytest.raises(ScheduleError, match="equal, non-empty"):
+        Transfer(0, 0, 1, I, range(0, 2), O, range(0, 1))
+    with pytest.raises(ScheduleError, match="equal, non-empty"):
+        Transfer(0, 0, 1, I, (), O, ())
+
+
+def test_transfer_rejects_negative_values() -> None:
+    with pytest.raises(ScheduleError, match="negative step"):
+        Transfer(-1, 0, 1, I, range(1), O, range(1))
+    with pytest.raises(ScheduleError, match="negative chunk"):
+        Transfer(0, 0, 1, I, (-1,), O, (0,))
+
+
+def test_local_transfer_onto_itself_is_rejected() -> None:
+    with pytest.raises(ScheduleError, match="onto its own chunks"):
+        Transfer(0, 1, 1, O, range(0, 2), O, range(1, 3))
+
+
+def test_schedule_checks_ranks_and_buffer_bounds() -> None:
+    with pytest.raises(ScheduleError, match="rank out of range"):
+        allreduce2(t(0, 0, 2, I, [0], O, [0]))
+    with pytest.raises(ScheduleError, match="beyond buffer o"):
+        allreduce2(t(0, 0, 1, I, [0], O, [1]), inplace=False)
+    with pytest.raises(ScheduleError, match="beyond buffer s"):
+        allreduce2(t(0, 0, 1, I, [0], S, [0]))
+
+
+def test_schedule_orders_transfers_and_groups_steps() -> None:
+    late = t(2, 1, 0, I, [0], S, [0])
+    early = t(0, 1, 0, I, [0], S, [0])
+    s = Schedule(Collective(CollKind.ALLREDUCE, 2, 1), (late, early), PROV, scratch_chunks=1)
+    assert s.transfers == (early, late)
+    assert s.nsteps == 3
+    assert s.step(0) == (early,) and s.step(1) == () and s.step(2) == (late,)
+    assert s.lanes == 1
+
+
+def test_transfer_properties() -> None:
+    x = t(0, 1, 1, I, [0, 1], S, [2, 3], REDUCE)
+    assert x.count == 2 and x.is_local and x.op is REDUCE
+    assert x.sort_key() == (0, 0, 1, 1, 0, 2)
