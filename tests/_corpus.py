@@ -34,11 +34,16 @@ def rel(path: Path) -> str:
     return path.relative_to(CORPUS).as_posix()
 
 
-def corpus_params() -> list[object]:
-    """Parameters for tests over every corpus file; one skipping entry when it is absent."""
+def corpus_params(only: str | None = None) -> list[object]:
+    """Parameters for tests over the corpus files (``only``: "executor" or "legacy" files).
+
+    When the corpus is absent the list holds one entry that skips.
+    """
     files = corpus_files()
     if not files:
         return [pytest.param(None, marks=pytest.mark.skip(reason=f"corpus not found at {CORPUS}"), id="no-corpus")]
+    if only is not None:
+        files = [p for p in files if is_executor_file(p) == (only == "executor")]
     return [pytest.param(p, id=rel(p)) for p in files]
 
 

@@ -50,6 +50,7 @@ INT_ATTRS = frozenset({"nchannels", "nchunksperloop", "ngpus", "inplace", "outof
 COLL_SPELLING = {"reducescatter": {Dialect.EXECUTOR: "reducescatter", Dialect.RCCL: "reducescatter",
                                    Dialect.LEGACY: "reduce_scatter"}}
 MAX_NAME = 63
+_STEP_TYPES = {t.value: t for t in StepType}
 
 
 @dataclass(frozen=True)
@@ -142,8 +143,26 @@ _ATTR = re.compile(r' ([A-Za-z_][A-Za-z0-9_.-]*)="([^"]*)"')
 _DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)\Z")
 
 
+_INT_NAMES = "|".join(sorted(INT_ATTRS, key=len, reverse=True))
+_ATTR_OK = (rf'(?:(?:{_INT_NAMES})="-?(?:0|[1-9][0-9]*)"'
+            rf'|(?!(?:{_INT_NAMES})=")[A-Za-z_][A-Za-z0-9_.-]*="[^"\n]*")')
+# A line that obviously obeys every rule: one tag (or comment), spaces, <= 16 attributes.
+_BAD_LINE = re.compile(rf'^(?! *(?:<!--(?:(?!-->).)*-->|</[A-Za-z_][A-Za-z0-9_.-]*>'
+                       rf'|<[A-Za-z_][A-Za-z0-9_.-]*(?: {_ATTR_OK}){{0,16}}/?>)? *\r?$).*$', re.MULTILINE)
+
+
 def lexical_check(text: str) -> list[Diagnostic]:
-    """Apply the runtime parser's lexical rules (msccl-runtime.md 1.1) to raw text."""
+    """Apply the runtime parser's lexical rules (msccl-runtime.md 1.1) to raw text.
+
+    A fast path accepts files whose every line obviously obeys the rules (what the
+    writer prints); anything else is scanned tag by tag for precise messages.
+    """
+    if _BAD_LINE.search(text) is None:
+        return []
+    return _scan(text)
+
+
+def _scan(text: str) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     pos, n, line = 0, len(text), 1
 
@@ -154,10 +173,12 @@ def lexical_check(text: str) -> list[Diagnostic]:
     while pos < n:
         lt = text.find("<", pos)
         gap = text[pos:] if lt < 0 else text[pos:lt]
-        for ch in set(gap):
-            if ch not in " \n\r":
-                what = "a tab" if ch == "\t" else f"character {ch!r}"
-                add(f"{what} between elements: the runtime parser expects '<' (indent with spaces)")
+        for ch in sorted(set(gap) - set(" \n\r")):
+            what = "a tab" if ch == "\t" else f"character {ch!r}"
+            at = line + gap[:gap.index(ch)].count("\n")
+            if len(out) < 50:
+                out.append(Diagnostic(f"line {at}", f"{what} between elements: the runtime parser expects '<' "
+                                                    f"(indent with spaces)"))
         line += gap.count("\n")
         if lt < 0:
             break
@@ -283,6 +304,14 @@ def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
             tpath = f"{gpath} tb {tid}"
             steps: list[Step] = []
             for s in t.iterchildren("step"):
+                a = s.attrib
+                try:  # fast path: every attribute present and well formed
+                    steps.append(Step(int(a["s"]), _STEP_TYPES[a["type"]], a["srcbuf"], int(a["srcoff"]),
+                                      a["dstbuf"], int(a["dstoff"]), int(a["cnt"]), int(a["depid"]),
+                                      int(a["deps"]), int(a["hasdep"])))
+                    continue
+                except (KeyError, ValueError):
+                    pass
                 spath = f"{tpath} step {len(steps)}"
                 type_raw = s.get("type")
                 if type_raw is None:
