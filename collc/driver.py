@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from collc.backends.msccl_xml import parse_xml, to_xml
 from collc.compiler.limits import Dialect
@@ -73,3 +74,17 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
             break
     assert result is not None
     return result
+
+
+def sync_files(files: Mapping[Path, str], check: bool, base: Path) -> int:
+    """Write generated files, or with ``check`` report those that differ; returns an exit code."""
+    if check:
+        stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+        for p in stale:
+            print(f"differs: {p.relative_to(base)}")
+        return 1 if stale else 0
+    for p, text in files.items():
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+        print(f"wrote {p.relative_to(base)}")
+    return 0

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from collc.compiler.limits import Dialect
-from collc.driver import compile_xml
+from collc.driver import compile_xml, sync_files
 from collc.ir.collective import CollKind
 from collc.topology import parse_spec
 
@@ -90,16 +90,7 @@ def main() -> int:
     args = ap.parse_args()
     files, manifest = render()
     files[ROOT / "MANIFEST.md"] = manifest
-    if args.check:
-        stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
-        for p in stale:
-            print(f"differs: {p.relative_to(ROOT.parent)}")
-        return 1 if stale else 0
-    for p, text in files.items():
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(text)
-        print(f"wrote {p.relative_to(ROOT.parent)}")
-    return 0
+    return sync_files(files, args.check, ROOT.parent)
 
 
 if __name__ == "__main__":
