@@ -56,13 +56,13 @@ class FusedPlan:
 def _single(op: RankOp) -> Item:
     if op.kind is Kind.SEND:
         return Item(StepType.SEND, op, op.srcbuf, op.srcoff, op.srcbuf, op.srcoff, op.cnt,
-                    tuple(op.reads()), ())
+                    op.rd, ())
     if op.kind is Kind.RECV:
         t = StepType.RECV_REDUCE_COPY if op.reduce else StepType.RECV
-        return Item(t, op, op.dstbuf, op.dstoff, op.dstbuf, op.dstoff, op.cnt, tuple(op.reads()),
-                    tuple(op.writes()))
+        return Item(t, op, op.dstbuf, op.dstoff, op.dstbuf, op.dstoff, op.cnt, op.rd,
+                    op.wr)
     t = StepType.REDUCE if op.kind is Kind.REDUCE else StepType.COPY
-    return Item(t, op, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt, tuple(op.reads()), tuple(op.writes()))
+    return Item(t, op, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt, op.rd, op.wr)
 
 
 def _candidate(cur: RankOp, nxt: RankOp | None) -> bool:
@@ -157,7 +157,7 @@ def _dead_after(tl: Timeline, slots: list[Slot], after: tuple[int, ...], out_slo
 
 
 def _fused(recv: RankOp, send: RankOp, tl: Timeline, out_slots: set[Slot]) -> Item:
-    slots = recv.writes()
+    slots = list(recv.wr)
     if not recv.reduce:
         return Item(StepType.RECV_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt,
                     (), tuple(slots))

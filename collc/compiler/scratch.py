@@ -25,7 +25,7 @@ require.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from collc.errors import LoweringError
@@ -58,20 +58,29 @@ class RankOp:
     reduce: bool         # receive: dst = dst (+) received
     key: tuple[int, ...]  # transfer identity: equal on both ends of a message, orders a connection
     chunk: int           # first logical chunk moved (channel hashing)
+    # derived once, used by every later pass: logical position and the slots touched
+    pos: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    rd: tuple[Slot, ...] = field(init=False, repr=False, compare=False)
+    wr: tuple[Slot, ...] = field(init=False, repr=False, compare=False)
 
-    def reads(self) -> list[Slot]:
+    def __post_init__(self) -> None:
+        src = tuple((self.srcbuf, self.srcoff + j) for j in range(self.cnt))
+        dst = () if self.kind is Kind.SEND else tuple((self.dstbuf, self.dstoff + j) for j in range(self.cnt))
         if self.kind is Kind.SEND or self.kind is Kind.COPY:
-            return [(self.srcbuf, self.srcoff + j) for j in range(self.cnt)]
-        if self.kind is Kind.REDUCE:
-            return [(self.srcbuf, self.srcoff + j) for j in range(self.cnt)] + self.writes()
-        if self.reduce:
-            return self.writes()
-        return []
+            rd = src
+        elif self.kind is Kind.REDUCE:
+            rd = src + dst
+        else:
+            rd = dst if self.reduce else ()
+        object.__setattr__(self, "pos", (self.step, self.phase) + self.key)
+        object.__setattr__(self, "rd", rd)
+        object.__setattr__(self, "wr", dst)
 
-    def writes(self) -> list[Slot]:
-        if self.kind is Kind.SEND:
-            return []
-        return [(self.dstbuf, self.dstoff + j) for j in range(self.cnt)]
+    def reads(self) -> tuple[Slot, ...]:
+        return self.rd
+
+    def writes(self) -> tuple[Slot, ...]:
+        return self.wr
 
 
 @dataclass(frozen=True)

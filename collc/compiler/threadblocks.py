@@ -48,7 +48,7 @@ class TbPlan:
 
 
 def order_key(op: RankOp) -> tuple[int, ...]:
-    return (op.step, op.phase) + op.key
+    return op.pos
 
 
 def assign_channels(plan: OpPlan, groups: int) -> list[ChannelOp]:
