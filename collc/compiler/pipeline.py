@@ -5,7 +5,10 @@
     pipelining -> scratch -> channels -> threadblocks -> fusion -> dependencies -> limits
 
 and returns a ``Program``.  The channel pass is retried with more channel groups
-while some tb exceeds the dialect's per-tb step limit.  ``timings`` (if given)
+while some tb exceeds the dialect's per-tb step limit.  Threadblocks pair a
+receive peer with a send peer when that enables fusion; if the executor model
+(``collc.compiler.verify.simulate``, no data) finds that pairing blocks, the
+program is rebuilt with separate send and receive threadblocks, which cannot.  ``timings`` (if given)
 receives the seconds spent per pass; ``verify_between`` runs the Schedule verifier
 after the Schedule-level pass (used by the tests).
 """
@@ -24,6 +27,7 @@ from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, expand
 from collc.compiler.threadblocks import assign_channels, assign_threadblocks
+from collc.compiler.verify import simulate, size_model
 from collc.errors import LoweringError
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
@@ -64,27 +68,41 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     lanes = sched.lanes
     groups = estimate_groups(plan, lim.max_steps_per_tb, max(1, lim.max_channels // lanes))
     spent = {"channels": 0.0, "threadblocks": 0.0, "fusion": 0.0, "dependencies": 0.0}
-    while True:
+
+    def assign(pair: bool, groups: int) -> Program:
+        while True:
+            a = clock()
+            chops = assign_channels(plan, groups)
+            b = clock()
+            tbp = assign_threadblocks(plan, chops, pair)
+            c = clock()
+            fused = fuse(tbp)
+            d = clock()
+            prog = build_program(fused, opts.proto, schedule.collective.inplace,
+                                 opts.name or program_name(schedule), opts.min_bytes, opts.max_bytes)
+            e = clock()
+            for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
+                spent[k] += v
+            worst = max(((len(t.steps), g.id, t.id) for g in prog.gpus for t in g.tbs), default=(0, 0, 0))
+            if worst[0] <= lim.max_steps_per_tb:
+                return prog
+            if lanes * groups * 2 > lim.max_channels:
+                raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} steps, above the "
+                                    f"{opts.dialect.value} limit of {lim.max_steps_per_tb} per tb, even spread "
+                                    f"over {lanes * groups} channels: use fewer --chunks or --instances")
+            groups *= 2
+
+    prog = assign(opts.pair, groups)
+    if opts.pair:
+        # Paired tbs put a step's sends before its receives; when a step sends more pieces than
+        # a connection holds, a cycle of such tbs can block.  Separate send and receive tbs,
+        # each in step order, cannot: fall back to them when the executor model says so.
         a = clock()
-        chops = assign_channels(plan, groups)
-        b = clock()
-        tbp = assign_threadblocks(plan, chops, opts.pair)
-        c = clock()
-        fused = fuse(tbp)
-        d = clock()
-        prog = build_program(fused, opts.proto, schedule.collective.inplace, opts.name or program_name(schedule),
-                             opts.min_bytes, opts.max_bytes)
-        e = clock()
-        for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
-            spent[k] += v
-        worst = max(((len(t.steps), g.id, t.id) for g in prog.gpus for t in g.tbs), default=(0, 0, 0))
-        if worst[0] <= lim.max_steps_per_tb:
-            break
-        if lanes * groups * 2 > lim.max_channels:
-            raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} steps, above the {opts.dialect.value} "
-                                f"limit of {lim.max_steps_per_tb} per tb, even spread over {lanes * groups} "
-                                f"channels: use fewer --chunks or --instances")
-        groups *= 2
+        model = size_model(opts.proto, prog.nchunksperloop, opts.max_bytes or None)
+        blocked = not simulate(prog, sched.collective, model, data=False, races=False).finished
+        spent["threadblocks"] += clock() - a  # the pairing decision belongs to that pass
+        if blocked:
+            prog = assign(False, groups)
     f = clock()
     enforce_limits(prog, opts.dialect)
     g_ = clock()

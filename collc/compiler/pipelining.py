@@ -3,7 +3,8 @@
 ``split_chunks(schedule, parts, instances)`` multiplies the chunk factor by
 ``parts * instances``.  Every chunk index ``x`` becomes the sub-chunks
 ``x*m .. x*m+m-1`` (``m = parts*instances``); a transfer's expanded index list is
-cut into ``m`` consecutive pieces, so a contiguous transfer stays contiguous.
+cut into ``m`` consecutive pieces, so a contiguous transfer stays contiguous
+(local copies and reduces stay whole: pieces would only add steps).
 Pieces of one instance share a lane (channels of their own); the ``parts``
 pieces of a transfer are separate transfers, which lets the runtime overlap step
 ``t`` of one piece with step ``t+1`` of the previous one.
@@ -38,6 +39,10 @@ def split_chunks(schedule: Schedule, parts: int = 1, instances: int = 1) -> Sche
     for t in schedule.transfers:
         src = _expand(t.src_idx, m)
         dst = _expand(t.dst_idx, m)
+        if t.is_local:
+            # a local copy gains nothing from pieces: keep it whole (cap_counts bounds its cnt)
+            out.append(replace(t, src_idx=make_slots(src), dst_idx=make_slots(dst)))
+            continue
         size = t.count
         for piece in range(m):
             inst = piece // parts

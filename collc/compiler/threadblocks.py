@@ -47,6 +47,9 @@ class TbPlan:
     nchannels: int
 
 
+LOCAL_TB_OPS = 32  # local ops per local-only tb, leaving room for dependency nops
+
+
 def order_key(op: RankOp) -> tuple[int, ...]:
     return op.pos
 
@@ -95,9 +98,10 @@ def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True)
         for (speer, chan), ops in sorted(send_ops.items()):
             if (speer, chan) not in used_send:
                 tbs.append(_tb(speer, -1, chan, ops, attached))
-        if local:
-            tbs.append(PlannedTb(-1, -1, 0, tuple(sorted(local, key=lambda c: order_key(c.op)))))
-        tbs.sort(key=lambda t: (t.chan, t.send, t.recv))
+        local.sort(key=lambda c: order_key(c.op))
+        for start in range(0, len(local), LOCAL_TB_OPS):  # several local tbs if there are many
+            tbs.append(PlannedTb(-1, -1, 0, tuple(local[start:start + LOCAL_TB_OPS])))
+        tbs.sort(key=lambda t: (t.chan, t.send, t.recv, order_key(t.ops[0].op) if t.ops else ()))
         nchannels = max([nchannels] + [t.chan + 1 for t in tbs])
         out.append(tuple(tbs))
     return TbPlan(plan, tuple(out), nchannels)

@@ -1,6 +1,8 @@
 """Binomial-tree broadcast and reduce from a root.
 
-Ranks are renumbered relative to the root, ``v = (r - root) mod N``.  Broadcast:
+Ranks are renumbered relative to the root: ``v = r xor root`` when N is a power
+of two (partners then differ in one bit, as on a hypercube), else
+``v = (r - root) mod N``.  Broadcast:
 at step k every rank with ``v < 2^k`` sends to ``v + 2^k`` (if it exists);
 ceil(log2 N) steps, cost ceil(log2 N)(alpha + M/b).  Reduce is its time reverse:
 at step k (from the top) ranks with ``2^k <= v < 2^(k+1)`` send their partial to
@@ -37,7 +39,10 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     if root is None or n < 2:
         raise ScheduleError("binomial-tree needs a root and at least 2 ranks")
     levels = (n - 1).bit_length()
-    rank = [(v + root) % n for v in range(n)]
+    # Relative numbering: xor with the root when N is a power of two, so partners v, v + 2^k
+    # differ in one bit (hypercube links); otherwise a rotation.
+    pow2 = n & (n - 1) == 0
+    rank = [v ^ root if pow2 else (v + root) % n for v in range(n)]
     b = Builder(Collective(request.kind, n, 1, request.inplace, root))
     if request.kind is CollKind.BROADCAST:
         if not request.inplace:

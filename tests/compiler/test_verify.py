@@ -232,6 +232,41 @@ def test_check_without_buffering_argument_uses_the_runtime_model() -> None:
     assert not rep.ok and findings(rep, "deadlock")
 
 
+def test_receive_first_on_both_sides_never_completes() -> None:
+    g = [(1, 2, 0, [tb(1, 1, st("r", "o", 1, "o", 1), st("s", "i", 0, "i", 0), st("cpy", "i", 0, "o", 0))]),
+         (1, 2, 0, [tb(0, 0, st("r", "o", 0, "o", 0), st("s", "i", 0, "i", 0), st("cpy", "i", 0, "o", 1))])]
+    rep = check(algo("allgather", g, nchunksperloop=2))
+    dl = findings(rep, "deadlock")
+    assert dl and "waits to receive from gpu 1" in dl[0].message
+    assert "does not complete with any buffering" in dl[0].message
+
+
+def test_dependency_cycle_never_completes() -> None:
+    g = [(1, 0, 0, [tb(1, -1, st("s", "i", 0, "i", 0, depid=1, deps=0, hasdep=1)),
+                    tb(-1, 1, st("rrc", "i", 0, "i", 0, depid=0, deps=0, hasdep=1))]),
+         (1, 0, 0, [tb(0, -1, st("s", "i", 0, "i", 0, hasdep=1)),
+                    tb(-1, 0, st("rrc", "i", 0, "i", 0, depid=0, deps=0))])]
+    rep = check(algo("allreduce", g, inplace=1))
+    dl = findings(rep, "deadlock")
+    assert dl and "gpu 0 tb 0 step 0 (s): waits for tb 1 step 0" in dl[0].message, _explain(rep)
+
+
+def test_unordered_write_is_a_race() -> None:
+    text = ALLREDUCE2.replace('depid="0" deps="0"', 'depid="-1" deps="-1"', 1)  # gpu 0 reduces while it sends
+    rep = check(text)
+    race = findings(rep, "race")
+    assert any("gpu 0: tb 1 step 0 writes i[0] with no ordering against tb 0 step 0" in f.message for f in race), \
+        _explain(rep)
+    assert not rep.ok
+
+
+def test_out_of_place_program_must_not_write_the_send_buffer() -> None:
+    text = ALLREDUCE2.replace('inplace="1" outofplace="0"', 'inplace="0" outofplace="1"').replace(
+        'o_chunks="0"', 'o_chunks="1"')
+    rep = check(text)
+    assert any("writes i[0], the caller's send buffer" in f.message for f in findings(rep, "data")), _explain(rep)
+
+
 # (c) double reduction
 def test_double_reduction() -> None:
     rep = check(allreduce2(gpu1_sends=2))

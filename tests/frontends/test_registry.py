@@ -1,0 +1,167 @@
+"""The algorithm registry and the input validation every frontend shares (collc.frontends.registry)."""
+
+from __future__ import annotations
+
+import pytest
+
+from collc.errors import CollcError, ScheduleError
+from collc.frontends.registry import REGISTRY, Algorithm, Param, algorithms, build_schedule, get, register
+from collc.ir.collective import CollKind
+from collc.topology import parse_spec
+
+ALGOS = algorithms()
+NAMES = [a.name for a in ALGOS]
+EXPECTED = {
+    "binomial-tree": {CollKind.BROADCAST, CollKind.REDUCE},
+    "direct": {CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL},
+    "recursive-doubling": {CollKind.ALLREDUCE, CollKind.ALLGATHER},
+    "recursive-halving-doubling": {CollKind.ALLREDUCE, CollKind.REDUCESCATTER},
+    "ring": {CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER},
+}
+# a topology on which each algorithm applies (used by the invalid-input tests)
+HOME = {"binomial-tree": "switch:8", "direct": "switch:8", "recursive-doubling": "switch:8",
+        "recursive-halving-doubling": "switch:8", "ring": "ring:8"}
+
+
+# ---------------------------------------------------------------------- registrations
+def test_registry_lists_algorithms_sorted_and_unique() -> None:
+    assert NAMES == sorted(NAMES) and len(set(NAMES)) == len(NAMES)
+    assert {a.name: set(a.collectives) for a in ALGOS} == EXPECTED
+    assert set(HOME) == set(NAMES)
+
+
+@pytest.mark.parametrize("alg", ALGOS, ids=NAMES)
+def test_registration_is_documented(alg: Algorithm) -> None:
+    assert alg.collectives
+    assert alg.summary and alg.reference and alg.topologies
+    assert alg.example.startswith("collc build ") and f"--algorithm {alg.name}" in alg.example
+    assert alg.build.__module__.startswith("collc.frontends.")
+    for p in alg.params:
+        assert p.doc and p.name.isidentifier()
+
+
+@pytest.mark.parametrize("alg", ALGOS, ids=NAMES)
+def test_frontend_module_docstring_states_an_example(alg: Algorithm) -> None:
+    import importlib
+    doc = importlib.import_module(alg.build.__module__).__doc__ or ""
+    assert ">>>" in doc and "build_schedule" in doc
+
+
+def test_get_returns_the_registration() -> None:
+    assert get("ring") is REGISTRY["ring"]
+
+
+def test_get_unknown_lists_the_known_algorithms() -> None:
+    with pytest.raises(ScheduleError, match="unknown algorithm 'nope' \\(known: binomial-tree, direct"):
+        get("nope")
+
+
+def test_registering_a_name_twice_is_refused() -> None:
+    with pytest.raises(ValueError, match="registered twice"):
+        register(REGISTRY["ring"])
+
+
+# ---------------------------------------------------------------------- parameters
+def test_param_parsing() -> None:
+    b = Param("flag", bool, False, "a flag")
+    assert [b.parse(x) for x in ("1", "true", "Yes", "on", "0", "false", "NO", "off")] == [True] * 4 + [False] * 4
+    with pytest.raises(ScheduleError, match="not a boolean"):
+        b.parse("maybe")
+    i = Param("n", int, 1, "a count")
+    assert i.parse("12") == 12
+    with pytest.raises(ScheduleError, match="not an integer"):
+        i.parse("twelve")
+    c = Param("mode", str, "a", "a mode", choices=("a", "b"))
+    assert c.parse("b") == "b"
+    with pytest.raises(ScheduleError, match="choose one of a, b"):
+        c.parse("z")
+
+
+# ---------------------------------------------------------------------- invalid inputs, the same for every frontend
+@pytest.mark.parametrize("name", NAMES)
+def test_unknown_parameter(name: str) -> None:
+    alg = get(name)
+    kind = sorted(alg.collectives, key=lambda k: k.value)[0]
+    with pytest.raises(ScheduleError, match=f"algorithm {name} has no parameter 'bogus'"):
+        build_schedule(name, parse_spec(HOME[name]), kind, params={"bogus": "1"})
+
+
+UNSUPPORTED = [(a.name, k) for a in ALGOS for k in CollKind if k not in a.collectives]
+
+
+@pytest.mark.parametrize("name, kind", UNSUPPORTED, ids=[f"{n}-{k.value}" for n, k in UNSUPPORTED])
+def test_unsupported_collective(name: str, kind: CollKind) -> None:
+    with pytest.raises(ScheduleError, match=f"algorithm {name} does not implement {kind.value} \\(it implements "):
+        build_schedule(name, parse_spec(HOME[name]), kind)
+
+
+UNROOTED = [a.name for a in ALGOS if any(not k.rooted for k in a.collectives)]
+ROOTED = [a.name for a in ALGOS if any(k.rooted for k in a.collectives)]
+
+
+@pytest.mark.parametrize("name", UNROOTED)
+def test_root_given_to_an_unrooted_collective(name: str) -> None:
+    unrooted = sorted((k for k in get(name).collectives if not k.rooted), key=lambda k: k.value)
+    with pytest.raises(ScheduleError, match="takes no root"):
+        build_schedule(name, parse_spec(HOME[name]), unrooted[0], root=1)
+
+
+@pytest.mark.parametrize("name", ROOTED)
+@pytest.mark.parametrize("root", [-1, 8])
+def test_root_outside_the_ranks(name: str, root: int) -> None:
+    rooted = sorted((k for k in get(name).collectives if k.rooted), key=lambda k: k.value)
+    with pytest.raises(ScheduleError, match=f"root {root} is outside 0..7"):
+        build_schedule(name, parse_spec(HOME[name]), rooted[0], root=root)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_errors_are_collc_errors(name: str) -> None:
+    """Every invalid request raises a CollcError (the CLI turns it into exit code 2), never another type."""
+    alg = get(name)
+    for kind in alg.collectives:
+        for spec in ("ring:3", "switch:6", "mesh:3x3", "ring:4:uni", "hypercube:1"):
+            try:
+                build_schedule(name, parse_spec(spec), kind)
+            except CollcError:
+                pass
+
+
+@pytest.mark.parametrize("name", ["recursive-doubling", "recursive-halving-doubling"])
+@pytest.mark.parametrize("spec", ["switch:6", "ring:6", "complete:6"])
+def test_recursive_doubling_needs_a_power_of_two(name: str, spec: str) -> None:
+    for kind in get(name).collectives:
+        with pytest.raises(ScheduleError, match="power-of-two"):
+            build_schedule(name, parse_spec(spec), kind)
+
+
+def test_ring_cycle_parameter_is_validated() -> None:
+    topo = parse_spec("ring:4")
+    with pytest.raises(ScheduleError, match="must list every rank"):
+        build_schedule("ring", topo, CollKind.ALLREDUCE, params={"cycle": "0,1,2"})
+    with pytest.raises(ScheduleError, match="comma-separated"):
+        build_schedule("ring", topo, CollKind.ALLREDUCE, params={"cycle": "0;1;2;3"})
+    with pytest.raises(ScheduleError, match="no link or switch route 1 -> 3"):
+        build_schedule("ring", topo, CollKind.ALLREDUCE, params={"cycle": "0,1,3,2"})
+
+
+def test_ring_without_a_hamiltonian_cycle() -> None:
+    with pytest.raises(ScheduleError, match="no Hamiltonian cycle"):
+        build_schedule("ring", parse_spec("mesh:3x3"), CollKind.ALLREDUCE)
+
+
+def test_bidirectional_ring_needs_reverse_links() -> None:
+    with pytest.raises(ScheduleError, match="reverse link"):
+        build_schedule("ring", parse_spec("ring:4:uni"), CollKind.ALLREDUCE, params={"bidirectional": "true"})
+
+
+def test_rooted_collective_defaults_to_root_zero() -> None:
+    s = build_schedule("binomial-tree", parse_spec("switch:4"), CollKind.BROADCAST)
+    assert s.collective.root == 0
+
+
+def test_provenance_records_algorithm_params_and_topology() -> None:
+    s = build_schedule("ring", parse_spec("ring:4"), CollKind.ALLREDUCE, params={"bidirectional": "yes"})
+    assert s.provenance.algorithm == "ring"
+    assert s.provenance.topology == "ring:4"
+    assert ("bidirectional", "True") in s.provenance.params
+    assert s.provenance.reference
