@@ -58,8 +58,10 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
     timings.update(frontend=t1 - t0, verify_schedule=clock() - t1)
     result: Compiled | None = None
     for pair in (True, False):
+        # the full check below decides pairing, so lower() need not simulate it first
         opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
-                            min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, name=name)
+                            min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=False,
+                            name=name)
         t2 = clock()
         program = lower(schedule, opts)
         t3 = clock()

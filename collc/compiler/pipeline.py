@@ -44,6 +44,7 @@ class LowerOptions:
     min_bytes: int = 0
     max_bytes: int = 0
     pair: bool = True
+    check_pairing: bool = True   # simulate flow control to decide pairing (callers that check anyway skip it)
     name: str = ""
     verify_between: bool = False
     timings: dict[str, float] = field(default_factory=dict, compare=False)
@@ -93,7 +94,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
             groups *= 2
 
     prog = assign(opts.pair, groups)
-    if opts.pair:
+    if opts.pair and opts.check_pairing and any(t.send >= 0 and t.recv >= 0 for g in prog.gpus for t in g.tbs):
         # Paired tbs put a step's sends before its receives; when a step sends more pieces than
         # a connection holds, a cycle of such tbs can block.  Separate send and receive tbs,
         # each in step order, cannot: fall back to them when the executor model says so.

@@ -205,7 +205,7 @@ def _check_steps(p: Program, gid: int, t: Threadblock, by_id: dict[int, Threadbl
     tw = f"gpu {gid} tb {t.id}"
     pending = 0
     for pos, st in enumerate(t.steps):
-        sw = f"{tw} step {pos}"
+        sw = _Loc(tw, pos)
         if st.s != pos:
             rep.add("structure", f"{sw}: s=\"{st.s}\" but the step is at position {pos}; the runtime counts "
                                  f"document order, so deps referring to it would be off")
@@ -393,6 +393,17 @@ class SimResult:
 
 
 @dataclass(frozen=True, slots=True)
+class _Loc:
+    """"gpu G tb T step S", formatted only when a finding names it."""
+
+    tb: str
+    step: int
+
+    def __str__(self) -> str:
+        return f"{self.tb} step {self.step}"
+
+
+@dataclass(frozen=True, slots=True)
 class _Where:
     """Where a data error happened; formatted only when one is reported."""
 
@@ -402,6 +413,53 @@ class _Where:
 
     def __str__(self) -> str:
         return f"tb {self.tb} step {self.step} ({self.type.value})"
+
+
+class _Conn:
+    """One (sender, receiver, chan) FIFO holding runs of pieces.
+
+    A run is what one send-type step pushed in one go: ``n`` pieces of ``mac`` chunks,
+    the last one possibly shorter (``tail`` chunks).  Keeping runs instead of pieces
+    makes the simulation cost proportional to steps, not to pieces.
+    """
+
+    __slots__ = ("runs", "avail", "used")
+
+    def __init__(self) -> None:
+        self.runs: deque[list[object]] = deque()   # [n, start, payload, tail, snap]
+        self.avail = 0                             # pieces held
+        self.used = 0                              # slots held
+
+    def push(self, k: int, payload: list[int | None], tail: int, snap: np.ndarray | None,
+             model: SizeModel) -> None:
+        self.runs.append([k, 0, payload, tail, snap])
+        self.avail += k
+        self.used += (k - 1) * model.piece_slots(model.mac) + model.piece_slots(tail)
+
+    def pop(self, j: int, model: SizeModel) -> tuple[list[int | None], list[np.ndarray]]:
+        out: list[int | None] = []
+        snaps: list[np.ndarray] = []
+        full = model.piece_slots(model.mac)
+        while j:
+            run = self.runs[0]
+            n, start, payload, tail, snap = run
+            assert isinstance(n, int) and isinstance(start, int) and isinstance(payload, list)
+            assert isinstance(tail, int)
+            take = min(j, n)
+            if take == n:
+                out.extend(payload[start:])
+                self.used -= (n - 1) * full + model.piece_slots(tail)
+                self.runs.popleft()
+            else:
+                end = start + take * model.mac
+                out.extend(payload[start:end])
+                self.used -= take * full
+                run[0], run[1] = n - take, end
+            if isinstance(snap, np.ndarray):
+                snaps.append(snap)
+            self.avail -= take
+            j -= take
+        return out, snaps
 
 
 class _Tb:
@@ -429,8 +487,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             st = _Tb(g.id, len(order), t)
             tbs[(g.id, t.id)] = st
             order.append(st)
-    fifo: dict[tuple[int, int, int], deque[tuple[list[int | None], np.ndarray | None]]] = {}
-    used: dict[tuple[int, int, int], int] = {}
+    fifo: dict[tuple[int, int, int], _Conn] = {}
     waiters: dict[tuple[object, ...], list[_Tb]] = {}
     dom = ExactDomain(coll.nranks)
     mem: dict[tuple[int, str], list[int | None]] = {}
@@ -563,13 +620,17 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             send_key = (st.gid, st.tb.send, st.tb.chan)
             recv_key = (st.tb.recv, st.gid, st.tb.chan)
             if ty in RECVS:
-                k = min(k, len(fifo.get(recv_key, ())))
+                conn_in = fifo.get(recv_key)
+                k = min(k, conn_in.avail if conn_in is not None else 0)
                 if k == 0:
                     st.waiting = f"waits to receive from gpu {st.tb.recv} on chan {st.tb.chan}"
                     waiters.setdefault(("data",) + recv_key, []).append(st)
                     break
             if ty in SENDS:
-                free = model.slots - used.get(send_key, 0)
+                conn_out = fifo.get(send_key)
+                if conn_out is None:
+                    conn_out = fifo[send_key] = _Conn()
+                free = model.slots - conn_out.used
                 fits = min(k, free // model.piece_slots(mac))
                 last = n_pieces - 1
                 if fits < k and st.piece + fits == last:
@@ -579,7 +640,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 k = fits
                 if k == 0:
                     st.waiting = (f"waits for space to send to gpu {st.tb.send} on chan {st.tb.chan} "
-                                  f"({len(fifo.get(send_key, ()))} pieces in flight)")
+                                  f"({conn_out.avail} pieces in flight)")
                     waiters.setdefault(("space",) + send_key, []).append(st)
                     break
             lo = st.piece * mac
@@ -588,14 +649,11 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             where = _Where(st.tb.id, st.pc, ty)
             payload: list[int | None] = []
             if ty in RECVS:
-                q = fifo[recv_key]
-                for _ in range(k):
-                    part, snap = q.popleft()
-                    used[recv_key] -= model.piece_slots(len(part))
-                    payload.extend(part)
-                    if k_dim and snap is not None:
-                        clk = clocks[st.idx]
-                        assert clk is not None
+                payload, snaps = fifo[recv_key].pop(k, model)
+                if k_dim:
+                    clk = clocks[st.idx]
+                    assert clk is not None
+                    for snap in snaps:
                         np.maximum(clk, snap, out=clk)
                 wake(("space",) + recv_key)
                 if data and len(payload) != n:
@@ -627,12 +685,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                         access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
             if ty in SENDS:
                 snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
-                q2 = fifo.setdefault(send_key, deque())
-                for j in range(k):
-                    p_lo = j * mac
-                    p_hi = min(n, p_lo + mac)
-                    q2.append((payload[p_lo:p_hi] if data else [None] * (p_hi - p_lo), snap_out))
-                    used[send_key] = used.get(send_key, 0) + model.piece_slots(p_hi - p_lo)
+                tail = n - (k - 1) * mac
+                fifo[send_key].push(k, payload if data else [], tail, snap_out, model)
                 wake(("data",) + send_key)
             total_pieces += k
             st.piece += k
