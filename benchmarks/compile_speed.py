@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Compile-speed benchmark: build + lower + emit + read back + full check, per case.
+"""Compile-speed benchmark: what `collc build` does, stage by stage, per case.
+
+Stages: build (frontend), verify (symbolic Schedule check), lower (all passes),
+emit (print XML), check (read the text back and run the full checker).
 
     python benchmarks/compile_speed.py            # the foundation cases
     python benchmarks/compile_speed.py --quick    # small cases only
@@ -14,13 +17,8 @@ import argparse
 import resource
 import time
 
-from collc.backends.msccl_xml import parse_xml, to_xml
-from collc.compiler.limits import Dialect
-from collc.compiler.pipeline import LowerOptions, lower
-from collc.compiler.verify import check_parsed
-from collc.frontends.registry import build_schedule
+from collc.driver import compile_xml
 from collc.ir.collective import CollKind
-from collc.ir.verify import verify_schedule
 from collc.topology import parse_spec
 
 CASES = [
@@ -40,31 +38,19 @@ def main() -> None:
     args = ap.parse_args()
     cases = [c for c in CASES if not args.quick or not c[3]]
     head = (f"{'topology':14s} {'algorithm':28s} {'coll':10s} {'build':>6s} {'verify':>6s} {'lower':>6s} "
-            f"{'emit':>6s} {'read':>6s} {'check':>6s} {'total':>7s} {'MB':>6s} {'MiB rss':>8s}  target")
+            f"{'emit':>6s} {'check':>6s} {'total':>7s} {'MB':>6s} {'MiB rss':>8s}  target")
     print(head)
     print("-" * len(head))
     for spec, alg, kind, target in cases:
-        clock = time.perf_counter
-        t0 = clock()
-        topo = parse_spec(spec)
-        sched = build_schedule(alg, topo, kind, inplace=True)
-        t1 = clock()
-        verify_schedule(sched, topo)
-        t2 = clock()
-        prog = lower(sched, LowerOptions())
-        t3 = clock()
-        text = to_xml(prog, Dialect.EXECUTOR)
-        t4 = clock()
-        parsed = parse_xml(text)
-        t5 = clock()
-        report = check_parsed(parsed, Dialect.EXECUTOR)
-        t6 = clock()
+        t0 = time.perf_counter()
+        result = compile_xml(parse_spec(spec), alg, kind, inplace=True)
+        total = time.perf_counter() - t0
+        t = result.timings
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        ok = "" if report.ok else "  CHECK FAILED"
-        print(f"{spec:14s} {alg:28s} {kind.value:10s} {t1 - t0:6.2f} {t2 - t1:6.2f} {t3 - t2:6.2f} {t4 - t3:6.2f} "
-              f"{t5 - t4:6.2f} {t6 - t5:6.2f} {t6 - t0:7.2f} {len(text) / 1e6:6.1f} {rss:8.0f}  {target}{ok}",
-              flush=True)
-
+        ok = "" if result.report.ok else "  CHECK FAILED"
+        print(f"{spec:14s} {alg:28s} {kind.value:10s} {t['frontend']:6.2f} {t['verify_schedule']:6.2f} "
+              f"{t['lower']:6.2f} {t['emit']:6.2f} {t['check']:6.2f} {total:7.2f} {len(result.text) / 1e6:6.1f} "
+              f"{rss:8.0f}  {target}{ok}", flush=True)
 
 if __name__ == "__main__":
     main()

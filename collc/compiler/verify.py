@@ -45,6 +45,7 @@ LEGACY_COLLS = {"allreduce", "allgather", "reduce", "broadcast", "alltoall", "re
 EXECUTOR_COLLS = {"allreduce", "allgather", "reducescatter", "reduce", "broadcast", "alltoall", "alltoallv",
                   "send", "recv", "gather", "scatter"}
 MAX_LISTED = 12
+PLAIN_RECV = frozenset({StepType.RECV, StepType.RECV_REDUCE_COPY})
 
 
 @dataclass(frozen=True)
@@ -463,12 +464,13 @@ class _Conn:
 
 
 class _Tb:
-    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "npieces", "waiting", "done")
+    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "npieces", "waiting", "done", "ready")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
         self.pc = 0
         self.piece = 0
+        self.ready = False          # dependencies of the current step are met
         self.flag = -1
         self.publishes: list[tuple[int, np.ndarray | None]] = []
         self.npieces = 0
@@ -602,6 +604,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         return [(pb, base + j) for j in range(off, off + n)]
 
     runnable: deque[_Tb] = deque(order)
+    receiver = {(t.tb.recv, t.gid, t.tb.chan): t for t in order if t.tb.recv >= 0}
     total_pieces = 0
     local_types = (StepType.NOP, StepType.COPY, StepType.REDUCE)
     mac = model.mac
@@ -610,8 +613,10 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         steps = st.tb.steps
         while not st.done:
             step = steps[st.pc]
-            if st.piece == 0 and not deps_ok(st, step):
-                break
+            if not st.ready:
+                if not deps_ok(st, step):
+                    break
+                st.ready = True
             ty = step.type
             n_pieces = 1 if ty in local_types else -(-step.cnt // mac)
             # Process as many pieces as can go without blocking: sequentially the tb would
@@ -637,6 +642,13 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     # only the step's last piece can be smaller than a full one
                     tail_slots = model.piece_slots(step.cnt - last * mac)
                     fits += tail_slots <= free - fits * model.piece_slots(mac)
+                # Hand-off: a receiver parked on a plain receive of this connection consumes
+                # every piece of its step as it arrives, so the sender may run ahead by that
+                # much (the same end state as the piece-by-piece ping-pong, in one move).
+                rx = receiver.get(send_key)
+                if rx is not None and rx.ready and not rx.done and rx.tb.steps[rx.pc].type in PLAIN_RECV:
+                    rx_left = -(-rx.tb.steps[rx.pc].cnt // mac) - rx.piece - conn_out.avail
+                    fits = max(fits, min(k, rx_left))
                 k = fits
                 if k == 0:
                     st.waiting = (f"waits for space to send to gpu {st.tb.send} on chan {st.tb.chan} "
@@ -701,6 +713,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     st.publishes.append((st.pc, clocks[st.idx].copy() if k_dim else None))  # type: ignore[union-attr]
                     wake(("flag", st.gid, st.tb.id))
                 st.piece = 0
+                st.ready = False
                 st.pc += 1
                 if st.pc >= len(steps):
                     st.done = True
