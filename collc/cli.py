@@ -147,8 +147,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         k, v = item.split("=", 1)
         params[k.strip()] = v.strip()
     root = args.root
-    if "root" in params:
-        root = int(params.pop("root"))
+    if "root" in params:  # also accepted as --param root=K
+        text = params.pop("root")
+        if not text.lstrip("-").isdigit():
+            raise UsageError(f"--param root={text!r} must be a rank number")
+        root = int(text)
     if args.chunks < 1 or args.instances < 1:
         raise UsageError("--chunks and --instances must be at least 1")
     min_b, max_b = parse_size(args.min_bytes), parse_size(args.max_bytes)

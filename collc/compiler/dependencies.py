@@ -19,6 +19,7 @@ from __future__ import annotations
 from collc.compiler.fusion import FusedPlan
 from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.compiler.scratch import Slot
+from collc.ir.collective import Buffer
 
 
 def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
@@ -81,11 +82,9 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
                 steps.append(Step(len(steps), item.type, item.srcbuf, item.srcoff, item.dstbuf, item.dstoff,
                                   item.cnt, depid, dep_s, int((tb_i, len(steps)) in targets)))
             out_tbs.append(Threadblock(tb_i, tb.send, tb.recv, tb.chan, tuple(steps)))
-        i_chunks = coll.input_chunks
-        o_chunks = 0 if inplace and coll.kind.value in ("allreduce", "alltoall", "broadcast", "reduce") \
-            else coll.output_chunks
-        if inplace and coll.kind.value == "allgather":
-            i_chunks = 0
+        # a buffer folded into the other by in-place aliasing is never named in the XML
+        i_chunks = 0 if coll.alias(rank, Buffer.INPUT)[0] is not Buffer.INPUT else coll.input_chunks
+        o_chunks = 0 if coll.alias(rank, Buffer.OUTPUT)[0] is not Buffer.OUTPUT else coll.output_chunks
         gpus.append(Gpu(rank, i_chunks, o_chunks, plan.base.plan.scratch[rank], tuple(out_tbs)))
     return Program(name=name, proto=proto, nchannels=plan.base.nchannels, nchunksperloop=coll.nchunksperloop,
                    ngpus=coll.nranks, coll=coll.kind.value, inplace=int(inplace), outofplace=int(not inplace),
