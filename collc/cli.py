@@ -12,8 +12,11 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+
+from tqdm import tqdm
 
 from collc.backends.msccl_xml import read_xml, write_atomic
 from collc.compiler.limits import Dialect
@@ -166,9 +169,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.is_dir():
         raise UsageError(f"-o {out} is a directory; give a file name")
-    result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
-                         chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
-                         dialect=dialect, min_bytes=min_b, max_bytes=max_b)
+    with _progress(topo.nranks >= PROGRESS_RANKS) as tell:
+        result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
+                             chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
+                             dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=tell)
     if not result.report.ok:
         _print_report(result.report)
         print(f"collc: {out}: the lowered program fails its check; no file written", file=sys.stderr)
@@ -180,6 +184,31 @@ def cmd_build(args: argparse.Namespace) -> int:
     print(f"wrote {out}: {p.coll} on {p.ngpus} ranks, {result.schedule.nsteps} steps, {p.nchannels} channel(s), "
           f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, checked")
     return 0
+
+
+PROGRESS_RANKS = 128  # compiles this large take seconds: show the stages on a terminal
+STAGES = 5
+
+
+@contextmanager
+def _progress(wanted: bool) -> Iterator[Callable[[str], None]]:
+    """A tqdm bar over the compile stages, on an interactive stderr only."""
+    bar = tqdm(total=STAGES, unit="stage", leave=False, file=sys.stderr,
+               disable=not (wanted and sys.stderr.isatty()),
+               bar_format="{desc:<24} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+    started = False
+
+    def tell(stage: str) -> None:
+        nonlocal started
+        if started:
+            bar.update(1)
+        started = True
+        bar.set_description_str(stage)
+
+    try:
+        yield tell
+    finally:
+        bar.close()
 
 
 def _expand_paths(paths: Sequence[str]) -> list[Path]:

@@ -11,7 +11,7 @@ receive threadblocks, which cannot deadlock (every tb runs in step order).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,14 +43,21 @@ class Compiled:
 def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None = None,
                 root: int | None = None, params: Mapping[str, str] | None = None, chunks: int = 1,
                 instances: int = 1, proto: Proto = Proto.SIMPLE, dialect: Dialect = Dialect.EXECUTOR,
-                min_bytes: int = 0, max_bytes: int = 0, name: str = "") -> Compiled:
-    """Raise CollcError on impossible input; return the text and its check report."""
+                min_bytes: int = 0, max_bytes: int = 0, name: str = "",
+                progress: Callable[[str], None] | None = None) -> Compiled:
+    """Raise CollcError on impossible input; return the text and its check report.
+
+    ``progress`` (if given) is called with the name of each stage as it starts.
+    """
     clock = time.perf_counter
     timings: dict[str, float] = {}
+    tell = progress or (lambda stage: None)
+    tell("frontend")
     t0 = clock()
     place = DEFAULT_INPLACE.get(kind, False) if inplace is None else inplace
     schedule = build_schedule(algorithm, topology, kind, place, root, params)
     t1 = clock()
+    tell("verify schedule")
     try:
         verify_schedule(schedule, topology)
     except VerifyError as exc:
@@ -62,11 +69,14 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
         opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=False,
                             name=name)
+        tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
         program = lower(schedule, opts)
         t3 = clock()
+        tell("emit")
         text = to_xml(program, dialect)
         t4 = clock()
+        tell("check")
         report = check_parsed(parse_xml(text, "<built>"), dialect, root=schedule.collective.root)
         t5 = clock()
         timings.update(lower=t3 - t2, emit=t4 - t3, check=t5 - t4)
