@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from collc.backends.msccl_xml import REQUIRED_ALGO, Diagnostic, ParsedFile
+from collc.backends.msccl_xml import REQUIRED_ALGO, ParsedFile
 from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BUFF, SIMPLE_BUFF
 from collc.compiler.program import READS_SRC, RECVS, SENDS, WRITES_DST, Program, Proto, Step, StepType, Threadblock
 from collc.errors import ScheduleError
@@ -254,7 +254,7 @@ def _check_steps(p: Program, gid: int, t: Threadblock, by_id: dict[int, Threadbl
                 rep.add("dependency", f"{sw}: depends on gpu {gid} tb {st.depid} step {st.deps}, which lacks "
                                       f'hasdep="1": its flag is never published, so the wait hangs or '
                                       f"relies on a later step")
-        elif st.depid != -1 or st.deps != -1 and st.depid >= 0:
+        elif st.depid != -1:
             rep.add("dependency", f"{sw}: depid={st.depid} is invalid")
         if st.hasdep not in (0, 1):
             rep.add("attribute", f"{sw}: hasdep must be 0 or 1, got {st.hasdep}")
@@ -464,7 +464,7 @@ class _Conn:
 
 
 class _Tb:
-    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "npieces", "waiting", "done", "ready")
+    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "waiting", "done", "ready")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
@@ -473,7 +473,6 @@ class _Tb:
         self.ready = False          # dependencies of the current step are met
         self.flag = -1
         self.publishes: list[tuple[int, np.ndarray | None]] = []
-        self.npieces = 0
         self.waiting = ""
         self.done = not tb.steps
 
@@ -516,7 +515,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     # ---- race tracking: vector clocks over tbs that share a slot with another tb
     interesting: dict[int, int] = {}
     if races:
-        interesting = _shared_slot_tbs(p, coll, order, tbs)
+        interesting = _shared_slot_tbs(p, coll, order)
         if len(interesting) * len(order) > race_budget:
             race_list.append(f"race check skipped: {len(interesting)} shared-slot tbs x {len(order)} tbs "
                              f"exceeds the exact-check budget")
@@ -730,8 +729,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     return SimResult(finished, blocked, data_errors, race_list, order_warnings, total_pieces)
 
 
-def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb],
-                     tbs: dict[tuple[int, int], _Tb]) -> dict[int, int]:
+def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb]) -> dict[int, int]:
     """Tbs that touch a slot which another tb of the same GPU writes: index -> clock component."""
     amap = {(g.id, b.value): (pb.value, base) for g in p.gpus for b in Buffer for pb, base in [coll.alias(g.id, b)]}
     users: dict[tuple[int, str, int], int | None] = {}   # slot -> sole user, or None when shared
@@ -822,8 +820,7 @@ def _roots(p: Program, kind: CollKind, root: int | None) -> list[int | None]:
 
 
 def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str = "<program>",
-                  parsed: ParsedFile | None = None, root: int | None = None, shard: bool = False,
-                  buffering: bool = True) -> Report:
+                  parsed: ParsedFile | None = None, root: int | None = None, shard: bool = False) -> Report:
     """All static checks plus the executor simulation; returns a Report (never raises on bad programs)."""
     rep = Report(path, dialect)
     if parsed is not None:
@@ -956,7 +953,3 @@ def _hang_threshold(p: Program, coll: Collective, model: SizeModel) -> int | Non
 
 def check_parsed(parsed: ParsedFile, dialect: Dialect, root: int | None = None) -> Report:
     return check_program(parsed.program, dialect, path=parsed.path, parsed=parsed, root=root)
-
-
-def diagnostics_as_findings(diags: Iterable[Diagnostic]) -> list[Finding]:
-    return [Finding("lexical", str(d), d.kind) for d in diags]
