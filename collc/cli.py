@@ -19,6 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from collc.backends.msccl_xml import read_xml, write_atomic
+from collc.backends.shards import WRAPPER, is_shard_dir, read_shards, write_shards
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Proto
 from collc.compiler.verify import Report, check_parsed
@@ -91,7 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     place.add_argument("--outofplace", dest="inplace", action="store_false")
     b.add_argument("--min-bytes", default="0", help="smallest message size this file is selected for")
     b.add_argument("--max-bytes", default="0", help="largest message size (0: no limit)")
-    b.add_argument("--shard-per-rank", action="store_true", help="one file per rank (for more than 1024 ranks)")
+    b.add_argument("--shard-per-rank", action="store_true",
+                   help="write a directory with one file per rank plus a launcher wrapper (needed above 1024 ranks)")
     b.add_argument("-o", "--output", required=True, help="output XML path")
 
     c = cmd("check", "check MSCCL XML files: parser rules, limits, matching, executor simulation")
@@ -161,28 +163,35 @@ def cmd_build(args: argparse.Namespace) -> int:
     if max_b and min_b > max_b:
         raise UsageError(f"--min-bytes {min_b} exceeds --max-bytes {max_b}")
     dialect = Dialect(args.dialect)
-    if args.shard_per_rank:
-        raise UsageError("--shard-per-rank is not implemented yet in this version")
-    if topo.nranks > 1024:
+    if topo.nranks > 1024 and not args.shard_per_rank:
         raise UsageError(f"{topo.nranks} ranks: one XML file holds at most 1024 <gpu> elements in the real "
                          f"parser; use --shard-per-rank")
     out = Path(args.output)
-    if out.is_dir():
-        raise UsageError(f"-o {out} is a directory; give a file name")
+    if out.is_dir() and not args.shard_per_rank:
+        raise UsageError(f"-o {out} is a directory; give a file name (or use --shard-per-rank)")
     with _progress(topo.nranks >= PROGRESS_RANKS) as tell:
         result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
                              chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
-                             dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=tell)
+                             dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=tell,
+                             shard=args.shard_per_rank)
     if not result.report.ok:
         _print_report(result.report)
         print(f"collc: {out}: the lowered program fails its check; no file written", file=sys.stderr)
         return 1
-    write_atomic(out, result.text)
     p = result.program
+    if result.shards is not None:
+        filename = f"{p.name}.xml"
+        write_shards(result.shards, dialect, out, filename)
+        where = f"{out}/rank-<0..{p.ngpus - 1}>/{filename} and {out}/{WRAPPER}"
+    else:
+        write_atomic(out, result.text)
+        where = str(out)
     tbs = max(len(g.tbs) for g in p.gpus)
     steps = max(len(t.steps) for g in p.gpus for t in g.tbs)
-    print(f"wrote {out}: {p.coll} on {p.ngpus} ranks, {result.schedule.nsteps} steps, {p.nchannels} channel(s), "
+    print(f"wrote {where}: {p.coll} on {p.ngpus} ranks, {result.schedule.nsteps} steps, {p.nchannels} channel(s), "
           f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, checked")
+    if result.shards is not None:
+        print(f"launch with: mpirun -np {p.ngpus} {out}/{WRAPPER} <command>")
     return 0
 
 
@@ -212,10 +221,13 @@ def _progress(wanted: bool) -> Iterator[Callable[[str], None]]:
 
 
 def _expand_paths(paths: Sequence[str]) -> list[Path]:
+    """Files to check; a shard directory (rank-<K>/ subdirectories) stays one entry."""
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
+        if is_shard_dir(p):
+            out.append(p)
+        elif p.is_dir():
             found = sorted(q for q in p.rglob("*.xml") if q.is_file())
             if not found:
                 raise UsageError(f"{p}: no .xml files in this directory")
@@ -236,7 +248,8 @@ def _print_report(rep: Report) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     dialect = Dialect(args.dialect)
-    reports = [check_parsed(read_xml(p), dialect, root=args.root) for p in _expand_paths(args.paths)]
+    reports = [check_parsed(read_shards(p), dialect, root=args.root, sharded=True) if is_shard_dir(p)
+               else check_parsed(read_xml(p), dialect, root=args.root) for p in _expand_paths(args.paths)]
     if args.json:
         print(json.dumps([r.to_json() for r in reports], indent=2, sort_keys=True))
     else:

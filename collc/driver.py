@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collc.backends.msccl_xml import parse_xml, to_xml
+from collc.backends.shards import assemble, shard_texts
 from collc.compiler.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.program import Program, Proto
@@ -35,16 +36,17 @@ DEFAULT_INPLACE = {CollKind.ALLREDUCE: True, CollKind.BROADCAST: True, CollKind.
 class Compiled:
     schedule: Schedule
     program: Program
-    text: str
+    text: str                      # the single file ("" when sharded)
     report: Report
     timings: dict[str, float] = field(default_factory=dict)
+    shards: dict[int, str] | None = None   # rank -> file text, with shard=True
 
 
 def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None = None,
                 root: int | None = None, params: Mapping[str, str] | None = None, chunks: int = 1,
                 instances: int = 1, proto: Proto = Proto.SIMPLE, dialect: Dialect = Dialect.EXECUTOR,
                 min_bytes: int = 0, max_bytes: int = 0, name: str = "",
-                progress: Callable[[str], None] | None = None) -> Compiled:
+                progress: Callable[[str], None] | None = None, shard: bool = False) -> Compiled:
     """Raise CollcError on impossible input; return the text and its check report.
 
     ``progress`` (if given) is called with the name of each stage as it starts.
@@ -68,20 +70,25 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
         # the full check below decides pairing, so lower() need not simulate it first
         opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=False,
-                            name=name)
+                            shard=shard, name=name)
         tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
         program = lower(schedule, opts)
         t3 = clock()
         tell("emit")
-        text = to_xml(program, dialect)
+        shards = shard_texts(program, dialect) if shard else None
+        text = "" if shard else to_xml(program, dialect)
         t4 = clock()
         tell("check")
-        report = check_parsed(parse_xml(text, "<built>"), dialect, root=schedule.collective.root)
+        if shards is not None:
+            parsed = assemble(parse_xml(t, f"<rank {r}>") for r, t in shards.items())
+        else:
+            parsed = parse_xml(text, "<built>")
+        report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
         t5 = clock()
         timings.update(lower=t3 - t2, emit=t4 - t3, check=t5 - t4)
         timings.update({f"pass:{k}": v for k, v in opts.timings.items()})
-        result = Compiled(schedule, program, text, report, dict(timings))
+        result = Compiled(schedule, program, text, report, dict(timings), shards)
         if report.ok:
             break
     assert result is not None

@@ -45,6 +45,7 @@ class LowerOptions:
     max_bytes: int = 0
     pair: bool = True
     check_pairing: bool = True   # simulate flow control to decide pairing (callers that check anyway skip it)
+    shard: bool = False          # one file per rank will be written: no 1024-<gpu> file limit
     name: str = ""
     verify_between: bool = False
     timings: dict[str, float] = field(default_factory=dict, compare=False)
@@ -105,7 +106,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
         if blocked:
             prog = assign(False, groups)
     f = clock()
-    enforce_limits(prog, opts.dialect)
+    enforce_limits(prog, opts.dialect, opts.shard)
     g_ = clock()
     opts.timings.update(pipelining=t1 - t0, scratch=t2 - t1, **spent, limits=g_ - f)
     return prog
@@ -132,19 +133,20 @@ def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
     return groups
 
 
-def enforce_limits(prog: Program, dialect: Dialect) -> None:
+def enforce_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None:
     """Raise LoweringError naming the first limit the program breaks, with gpu and tb."""
     lim = LIMITS[dialect]
+    gpus_per_file = 1 if shard else prog.ngpus
     if prog.nchannels > lim.max_channels:
         raise LoweringError(f"{prog.nchannels} channels exceed the {dialect.value} limit of {lim.max_channels}")
-    if prog.ngpus > lim.max_children:
+    if gpus_per_file > lim.max_children:
         raise LoweringError(f"{prog.ngpus} ranks: one file holds at most {lim.max_children} <gpu> elements "
                             f"(the real parser overflows beyond); use --shard-per-rank")
     for g in prog.gpus:
         if len(g.tbs) > lim.max_tbs_per_gpu:
             raise LoweringError(f"gpu {g.id}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
                                 f"{lim.max_tbs_per_gpu} per GPU")
-        nodes = 1 + prog.ngpus + len(g.tbs) + sum(len(t.steps) for t in g.tbs)
+        nodes = 1 + gpus_per_file + len(g.tbs) + sum(len(t.steps) for t in g.tbs)
         if nodes > lim.max_nodes_per_rank:
             raise LoweringError(f"gpu {g.id}: {nodes} XML nodes exceed the parser's budget of "
                                 f"{lim.max_nodes_per_rank} per rank")

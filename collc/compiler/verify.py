@@ -123,19 +123,23 @@ def _collective_of(p: Program, inplace: bool, root: int | None) -> Collective:
     return Collective(kind, p.ngpus, p.nchunksperloop // mult, inplace, root)
 
 
-def _check_structure(p: Program, dialect: Dialect, rep: Report, shard: bool) -> bool:
-    """Per-gpu, per-tb and per-step rules; returns False when simulation is unsafe."""
+def _check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool) -> bool:
+    """Per-gpu, per-tb and per-step rules; returns False when simulation is unsafe.
+
+    ``sharded``: the program was assembled from per-rank files holding one ``<gpu>`` each.
+    """
     lim = LIMITS[dialect]
     fatal = False
     ids = [g.id for g in p.gpus]
-    if len(p.gpus) > lim.max_children:
+    gpus_per_file = 1 if sharded else len(p.gpus)
+    if gpus_per_file > lim.max_children:
         rep.add("limit", f"{len(p.gpus)} <gpu> elements in one file: the parser stores at most "
                          f"{lim.max_children} children and overflows memory beyond (use --shard-per-rank)")
     if len(set(ids)) != len(ids):
         rep.add("structure", "a <gpu> id appears twice")
         fatal = True
     missing = sorted(set(range(p.ngpus)) - set(ids))
-    if missing and not shard:
+    if missing:
         rep.add("structure", f"ranks without a <gpu> element: {missing[:MAX_LISTED]} (they would run no tbs)")
         fatal = True
     if any(not 0 <= i < p.ngpus for i in ids):
@@ -154,7 +158,7 @@ def _check_structure(p: Program, dialect: Dialect, rep: Report, shard: bool) -> 
         if len(g.tbs) > lim.max_tbs_per_gpu:
             rep.add("limit", f"{where}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
                              f"{lim.max_tbs_per_gpu} per GPU")
-        nodes = 1 + p.ngpus + len(g.tbs) + sum(len(t.steps) for t in g.tbs)
+        nodes = 1 + gpus_per_file + len(g.tbs) + sum(len(t.steps) for t in g.tbs)
         if nodes > lim.max_nodes_per_rank:
             rep.add("limit", f"{where}: {nodes} XML nodes for this rank exceed the parser's budget of "
                              f"{lim.max_nodes_per_rank}")
@@ -820,7 +824,7 @@ def _roots(p: Program, kind: CollKind, root: int | None) -> list[int | None]:
 
 
 def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str = "<program>",
-                  parsed: ParsedFile | None = None, root: int | None = None, shard: bool = False) -> Report:
+                  parsed: ParsedFile | None = None, root: int | None = None, sharded: bool = False) -> Report:
     """All static checks plus the executor simulation; returns a Report (never raises on bad programs)."""
     rep = Report(path, dialect)
     if parsed is not None:
@@ -839,7 +843,7 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
     except ScheduleError:
         rep.add("attribute", f'coll="{p.coll}" names no collective collc can check')
         return rep
-    sim_ok = _check_structure(p, dialect, rep, shard)
+    sim_ok = _check_structure(p, dialect, rep, sharded)
     sim_ok = _check_matching(p, rep) and sim_ok
     if False in _placements(p, dialect):
         _check_input_writes(p, rep)
@@ -951,5 +955,5 @@ def _hang_threshold(p: Program, coll: Collective, model: SizeModel) -> int | Non
     return hi
 
 
-def check_parsed(parsed: ParsedFile, dialect: Dialect, root: int | None = None) -> Report:
-    return check_program(parsed.program, dialect, path=parsed.path, parsed=parsed, root=root)
+def check_parsed(parsed: ParsedFile, dialect: Dialect, root: int | None = None, sharded: bool = False) -> Report:
+    return check_program(parsed.program, dialect, path=parsed.path, parsed=parsed, root=root, sharded=sharded)

@@ -1,0 +1,152 @@
+"""Per-rank shards: one XML per rank, for programs beyond the parser's 1024 ``<gpu>`` limit.
+
+The runtimes' parser keeps the children of ``<algo>`` in a fixed array of 1024 and
+only reads the ``<gpu>`` whose id is the local rank; the metadata pass reads only
+the ``<algo>`` start tag (reference/msccl-runtime.md section 7).  So a file that
+carries the full header (with the real ``ngpus``) and only the local rank's
+``<gpu>`` loads, and one such file per rank lifts the ceiling.
+
+Layout written by ``write_shards(program, dialect, out)``::
+
+    out/rank-0/<name>.xml ... out/rank-<N-1>/<name>.xml
+    out/run-with-msccl.sh    # sets MSCCL_ALGO_DIR (or MSCCL_XML_FILES) for this rank, then execs
+
+Each ``rank-K`` directory holds only its XML, because the runtimes parse every
+file of ``MSCCL_ALGO_DIR``.  ``read_shards(out)`` assembles the set back into one
+``ParsedFile`` so that ``collc check`` checks it as one program.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from collc.backends.msccl_xml import Diagnostic, ParsedFile, parse_xml, to_xml
+from collc.compiler.limits import Dialect
+from collc.compiler.program import Gpu, Program
+from collc.errors import EmitError
+
+WRAPPER = "run-with-msccl.sh"
+_RANK_DIR = re.compile(r"rank-(\d+)\Z")
+
+
+def wrapper_script(dialect: Dialect, filename: str) -> str:
+    if dialect is Dialect.LEGACY:
+        export = (f'export MSCCL_XML_FILES="$here/rank-$rank/{filename}"\n'
+                  'export NCCL_ALGO="${NCCL_ALGO:-MSCCL,RING,TREE}"\n')
+    else:
+        export = 'export MSCCL_ALGO_DIR="$here/rank-$rank"\n'
+    return ("#!/bin/sh\n"
+            "# Written by collc: point this process at its own rank's MSCCL schedule, then run the command.\n"
+            "# Usage: mpirun -np N ./run-with-msccl.sh ./all_reduce_perf -g 1 ...\n"
+            "#        torchrun --no-python --nproc_per_node=8 ... ./run-with-msccl.sh python train.py\n"
+            'here=$(cd "$(dirname "$0")" && pwd)\n'
+            "rank=${OMPI_COMM_WORLD_RANK:-${SLURM_PROCID:-${PMI_RANK:-${RANK:-}}}}\n"
+            'if [ -z "$rank" ]; then\n'
+            '  echo "run-with-msccl.sh: no rank variable set (OMPI_COMM_WORLD_RANK, SLURM_PROCID, PMI_RANK, RANK)" >&2\n'
+            "  exit 2\n"
+            "fi\n"
+            'if [ ! -d "$here/rank-$rank" ]; then\n'
+            '  echo "run-with-msccl.sh: no schedule for rank $rank in $here" >&2\n'
+            "  exit 2\n"
+            "fi\n"
+            f"{export}"
+            'exec "$@"\n')
+
+
+def shard_texts(program: Program, dialect: Dialect) -> dict[int, str]:
+    return {g.id: to_xml(program, dialect, ranks=[g.id]) for g in program.gpus}
+
+
+def write_shards(texts: dict[int, str], dialect: Dialect, out: str | os.PathLike[str], filename: str) -> None:
+    """Write all shards into a fresh directory next to ``out``, then move it into place.
+
+    ``out`` must not exist, be empty, or be an earlier shard directory (which is replaced).
+    """
+    target = Path(out)
+    if target.exists() and not target.is_dir():
+        raise EmitError(f"{target} exists and is not a directory (--shard-per-rank writes a directory)")
+    if target.is_dir() and any(target.iterdir()) and not (target / WRAPPER).exists():
+        raise EmitError(f"{target} is a non-empty directory that collc did not write; choose another -o")
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
+    except OSError as exc:
+        raise EmitError(f"cannot write {target}: {exc.strerror}") from None
+    try:
+        for rank, text in texts.items():
+            d = tmp / f"rank-{rank}"
+            d.mkdir()
+            (d / filename).write_text(text, encoding="ascii")
+        script = tmp / WRAPPER
+        script.write_text(wrapper_script(dialect, filename), encoding="ascii")
+        script.chmod(0o755)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=parent))
+            target.rename(old / "x")
+            tmp.rename(target)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def is_shard_dir(path: Path) -> bool:
+    return path.is_dir() and any(_RANK_DIR.match(p.name) for p in path.iterdir() if p.is_dir())
+
+
+def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
+    """Read a shard directory and assemble it into one program; problems become diagnostics."""
+    root = Path(path)
+    rank_dirs = sorted((int(m.group(1)), p) for p in root.iterdir() if p.is_dir()
+                       for m in [_RANK_DIR.match(p.name)] if m)
+    if not rank_dirs:
+        raise EmitError(f"{root}: no rank-<K> directories")
+    parts: list[ParsedFile] = []
+    extra: list[Diagnostic] = []
+    for rank, d in rank_dirs:
+        files = sorted(p for p in d.iterdir() if p.is_file())
+        if len(files) != 1:
+            extra.append(Diagnostic(f"rank-{rank}", f"holds {len(files)} files; the runtime parses every file "
+                                                    f"of MSCCL_ALGO_DIR, so keep exactly one XML there"))
+            if not files:
+                continue
+        try:
+            text = files[0].read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EmitError(f"cannot read {files[0]}: {exc}") from None
+        part = parse_xml(text, f"rank-{rank}/{files[0].name}")
+        if [g.id for g in part.program.gpus] != [rank]:
+            extra.append(Diagnostic(f"rank-{rank}", f"holds <gpu> ids {[g.id for g in part.program.gpus][:8]}, "
+                                                    f"expected exactly [{rank}]"))
+        parts.append(part)
+    whole = assemble(parts, str(root))
+    return replace(whole, diagnostics=whole.diagnostics + tuple(extra))
+
+
+def assemble(parts: Iterable[ParsedFile], path: str = "<shards>") -> ParsedFile:
+    """One program from per-rank files: headers must agree; each file's gpus are kept."""
+    diags: list[Diagnostic] = []
+    missing: list[tuple[str, str]] = []
+    gpus: list[Gpu] = []
+    first: ParsedFile | None = None
+    for part in parts:
+        diags.extend(Diagnostic(f"{part.path} {x.where}", x.message, x.kind) for x in part.diagnostics)
+        missing.extend((w, a) for w, a in part.missing if w != "<algo>" or first is None)
+        if first is None:
+            first = part
+        elif part.attrs != first.attrs:
+            diags.append(Diagnostic(part.path, f"its <algo> header differs from {first.path}'s; every shard "
+                                               f"must carry the same header"))
+        gpus.extend(part.program.gpus)
+    if first is None:
+        raise EmitError(f"{path}: no shard files")
+    program = replace(first.program, gpus=tuple(sorted(gpus, key=lambda g: g.id)))
+    return ParsedFile(path, program, first.attrs, tuple(diags), tuple(missing))
