@@ -145,6 +145,8 @@ def moore_diameter(n: int, degree: int) -> int:
 def step_diameter(topology: Topology) -> int:
     """Most rank-to-rank transfers any rank needs to reach another (switch paths count once)."""
     n = topology.nranks
+    if topology.is_routed():
+        return 1 if n > 1 else 0
     adj = [[b for b in range(n) if b != a and topology.route(a, b) is not None] for a in range(n)] \
         if topology.nswitches else [[b for b in topology.out_neighbors(a) if b < n] for a in range(n)]
     worst = 0

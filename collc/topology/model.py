@@ -358,6 +358,14 @@ class Topology:
         cache[dst] = dist
         return dist
 
+    def is_routed(self) -> bool:
+        """True for packet-routed networks (tori and meshes, as the Swing and MultiTree
+        papers model them, or any topology whose params say ``routing: network``): any
+        rank may send to any other and the network forwards along minimal routes.
+        Elsewhere ranks exchange data only over a link or through switches."""
+        family = self.name.split(":", 1)[0]
+        return self.param("routing") == "network" or family in ("torus", "mesh")
+
     def route(self, a: int, b: int) -> tuple[int, ...] | None:
         """How ``a`` can send to ``b``: ``(a, b)`` over a direct link, else the
         lexicographically smallest shortest path whose interior nodes are all
