@@ -27,6 +27,8 @@ from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.frontends.registry import algorithms
 from collc.ir.collective import CollKind
+from collc.sim.runner import (Candidate, Comparison, ModelParams, bound_busbw, compare, human, parse_size,
+                              parse_sizes, plot_busbw, rows_for, time_program, tune)
 from collc.topology import Topology, dump_json, list_families, parse_spec
 
 EXAMPLES = {
@@ -34,8 +36,12 @@ EXAMPLES = {
     "topology": "collc topology show torus:4x4 --json",
     "build": "collc build --topology ring:8 --algorithm ring --collective allreduce -o ring8.xml",
     "check": "collc check ring8.xml ../msccl-corpus/rccl/msccl-algorithms/*.xml",
+    "simulate": "collc simulate ring8.xml --topology ring:8 --sizes 1KiB:1GiB --json",
+    "compare": "collc compare --topology torus:4x4 --collective allreduce --algorithm ring "
+               "--algorithm recursive-halving-doubling --plot cmp.png",
+    "tune": "collc tune --topology switch:8 --collective allreduce --algorithm ring --algorithm direct "
+            "--protocols Simple,LL -o tuned",
 }
-_SIZE = re.compile(r"(\d+)\s*([KMGT]?)(i?)B?\Z", re.IGNORECASE)
 
 
 class UsageError(CollcError):
@@ -47,20 +53,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def parse_size(text: str) -> int:
-    """'4096', '64KiB', '1MB', '2G' -> bytes (K/M/G/T are powers of 1024, as nccl-tests reads them)."""
-    m = _SIZE.match(text.strip())
-    if not m:
-        raise UsageError(f"cannot read size {text!r} (use e.g. 1048576, 64KiB, 1MiB)")
-    power: int = "_KMGT".index(m.group(2).upper() or "_")
-    return int(m.group(1)) * (1 << (10 * power))
-
-
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="collc", description="Compile a topology plus an algorithm into a verified MSCCL XML.",
                 epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check}")
+    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check,simulate,compare,tune}")
     sub.required = True
 
     def cmd(name: str, help_: str) -> argparse.ArgumentParser:
@@ -101,6 +98,48 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
     c.add_argument("--root", type=int, default=None, help="root to check broadcast/reduce files against")
     c.add_argument("--json", action="store_true")
+
+    def model_args(a: argparse.ArgumentParser) -> None:
+        a.add_argument("--topology", required=True, help="the fabric to time it on (same ranks as the program)")
+        a.add_argument("--sizes", default="1KiB:1GiB", help="LO:HI (powers of two) or a,b,c (default 1KiB:1GiB)")
+        a.add_argument("--model", choices=["event", "step"], default="event",
+                       help="event: timed executor with link sharing (default); step: alpha-beta per round")
+        a.add_argument("--alpha", type=float, default=5.0, help="latency per message in us (default 5)")
+        a.add_argument("--link-bw", type=float, default=None, help="GB/s for every link (default: the topology's)")
+        a.add_argument("--hop-latency", type=float, default=0.0, help="extra us per link crossed")
+        a.add_argument("--reduce-cost", type=float, default=0.0, help="us per byte reduced")
+        a.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
+
+    sim = cmd("simulate", "predict time, algbw and busbw of an XML (or shard directory) per message size")
+    sim.add_argument("path")
+    model_args(sim)
+    sim.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    sim.add_argument("--plot", default=None, metavar="PNG", help="write busbw against size")
+
+    def candidate_args(a: argparse.ArgumentParser) -> None:
+        a.add_argument("--collective", required=True)
+        a.add_argument("--algorithm", action="append", required=True,
+                       help="repeat; NAME or NAME:key=value,key=value for parameters")
+        a.add_argument("--root", type=int, default=None)
+        place = a.add_mutually_exclusive_group()
+        place.add_argument("--inplace", dest="inplace", action="store_true", default=None)
+        place.add_argument("--outofplace", dest="inplace", action="store_false")
+
+    cmpr = cmd("compare", "build algorithms on one topology and compare predicted busbw per size")
+    model_args(cmpr)
+    candidate_args(cmpr)
+    cmpr.add_argument("--plot", default=None, metavar="PNG",
+                      help="where to write the plot (default compare-<topology>-<collective>.png)")
+    cmpr.add_argument("--no-plot", action="store_true")
+
+    tn = cmd("tune", "pick the best candidate per size window and write one checked XML per window")
+    model_args(tn)
+    candidate_args(tn)
+    tn.add_argument("--chunks", default="1", help="comma-separated pipelining choices (default 1)")
+    tn.add_argument("--instances", default="1", help="comma-separated instance counts (default 1)")
+    tn.add_argument("--protocols", default="Simple", help="comma-separated: Simple,LL,LL128")
+    tn.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    tn.add_argument("-o", "--output", required=True, help="directory: msccl-algorithms/*.xml and MANIFEST.json")
     return p
 
 
@@ -260,10 +299,129 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _model(args: argparse.Namespace) -> ModelParams:
+    return ModelParams(args.model, args.alpha, args.link_bw, args.hop_latency, args.reduce_cost)
+
+
+def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: Sequence[int] = (1,),
+                protos: Sequence[Proto] = (Proto.SIMPLE,)) -> list[Candidate]:
+    out = []
+    for spec in specs:
+        name, _, rest = spec.partition(":")
+        params: list[tuple[str, str]] = []
+        for item in filter(None, rest.split(",")):
+            if "=" not in item:
+                raise UsageError(f"--algorithm {spec!r}: parameters are key=value")
+            k, v = item.split("=", 1)
+            params.append((k, v))
+        for c in chunks:
+            for i in instances:
+                for pr in protos:
+                    out.append(Candidate(name, tuple(params), c, i, pr))
+    return out
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} must be comma-separated integers") from None
+    if not values or min(values) < 1:
+        raise UsageError(f"{flag} {text!r} must list integers >= 1")
+    return values
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    path = Path(args.path)
+    if not path.exists():
+        raise UsageError(f"{path}: no such file")
+    dialect = Dialect(args.dialect)
+    parsed = read_shards(path) if is_shard_dir(path) else read_xml(path)
+    report = check_parsed(parsed, dialect, sharded=is_shard_dir(path))
+    if not report.ok:
+        _print_report(report)
+        print(f"collc: {path} fails its check; simulate only times correct programs", file=sys.stderr)
+        return 1
+    topo = parse_spec(args.topology)
+    sizes = parse_sizes(args.sizes)
+    params = _model(args)
+    with tqdm(total=len(sizes), unit="size", leave=False, file=sys.stderr,
+              disable=not sys.stderr.isatty() or params.model == "step") as bar:
+        def tick(done: int, total: int) -> None:
+            bar.n = done
+            bar.refresh()
+        times = time_program(parsed.program, topo, sizes, params, tick)
+    rows = rows_for(parsed.program, sizes, times)
+    if args.json:
+        print(json.dumps({"file": str(path), "topology": topo.name, "model": params.model,
+                          "alpha_us": params.alpha_us, "link_bw_GBps": params.link_bw,
+                          "collective": parsed.program.coll, "ngpus": parsed.program.ngpus,
+                          "results": [r.to_json() for r in rows]}, indent=2, sort_keys=True))
+    else:
+        print(f"{parsed.program.coll} on {topo.name}, {params.model} model, alpha {params.alpha_us} us")
+        print(f"{'size':>10s} {'time (us)':>12s} {'algbw GB/s':>11s} {'busbw GB/s':>11s}  selected")
+        for r in rows:
+            print(f"{human(r.size):>10s} {r.time_us:12.2f} {r.algbw:11.3f} {r.busbw:11.3f}  "
+                  f"{'yes' if r.selected else 'no (window or divisibility)'}")
+    if args.plot:
+        plot_busbw(Comparison(topo.name, parsed.program.kind, sizes, {path.name: rows}, {},
+                              bound_busbw(parsed.program.kind, topo, sizes, params)), args.plot)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    topo = parse_spec(args.topology)
+    kind = CollKind.parse(args.collective)
+    sizes = parse_sizes(args.sizes)
+    cands = _candidates(args.algorithm)
+    with tqdm(total=len(cands), unit="alg", leave=False, file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
+        def tell(label: str) -> None:
+            bar.set_description_str(label)
+            bar.update(0 if bar.n == 0 and not bar.desc else 1)
+        result = compare(topo, kind, cands, sizes, _model(args), args.inplace, args.root, tell)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2, sort_keys=True))
+    else:
+        print(result.table())
+    if not args.no_plot:
+        plot = args.plot or f"compare-{re.sub(r'[^A-Za-z0-9]+', '-', topo.name)}-{kind.value}.png"
+        plot_busbw(result, plot)
+        if not args.json:
+            print(f"plot: {plot}")
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    topo = parse_spec(args.topology)
+    kind = CollKind.parse(args.collective)
+    try:
+        protos = [Proto(x.strip()) for x in args.protocols.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"--protocols {args.protocols!r}: choose from Simple, LL, LL128") from None
+    cands = _candidates(args.algorithm, _ints(args.chunks, "--chunks"), _ints(args.instances, "--instances"),
+                        protos)
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"-o {out} exists and is not a directory")
+    with tqdm(total=len(cands), unit="cand", leave=False, file=sys.stderr,
+              disable=not sys.stderr.isatty()) as bar:
+        def tell(label: str) -> None:
+            bar.set_description_str(label)
+            bar.update(1)
+        windows = tune(topo, kind, cands, parse_sizes(args.sizes), _model(args), out, Dialect(args.dialect),
+                       args.inplace, args.root, tell)
+    for w in windows:
+        hi = human(w.max_bytes + 1) if w.max_bytes else "inf"
+        print(f"{human(w.min_bytes):>8s} .. {hi:<8s} {w.candidate:40s} {out}/msccl-algorithms/{w.file}")
+    print(f"manifest: {out}/MANIFEST.json; point MSCCL_ALGO_DIR at {out}/msccl-algorithms")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-        handler = {"list": cmd_list, "topology": cmd_topology, "build": cmd_build, "check": cmd_check}
+        handler = {"list": cmd_list, "topology": cmd_topology, "build": cmd_build, "check": cmd_check,
+                   "simulate": cmd_simulate, "compare": cmd_compare, "tune": cmd_tune}
         return handler[args.command](args)
     except CollcError as exc:
         print(f"collc: {exc}", file=sys.stderr)

@@ -1,0 +1,497 @@
+"""Discrete-event, fluid-flow timing of a Program on a Topology.
+
+``simulate_program(program, topology, sizes)`` times the executor at each message size
+(nccl-tests' size: bytes of the collective, for allgather the gathered total) and returns
+one ``EventResult`` per size with nccl-tests' algbw and busbw.
+
+The execution model is the checker's (``collc.compiler.verify``, msccl-runtime.md 1.3,
+1.5 and 7), with time added:
+
+* At size ``S`` a chunk is ``S / nchunksperloop`` bytes.  ``size_model(proto,
+  nchunksperloop, S)`` gives ``mac`` (maxAllowedCount, chunks per piece) and the slots of
+  a connection: a step of ``cnt`` chunks is ``ceil(cnt / mac)`` pieces, piece ``k``
+  covering chunks ``[k mac, min(cnt, (k + 1) mac))``.
+* Each tb runs its steps in document order.  A step starts once its dependency holds:
+  tb ``depid`` of the same gpu has *completed* a step of index ``>= deps`` with
+  ``hasdep=1`` (flags are published at step completion, only by such steps).  A ``nop``
+  only waits for its dependency.
+* A send-type piece (``s``, ``rcs``, ``rrs``, ``rrcs``) on the connection (gpu, send
+  peer, chan) needs FIFO space (the checker's slot accounting: a piece of ``c`` chunks
+  takes ``piece_slots(c)`` of ``slots``) and, for the fused types, its received piece;
+  as in the checker it takes both at once (consuming the input frees its slots), pays
+  any reduction, and sends a message of ``chunks x chunk_bytes`` bytes.  The
+  message starts flowing after ``alpha_us + hop_latency_us x hops`` (hops = sum of the
+  route's fractions) and then crosses every link of ``Router.shares(src, dst)`` with
+  weight = fraction.  The sending tb is busy until the message has fully arrived (a
+  threadblock copies the data itself, one piece at a time); the piece then waits in the
+  FIFO until the receiver consumes it.
+* Links are shared max-min fairly (progressive filling) among the flowing messages:
+  for every link ``sum(fraction x rate) <= capacity`` (``link_bw`` GB/s if given, else
+  ``Router.capacity``).  Rates are recomputed, only for the connected groups of
+  flows and links that changed, whenever a message starts or finishes flowing.
+* A receive-type piece (``r``, ``rrc`` and the receive half of the fused types)
+  completes at the time its message arrived and frees its FIFO slots.  Reductions
+  (``rrs``, ``rrc``, ``rrcs``, ``re``) add ``reduce_us_per_byte`` x the bytes of the piece
+  on the receiving tb.  A local ``cpy`` (and a ``nop``) costs nothing.  Topology link
+  latencies are not added (pass ``hop_latency_us`` for a per-hop cost).
+* The time of a size is when the last tb finishes its last step.  If no event is
+  possible while tbs remain, ``VerifyError`` names the size and a blocked tb; collc's
+  programs never do that, and ``collc check`` is the judge of correctness.
+
+Units: microseconds, bytes, GB/s (= 1e3 bytes per microsecond).  Results are
+deterministic: events at equal times are processed in the order they were created.
+
+>>> from collc.driver import compile_xml
+>>> from collc.ir.collective import CollKind
+>>> from collc.topology import parse_spec
+>>> topo = parse_spec("ring:4")
+>>> prog = compile_xml(topo, "ring", CollKind.ALLREDUCE, inplace=True).program
+>>> [round(r.time_us, 3) for r in simulate_program(prog, topo, [4000], alpha_us=1.0)]
+[12.0]
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from heapq import heappop, heappush
+
+from collc.compiler.program import RECVS, REDUCES, SENDS, Program, StepType
+from collc.compiler.verify import size_model
+from collc.errors import CollcError, TopologyError, VerifyError
+from collc.sim.analysis import BYTES_PER_US_PER_GBPS, bus_bandwidth
+from collc.sim.routing import Link, Router
+from collc.topology import Topology
+
+__all__ = ["EventResult", "simulate_program", "max_min_rates"]
+
+# step codes (bit set)
+_RECV = 1
+_SEND = 2
+_REDUCE = 4
+_LOCAL = 8          # cpy, re, nop: one piece, no connection
+
+# event kinds
+_START = 0          # a message starts flowing (after its latency)
+_FINISH = 1         # a message has fully arrived (if its version is current)
+_RESUME = 2         # a tb's reduction is done
+
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class EventResult:
+    """Time of one message size and nccl-tests' bandwidths (GB/s)."""
+
+    size_bytes: int
+    time_us: float
+    algbw: float
+    busbw: float
+
+
+# =========================================================================== max-min fairness
+def max_min_rates(flows: Sequence[Sequence[tuple[int, float]]],
+                  capacity: Mapping[int, float] | Sequence[float]) -> list[float]:
+    """Max-min fair rates by progressive filling.
+
+    ``flows[i]`` lists (link, fraction) pairs; each flow's rate ``r`` loads link ``l`` by
+    ``fraction x r`` and a link's load must not exceed ``capacity[l]``.  All unfrozen
+    flows grow together; when a link saturates, the flows crossing it freeze.  A flow
+    crossing no link gets ``inf``.
+
+    >>> max_min_rates([[(0, 1.0)], [(0, 1.0), (1, 1.0)], [(1, 1.0)]], {0: 10.0, 1: 30.0})
+    [5.0, 5.0, 25.0]
+    """
+    rates = [math.inf] * len(flows)
+    left: dict[int, float] = {}
+    weight: dict[int, float] = {}
+    for f in flows:
+        for link, frac in f:
+            if frac > 0.0:
+                weight[link] = weight.get(link, 0.0) + frac
+                left[link] = capacity[link]
+    unfrozen = [i for i, f in enumerate(flows) if any(frac > 0.0 for _, frac in f)]
+    while unfrozen:
+        level = math.inf
+        for link, w in weight.items():
+            lv = left[link] / w
+            if lv < level:
+                level = lv
+        if level == math.inf:       # only negligible fractions left
+            break
+        if level < 0.0:
+            level = 0.0
+        limit = level * (1.0 + 1e-9) + _EPS
+        saturated = {link for link, w in weight.items() if left[link] / w <= limit}
+        still: list[int] = []
+        for i in unfrozen:
+            f = flows[i]
+            if any(link in saturated for link, frac in f if frac > 0.0):
+                rates[i] = level
+                for link, frac in f:
+                    if frac > 0.0 and link in weight:
+                        left[link] -= frac * level
+                        weight[link] -= frac
+            else:
+                still.append(i)
+        for link in saturated:
+            del weight[link]
+        for link in [k for k, w in weight.items() if w <= _EPS]:
+            del weight[link]
+        unfrozen = still
+    return rates
+
+
+# =========================================================================== static plan
+class _Plan:
+    """Size-independent tables of a Program on a Topology (indices instead of objects)."""
+
+    def __init__(self, program: Program, topology: Topology, router: Router, link_bw: float | None,
+                 alpha_us: float, hop_latency_us: float) -> None:
+        if program.ngpus > topology.nranks:
+            raise TopologyError(f"the program has {program.ngpus} ranks but {topology.name} has "
+                                f"{topology.nranks}")
+        index: dict[tuple[int, int], int] = {}
+        self.names: list[str] = []
+        for g in program.gpus:
+            for t in g.tbs:
+                index[(g.id, t.id)] = len(self.names)
+                self.names.append(f"gpu {g.id} tb {t.id}")
+        conns: dict[tuple[int, int, int], int] = {}
+        self.conn_ends: list[tuple[int, int]] = []
+
+        def conn(src: int, dst: int, chan: int) -> int:
+            key = (src, dst, chan)
+            if key not in conns:
+                conns[key] = len(self.conn_ends)
+                self.conn_ends.append((src, dst))
+            return conns[key]
+
+        # a step: (code, cnt, dependency target tb index or -1, deps, hasdep)
+        self.steps: list[list[tuple[int, int, int, int, bool]]] = []
+        self.send: list[int] = []
+        self.recv: list[int] = []
+        self.max_cnt = 1
+        for g in program.gpus:
+            for t in g.tbs:
+                me = index[(g.id, t.id)]
+                self.send.append(conn(g.id, t.send, t.chan) if t.send >= 0 else -1)
+                self.recv.append(conn(t.recv, g.id, t.chan) if t.recv >= 0 else -1)
+                out: list[tuple[int, int, int, int, bool]] = []
+                for pos, st in enumerate(t.steps):
+                    ty = st.type
+                    code = (_RECV if ty in RECVS else 0) | (_SEND if ty in SENDS else 0) | \
+                        (_REDUCE if ty in REDUCES else 0)
+                    if ty in (StepType.COPY, StepType.REDUCE, StepType.NOP):
+                        code = _LOCAL | (_REDUCE if ty is StepType.REDUCE else 0)
+                    if (code & _SEND and self.send[me] < 0) or \
+                            (code & _RECV and self.recv[me] < 0):
+                        raise VerifyError(f"gpu {g.id} tb {t.id} step {pos} ({ty.value}) needs a "
+                                          f"{'send' if code & _SEND and self.send[me] < 0 else 'recv'} peer")
+                    dep = -1
+                    if st.depid >= 0 and st.deps >= 0 and not (st.depid == t.id and st.deps < pos):
+                        dep = index.get((g.id, st.depid), -1)
+                    cnt = max(st.cnt, 1)
+                    self.max_cnt = max(self.max_cnt, cnt)
+                    out.append((code, cnt, dep, st.deps, bool(st.hasdep)))
+                self.steps.append(out)
+        self.nconns = len(self.conn_ends)
+        # routes of the connections over link indices
+        links: dict[Link, int] = {}
+        self.capacity: list[float] = []          # bytes per us
+        self.routes: list[tuple[tuple[int, float], ...]] = []
+        self.latency: list[float] = []
+        for src, dst in self.conn_ends:
+            route: list[tuple[int, float]] = []
+            hops = 0.0
+            for link, frac in router.shares(src, dst):
+                if link not in links:
+                    links[link] = len(self.capacity)
+                    gbps = link_bw if link_bw is not None else router.capacity(link)
+                    if not gbps > 0.0:
+                        raise TopologyError(f"link {link[0]} -> {link[1]} has no bandwidth ({gbps} GB/s)")
+                    self.capacity.append(gbps * BYTES_PER_US_PER_GBPS)
+                hops += frac
+                if frac > 0.0:
+                    route.append((links[link], frac))
+            self.routes.append(tuple(route))
+            self.latency.append(alpha_us + hop_latency_us * hops)
+        self.nlinks = len(self.capacity)
+
+
+# =========================================================================== dynamic state
+class _Flow:
+    __slots__ = ("links", "rem", "rate", "last", "ver", "conn", "tb")
+
+    def __init__(self, links: tuple[tuple[int, float], ...], nbytes: float, conn: int, tb: int) -> None:
+        self.links = links
+        self.rem = nbytes
+        self.rate = 0.0
+        self.last = 0.0
+        self.ver = 0
+        self.conn = conn
+        self.tb = tb
+
+
+def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
+    model = size_model(program.proto, program.nchunksperloop, size)
+    mac = model.mac
+    cap_slots = model.slots
+    chunk_bytes = size / program.nchunksperloop
+    pslots = [model.piece_slots(c) for c in range(plan.max_cnt + 1)]
+    steps = plan.steps
+    send_conn = plan.send
+    recv_conn = plan.recv
+    routes = plan.routes
+    latency = plan.latency
+    capacity = plan.capacity
+    ntb = len(steps)
+
+    pc = [0] * ntb
+    piece = [0] * ntb
+    phase = [0] * ntb            # 0: take input and output slots (+ reduce), 1: send, 2: piece done
+    ready = [False] * ntb        # dependency of the current step holds
+    flag = [-1] * ntb
+    finished = 0
+    end_time = 0.0
+    flag_waiters: dict[int, list[int]] = {}
+    used = [0] * plan.nconns     # slots held (reserved at send start, freed at consumption)
+    held: list[deque[int]] = [deque() for _ in range(plan.nconns)]
+    arrived = [0] * plan.nconns  # arrived, unconsumed pieces
+    rwait = [-1] * plan.nconns
+    swait = [-1] * plan.nconns
+    active: list[dict[int, _Flow]] = [{} for _ in range(plan.nlinks)]
+
+    times: list[float] = []
+    buckets: dict[float, list[tuple[int, Any, int]]] = {}
+    todo: deque[int] = deque()
+    dirty: dict[int, None] = {}
+    now = 0.0
+
+    def push(t: float, kind: int, obj: Any, ver: int) -> None:
+        b = buckets.get(t)
+        if b is None:
+            buckets[t] = b = []
+            heappush(times, t)
+        b.append((kind, obj, ver))
+
+    def start_flow(f: _Flow) -> None:
+        """Add a flowing message; the fast path serves a flow alone on all its links."""
+        links = f.links
+        f.last = now
+        alone = True
+        for link, _ in links:
+            act = active[link]
+            if act:
+                alone = False
+                dirty[link] = None
+            act[id(f)] = f
+        if alone:
+            rate = math.inf
+            for link, frac in links:
+                r = capacity[link] / frac
+                if r < rate:
+                    rate = r
+            f.rate = rate
+            f.ver += 1
+            push(now + f.rem / rate, _FINISH, f, f.ver)
+
+    def refill() -> None:
+        """Max-min rates again for the groups of flows and links reachable from dirty links."""
+        seen: set[int] = set()
+        for seed in list(dirty):
+            if seed in seen:
+                continue
+            comp: dict[int, _Flow] = {}
+            stack = [seed]
+            seen.add(seed)
+            while stack:
+                link = stack.pop()
+                for fid, f in active[link].items():
+                    if fid not in comp:
+                        comp[fid] = f
+                        for l2, _ in f.links:
+                            if l2 not in seen:
+                                seen.add(l2)
+                                stack.append(l2)
+            if not comp:
+                continue
+            flows = list(comp.values())
+            rates = max_min_rates([f.links for f in flows], capacity)
+            for f, r in zip(flows, rates):
+                if r == f.rate:
+                    continue
+                if f.rate > 0.0:
+                    f.rem -= f.rate * (now - f.last)
+                    if f.rem < 0.0:
+                        f.rem = 0.0
+                f.last = now
+                f.rate = r
+                f.ver += 1
+                push(now + f.rem / r, _FINISH, f, f.ver)
+        dirty.clear()
+
+    def run(tb: int) -> None:
+        nonlocal finished, end_time
+        prog = steps[tb]
+        nsteps = len(prog)
+        while True:
+            i = pc[tb]
+            if i >= nsteps:
+                finished += 1
+                if now > end_time:
+                    end_time = now
+                return
+            code, cnt, dep, deps, hasdep = prog[i]
+            if not ready[tb]:
+                if dep >= 0 and flag[dep] < deps:
+                    w = flag_waiters.get(dep)
+                    if w is None:
+                        flag_waiters[dep] = [tb]
+                    else:
+                        w.append(tb)
+                    return
+                ready[tb] = True
+            ph = phase[tb]
+            if code & _LOCAL:
+                if ph == 0 and code & _REDUCE and rupb > 0.0:
+                    phase[tb] = 2
+                    push(now + rupb * cnt * chunk_bytes, _RESUME, tb, 0)
+                    return
+                npieces = 1
+                chunks = cnt
+            else:
+                npieces = -(-cnt // mac)
+                k = piece[tb]
+                chunks = mac if k < npieces - 1 else cnt - k * mac
+                if ph == 0:
+                    # like the checker, a piece goes when its input has arrived *and* its
+                    # output fits: take both at once
+                    if code & _SEND:
+                        c = send_conn[tb]
+                        need = pslots[chunks]
+                        if used[c] + need > cap_slots:
+                            swait[c] = tb
+                            return
+                    if code & _RECV:
+                        c = recv_conn[tb]
+                        if not arrived[c]:
+                            rwait[c] = tb
+                            return
+                        arrived[c] -= 1
+                        used[c] -= held[c].popleft()
+                        s = swait[c]
+                        if s >= 0:
+                            swait[c] = -1
+                            todo.append(s)
+                    if code & _SEND:
+                        c = send_conn[tb]
+                        used[c] += need
+                        held[c].append(need)
+                    if code & _REDUCE and rupb > 0.0:
+                        phase[tb] = 1
+                        push(now + rupb * chunks * chunk_bytes, _RESUME, tb, 0)
+                        return
+                    ph = 1
+                if ph == 1 and code & _SEND:        # its slots are reserved: send it
+                    c = send_conn[tb]
+                    phase[tb] = 2
+                    f = _Flow(routes[c], chunks * chunk_bytes, c, tb)
+                    lat = latency[c]
+                    if lat > 0.0:
+                        push(now + lat, _START, f, 0)
+                    else:
+                        start_flow(f)
+                    return
+            # the piece is done
+            k = piece[tb] + 1
+            phase[tb] = 0
+            if k < npieces:
+                piece[tb] = k
+                continue
+            piece[tb] = 0
+            ready[tb] = False
+            pc[tb] = i + 1
+            if hasdep:
+                flag[tb] = i
+                w = flag_waiters.pop(tb, None)
+                if w:
+                    todo.extend(w)
+
+    todo.extend(range(ntb))
+    while todo:
+        run(todo.popleft())
+    if dirty:
+        refill()
+    while times:
+        now = heappop(times)
+        for kind, obj, ver in buckets.pop(now):
+            if kind == _FINISH:
+                if ver != obj.ver:
+                    continue
+                fid = id(obj)
+                for link, _ in obj.links:
+                    act = active[link]
+                    del act[fid]
+                    if act:
+                        dirty[link] = None
+                c = obj.conn
+                arrived[c] += 1
+                r = rwait[c]
+                if r >= 0:
+                    rwait[c] = -1
+                    todo.append(r)
+                todo.append(obj.tb)
+            elif kind == _START:
+                start_flow(obj)
+            else:
+                todo.append(obj)
+            while todo:
+                run(todo.popleft())
+        if dirty:
+            refill()
+    if finished < ntb:
+        blocked = next(tb for tb in range(ntb) if pc[tb] < len(steps[tb]))
+        raise VerifyError(f"event simulation at {size} bytes deadlocks: {plan.names[blocked]} is blocked at "
+                          f"step {pc[blocked]} ({finished} of {ntb} tbs finished); run collc check")
+    return end_time
+
+
+# =========================================================================== public API
+def simulate_program(program: Program, topology: Topology, sizes: Iterable[int], *, alpha_us: float = 0.0,
+                     link_bw: float | None = None, hop_latency_us: float = 0.0,
+                     reduce_us_per_byte: float = 0.0, router: Router | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> list[EventResult]:
+    """Time ``program`` on ``topology`` at each size (bytes); see the module docstring.
+
+    ``progress(done, total)`` is called after each size.  Raises ``VerifyError`` if the
+    program deadlocks at a size and ``CollcError`` on bad arguments.
+    """
+    size_list = [int(s) for s in sizes]
+    for s in size_list:
+        if s <= 0:
+            raise CollcError(f"message size must be positive, got {s}")
+    for name, value in (("alpha_us", alpha_us), ("hop_latency_us", hop_latency_us),
+                        ("reduce_us_per_byte", reduce_us_per_byte)):
+        if not (math.isfinite(value) and value >= 0.0):
+            raise CollcError(f"{name} must be a finite number >= 0, got {value!r}")
+    if link_bw is not None and not (math.isfinite(link_bw) and link_bw > 0.0):
+        raise CollcError(f"link_bw must be a positive number of GB/s, got {link_bw!r}")
+    if program.nchunksperloop < 1:
+        raise CollcError(f"nchunksperloop={program.nchunksperloop} must be at least 1")
+    plan = _Plan(program, topology, router or Router(topology), link_bw, alpha_us, hop_latency_us)
+    kind = program.kind
+    out: list[EventResult] = []
+    for done, size in enumerate(size_list, 1):
+        t = _run_size(plan, program, size, reduce_us_per_byte)
+        if t > 0.0:
+            algbw, busbw = bus_bandwidth(kind, program.ngpus, size, t)
+        else:
+            algbw = busbw = math.inf
+        out.append(EventResult(size, t, algbw, busbw))
+        if progress is not None:
+            progress(done, len(size_list))
+    return out
