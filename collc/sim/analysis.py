@@ -4,7 +4,7 @@ Units: bytes, GB/s (= 1e3 bytes per microsecond), microseconds.  ``message_bytes
 is the collective's size as nccl-tests prints it (``max(sendBytes, recvBytes)``;
 for allgather the gathered total): a chunk is ``message_bytes / nchunksperloop``.
 
-* ``step_loads``: per step, bytes and messages on every directed link (messages
+* ``link_loads`` / ``step_loads``: per step, bytes and messages on every directed link (messages
   at exactly half a torus ring count half on each way, see ``Router``), the
   busiest link and the share of links in use.
 * ``step_time``: T = sum over steps with traffic of (alpha + max over links of
@@ -46,35 +46,41 @@ def phases(kind: CollKind) -> int:
     return 2 if kind is CollKind.ALLREDUCE else 1
 
 
-def step_loads(schedule: Schedule, router: Router, message_bytes: float,
-               bandwidth: float | None = None) -> list[StepLoad]:
+def link_loads(schedule: Schedule, router: Router, message_bytes: float) -> list[dict[Link, tuple[float, float]]]:
+    """Per step: every directed link carrying traffic -> (bytes, messages)."""
     chunk = message_bytes / schedule.collective.nchunksperloop
-    nlinks = max(1, len(router.topology.links))
-    out: list[StepLoad] = []
-    for number, transfers in enumerate(schedule.steps):
-        load: dict[Link, float] = {}
-        msgs: dict[Link, float] = {}
-        hops = 0.0
+    out: list[dict[Link, tuple[float, float]]] = []
+    for transfers in schedule.steps:
+        step: dict[Link, tuple[float, float]] = {}
         for t in transfers:
             if t.is_local:
                 continue
             size = t.count * chunk
-            shares = router.shares(t.src, t.dst)
-            hops = max(hops, sum(f for _, f in shares))
-            for link, frac in shares:
-                load[link] = load.get(link, 0.0) + size * frac
-                msgs[link] = msgs.get(link, 0.0) + frac
-        if not load:
+            for link, frac in router.shares(t.src, t.dst):
+                b, m = step.get(link, (0.0, 0.0))
+                step[link] = (b + size * frac, m + frac)
+        out.append(step)
+    return out
+
+
+def step_loads(schedule: Schedule, router: Router, message_bytes: float,
+               bandwidth: float | None = None) -> list[StepLoad]:
+    """Per-step summary of ``link_loads``: the busiest link (by time), messages, utilisation."""
+    nlinks = max(1, len(router.topology.links))
+    out: list[StepLoad] = []
+    for number, (transfers, loads) in enumerate(zip(schedule.steps, link_loads(schedule, router, message_bytes))):
+        if not loads:
             out.append(StepLoad(number, 0.0, 0.0, None, 0.0, 0.0, 0.0))
             continue
+        hops = max((router.hops(t.src, t.dst) for t in transfers if not t.is_local), default=0.0)
 
         def seconds(link: Link) -> float:
             cap = bandwidth if bandwidth is not None else router.capacity(link)
-            return load[link] / (cap * BYTES_PER_US_PER_GBPS)
+            return loads[link][0] / (cap * BYTES_PER_US_PER_GBPS)
 
-        busiest = max(sorted(load), key=seconds)
-        out.append(StepLoad(number, load[busiest], max(msgs.values()), busiest, seconds(busiest), hops,
-                            len(load) / nlinks))
+        busiest = max(sorted(loads), key=seconds)
+        out.append(StepLoad(number, loads[busiest][0], max(m for _, m in loads.values()), busiest,
+                            seconds(busiest), hops, len(loads) / nlinks))
     return out
 
 
@@ -123,9 +129,10 @@ def congestion_deficiency(schedule: Schedule, topology: Topology, router: Router
 
 @dataclass(frozen=True)
 class Bounds:
-    latency_us: float
+    latency_us: float       # alpha x this topology's communication-step diameter
     bandwidth_us: float
     cut_us: float
+    moore_us: float = 0.0   # alpha x the Moore bound for N ranks of this degree (any topology of the degree)
 
     @property
     def total_us(self) -> float:
@@ -172,6 +179,8 @@ def lower_bounds(kind: CollKind, topology: Topology, message_bytes: float, alpha
     # a message needs at least diameter steps to cross the fabric; an all-to-all based
     # allreduce needs no more than that (direct-connect.md 1.5), so no factor 2 here
     latency = alpha_us * step_diameter(topology)
+    degree = max(1, round(ports(topology)))
+    moore = alpha_us * (1 if topology.is_routed() and n > 1 else moore_diameter(n, degree))
     ingress = [0.0] * topology.nnodes
     egress = [0.0] * topology.nnodes
     for lk in topology.links:
@@ -182,12 +191,12 @@ def lower_bounds(kind: CollKind, topology: Topology, message_bytes: float, alpha
     if rooted:  # every byte leaves the root (broadcast) or reaches it (reduce) once
         side = min(egress[:n]) if kind is CollKind.BROADCAST else min(ingress[:n])
         bw = message_bytes / (side * rate)
-        return Bounds(latency, bw, bw)
+        return Bounds(latency, bw, bw, moore)
     volume = (n - 1) / n * message_bytes
     bw = k * volume / (min(ingress[:n]) * rate)
     # singleton cuts: a rank must send its shard out (egress) and get the others in (ingress)
     cut = k * max(volume / (min(ingress[:n]) * rate), message_bytes / n / (min(egress[:n]) * rate))
-    return Bounds(latency, bw, cut)
+    return Bounds(latency, bw, cut, moore)
 
 
 def allreduce_moore_bound(n: int, degree: int, message_bytes: float, alpha_us: float, gbps: float) -> float:

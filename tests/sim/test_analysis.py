@@ -10,8 +10,8 @@ from collc.errors import CollcError
 from collc.frontends.registry import algorithms, build_schedule
 from collc.ir.collective import CollKind
 from collc.ir.verify import verify_schedule
-from collc.sim.analysis import (allreduce_moore_bound, bus_bandwidth, congestion_deficiency, lower_bounds,
-                                moore_diameter, step_loads, step_time, step_times)
+from collc.sim.analysis import (allreduce_moore_bound, bus_bandwidth, congestion_deficiency, link_loads,
+                                lower_bounds, moore_diameter, step_loads, step_time, step_times)
 from collc.sim.routing import Router
 from collc.topology import parse_spec
 
@@ -103,3 +103,14 @@ def test_step_times_matches_step_time_at_every_size() -> None:
     sizes = [1024.0 * 4 ** k for k in range(8)]
     many = step_times(s, topo, sizes, ALPHA, hop_latency_us=0.1)
     assert many == pytest.approx([step_time(s, topo, m, ALPHA, hop_latency_us=0.1) for m in sizes])
+
+
+def test_link_loads_every_link_and_moore_latency() -> None:
+    topo = parse_spec("hypercube:3")
+    s = build_schedule("recursive-halving-doubling", topo, CollKind.ALLREDUCE, inplace=True)
+    loads = link_loads(s, Router(topo), 8.0)
+    assert len(loads) == 6
+    # step 0 of halving: every rank sends half the vector to r xor 4 over its own link
+    assert loads[0] == {(r, r ^ 4): (4.0, 1.0) for r in range(8)}
+    b = lower_bounds(CollKind.ALLREDUCE, topo, 8.0, alpha_us=1.0)
+    assert b.latency_us == 3.0 and b.moore_us == 2.0   # diameter 3; a degree-3 graph of 8 could have 2
