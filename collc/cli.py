@@ -410,6 +410,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
             bar.update(1)
         windows = tune(topo, kind, cands, parse_sizes(args.sizes), _model(args), out, Dialect(args.dialect),
                        args.inplace, args.root, tell)
+    if args.json:
+        print((out / "MANIFEST.json").read_text(), end="")
+        return 0
     for w in windows:
         hi = human(w.max_bytes + 1) if w.max_bytes else "inf"
         print(f"{human(w.min_bytes):>8s} .. {hi:<8s} {w.candidate:40s} {out}/msccl-algorithms/{w.file}")

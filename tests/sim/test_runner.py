@@ -144,3 +144,12 @@ def test_cli_simulate_rank_mismatch(tmp_path: Path, capsys: pytest.CaptureFixtur
                  "-o", str(xml)]) == 0
     assert main(["simulate", str(xml), "--topology", "ring:4", "--model", "step"]) == 2
     assert "8 ranks but ring:4 has 4" in capsys.readouterr().err
+
+
+def test_cli_tune_json_prints_the_manifest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "tuned"
+    assert main(["tune", "--topology", "switch:4", "--collective", "allgather", "--algorithm", "ring",
+                 "--algorithm", "direct", "--model", "step", "--sizes", "1KiB:1MiB", "--json", "-o", str(out)]) == 0
+    manifest = json.loads(capsys.readouterr().out)
+    assert manifest == json.loads((out / "MANIFEST.json").read_text())
+    assert main(["check", str(out / "msccl-algorithms")]) == 0
