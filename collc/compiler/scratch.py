@@ -64,8 +64,13 @@ class RankOp:
     wr: tuple[Slot, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        src = tuple((self.srcbuf, self.srcoff + j) for j in range(self.cnt))
-        dst = () if self.kind is Kind.SEND else tuple((self.dstbuf, self.dstoff + j) for j in range(self.cnt))
+        c, sb, so, db, do = self.cnt, self.srcbuf, self.srcoff, self.dstbuf, self.dstoff
+        if c == 1:  # the common case, spelled out: this runs once per op of the whole program
+            src: tuple[Slot, ...] = ((sb, so),)
+            dst: tuple[Slot, ...] = () if self.kind is Kind.SEND else ((db, do),)
+        else:
+            src = tuple([(sb, so + j) for j in range(c)])
+            dst = () if self.kind is Kind.SEND else tuple([(db, do + j) for j in range(c)])
         if self.kind is Kind.SEND or self.kind is Kind.COPY:
             rd = src
         elif self.kind is Kind.REDUCE:
@@ -115,8 +120,12 @@ class _Intervals:
 
     def overlaps(self, rank: int, buf: str, lo: int, hi: int) -> bool:
         key = (rank, buf)
-        if key not in self._raw:
+        raw = self._raw.get(key)
+        if raw is None:
             return False
+        if len(raw) == 1:
+            a, b = raw[0]
+            return a < hi and lo < b
         if key not in self._merged:
             starts: list[int] = []
             ends: list[int] = []
