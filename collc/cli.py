@@ -27,6 +27,7 @@ from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.frontends.registry import algorithms
 from collc.ir.collective import CollKind
+from collc.sim.report import schedule_report
 from collc.sim.runner import (Candidate, Comparison, ModelParams, bound_busbw, compare, human, parse_size,
                               parse_sizes, plot_busbw, rows_for, time_program, tune)
 from collc.topology import Topology, dump_json, list_families, parse_spec
@@ -91,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--max-bytes", default="0", help="largest message size (0: no limit)")
     b.add_argument("--shard-per-rank", action="store_true",
                    help="write a directory with one file per rank plus a launcher wrapper (needed above 1024 ranks)")
+    b.add_argument("--report", action="store_true",
+                   help="also print steps, per-step link utilisation and the algorithm's own figures")
     b.add_argument("-o", "--output", required=True, help="output XML path")
 
     c = cmd("check", "check MSCCL XML files: parser rules, limits, matching, executor simulation")
@@ -231,6 +234,9 @@ def cmd_build(args: argparse.Namespace) -> int:
           f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, checked")
     if result.shards is not None:
         print(f"launch with: mpirun -np {p.ngpus} {out}/{WRAPPER} <command>")
+    if args.report:
+        for line in schedule_report(result.schedule, topo):
+            print(line)
     return 0
 
 

@@ -58,6 +58,8 @@ class Algorithm:
     params: tuple[Param, ...] = ()
     example: str = ""
     defaults: Mapping[str, object] = field(default_factory=dict)
+    # optional extra lines for `collc build --report` (e.g. MultiTree's tree heights)
+    report: Callable[[Topology, Schedule], list[str]] | None = None
 
 
 REGISTRY: dict[str, Algorithm] = {}
