@@ -153,3 +153,11 @@ def test_cli_tune_json_prints_the_manifest(tmp_path: Path, capsys: pytest.Captur
     manifest = json.loads(capsys.readouterr().out)
     assert manifest == json.loads((out / "MANIFEST.json").read_text())
     assert main(["check", str(out / "msccl-algorithms")]) == 0
+
+
+def test_build_report_prints_per_step_utilisation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["build", "--topology", "torus:4x4", "--algorithm", "ring", "--collective", "allreduce",
+                 "--report", "-o", str(tmp_path / "r.xml")]) == 0
+    out = capsys.readouterr().out
+    assert "30 steps (30 with traffic), 64 directed links" in out
+    assert out.count("  0.25  ") == 30   # a ring uses 16 of the torus's 64 directed links per step
