@@ -5,6 +5,10 @@ names the topology with its canonical spec string (``parse_spec(t.name) == t``),
 records its parameters in ``Topology.params`` and, where one is known, a
 Hamiltonian cycle over the ranks in ``Topology.cycle``.
 
+Switch fabrics (``switch``, ``fattree``, ``bigraph``, ``dgx2``) number their
+ranks first (``0 .. nranks-1``, grouped by the switch they attach to) and their
+switch nodes after them; every rank attaches to its switch with one link each way.
+
 Rank numbering of tori and meshes is **row-major, last dimension fastest**:
 in ``torus([R, C])`` rank ``r * C + c`` sits at row ``r``, column ``c``;
 :func:`coords` and :func:`rank_of` convert.
@@ -27,8 +31,8 @@ from collections.abc import Sequence
 from collc.errors import TopologyError
 from collc.topology.model import Link, Topology
 
-__all__ = ["ring", "torus", "mesh", "hypercube", "complete", "switch", "coords", "rank_of",
-           "MAX_RANKS", "MAX_LINKS"]
+__all__ = ["ring", "torus", "mesh", "hypercube", "complete", "switch", "fattree", "bigraph", "dgx2",
+           "coords", "rank_of", "MAX_RANKS", "MAX_LINKS"]
 
 #: Largest number of ranks a generator accepts.
 MAX_RANKS = 1 << 16
@@ -282,3 +286,102 @@ def switch(n: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
         Link(n, i, bandwidth, latency) for i in range(n))
     name, params = _finish("switch", str(n), [("n", str(n))], [], bandwidth, latency)
     return Topology(name, n, links, nswitches=1, params=params, cycle=tuple(range(n)))
+
+
+def _rank_switch_links(nranks: int, per_switch: int, bandwidth: float, latency: float) -> list[Link]:
+    """One link each way between rank ``i`` and switch node ``nranks + i // per_switch``."""
+    links: list[Link] = []
+    for i in range(nranks):
+        sw = nranks + i // per_switch
+        links.append(Link(i, sw, bandwidth, latency))
+        links.append(Link(sw, i, bandwidth, latency))
+    return links
+
+
+def fattree(k: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """The MultiTree paper's k-ary 2-level fat tree (ISCA'21 section VI-A): ``k`` leaf
+    switches with ``k`` ranks each and ``k`` spine switches, one link each way between
+    every leaf and every spine.  ``k >= 2``; ``k*k`` ranks, ``2k`` switches, ``4k^2``
+    directed links.
+
+    Numbering: rank ``i`` sits on leaf ``i // k``; leaf switch ``l`` is node
+    ``k*k + l``, spine switch ``s`` is node ``k*k + k + s``.  Cycle ``0..k*k-1``
+    (every pair of ranks has a route through the switches).
+
+    >>> t = fattree(8)
+    >>> t.name, t.nranks, t.nswitches, len(t.links)
+    ('fattree:8', 64, 16, 256)
+    >>> t.route(0, 1), t.route(0, 8)
+    ((0, 64, 1), (0, 64, 72, 65, 8))
+    """
+    k = _check_count(k, "fat tree arity", 2)
+    if k * k > MAX_RANKS:
+        raise TopologyError(f"fattree:{k} would have {k * k} ranks, more than {MAX_RANKS}")
+    _check_link_attrs(bandwidth, latency)
+    n = k * k
+    links = _rank_switch_links(n, k, bandwidth, latency)
+    for leaf in range(n, n + k):
+        for spine in range(n + k, n + 2 * k):
+            links.append(Link(leaf, spine, bandwidth, latency))
+            links.append(Link(spine, leaf, bandwidth, latency))
+    name, params = _finish("fattree", str(k), [("k", str(k))], [], bandwidth, latency)
+    return Topology(name, n, tuple(links), nswitches=2 * k, params=params, cycle=tuple(range(n)))
+
+
+def bigraph(m: int, nsw: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """BiGraph (EFLOPS; MultiTree ISCA'21 section VI-A): ``nsw`` switches with ``m``
+    ranks each, split into ``nsw/2`` upper and ``nsw/2`` lower switches with one link
+    each way between every upper and every lower switch (complete bipartite).
+    ``m >= 1``, ``nsw`` even and ``>= 2``; ``m*nsw`` ranks.
+
+    Numbering: rank ``i`` sits on switch ``i // m``; switch ``s`` is node
+    ``m*nsw + s``; switches ``0 .. nsw/2-1`` are the upper half.  Cycle ``0..m*nsw-1``.
+
+    >>> t = bigraph(4, 8)
+    >>> t.name, t.nranks, t.nswitches, len(t.links)
+    ('bigraph:4x8', 32, 8, 96)
+    >>> t.route(0, 4)
+    (0, 32, 36, 33, 4)
+    """
+    if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+        raise TopologyError(f"bigraph ranks per switch must be an integer >= 1, got {m!r}")
+    nsw = _check_count(nsw, "bigraph switch count", 2)
+    if nsw % 2:
+        raise TopologyError(f"bigraph switch count must be even (upper and lower halves), got {nsw}")
+    if m * nsw > MAX_RANKS:
+        raise TopologyError(f"bigraph:{m}x{nsw} would have {m * nsw} ranks, more than {MAX_RANKS}")
+    _check_link_attrs(bandwidth, latency)
+    n = m * nsw
+    half = nsw // 2
+    links = _rank_switch_links(n, m, bandwidth, latency)
+    for upper in range(n, n + half):
+        for lower in range(n + half, n + nsw):
+            links.append(Link(upper, lower, bandwidth, latency))
+            links.append(Link(lower, upper, bandwidth, latency))
+    name, params = _finish("bigraph", f"{m}x{nsw}", [("m", str(m)), ("n", str(nsw))], [], bandwidth, latency)
+    return Topology(name, n, tuple(links), nswitches=nsw, params=params, cycle=tuple(range(n)))
+
+
+def dgx2(n: int = 16, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """DGX-2-like fabric as the MultiTree artifact models it (one plane): two switches
+    with ``n/2`` ranks each, joined by ``n/2`` parallel links each way (one
+    :class:`Link` with ``multiplicity = n/2``).  ``n`` even and ``>= 2``; ``dgx2:16`` is
+    the real machine's size.
+
+    Numbering: ranks ``0 .. n/2-1`` on switch node ``n``, the rest on switch node
+    ``n+1``.  Cycle ``0..n-1``.
+
+    >>> t = dgx2(16)
+    >>> t.name, t.nswitches, t.link(16, 17).multiplicity, t.route(0, 8)
+    ('dgx2:16', 2, 8, (0, 16, 17, 8))
+    """
+    n = _check_count(n, "dgx2 rank count", 2)
+    if n % 2:
+        raise TopologyError(f"dgx2 rank count must be even (two switches), got {n}")
+    _check_link_attrs(bandwidth, latency)
+    half = n // 2
+    links = _rank_switch_links(n, half, bandwidth, latency)
+    links.append(Link(n, n + 1, bandwidth, latency, half))
+    links.append(Link(n + 1, n, bandwidth, latency, half))
+    name, params = _finish("dgx2", str(n), [("n", str(n))], [], bandwidth, latency)
+    return Topology(name, n, tuple(links), nswitches=2, params=params, cycle=tuple(range(n)))

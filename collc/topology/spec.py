@@ -2,9 +2,16 @@
 
 Grammar: ``FAMILY:ARGS[:OPTIONS]``, e.g. ``ring:8``, ``ring:8:uni``,
 ``torus:8x8``, ``torus:4x4x4``, ``mesh:4x4``, ``hypercube:4``, ``complete:8``,
-``switch:8``; or a path to an existing ``.yaml`` / ``.yml`` / ``.json`` file.
+``switch:8``, ``fattree:8``, ``bigraph:4x8``, ``dgx2:16``; or a path to an existing ``.yaml`` / ``.yml`` / ``.json`` file.
 ``OPTIONS`` is a comma-separated list: ``uni`` (ring only), ``bw=<GB/s>`` and
 ``lat=<us>`` (applied to every link), e.g. ``ring:8:uni,bw=25,lat=0.7``.
+Switch fabrics (ranks first, then switch nodes; each rank has one link each way
+to its switch): ``fattree:K`` is a K-ary 2-level fat tree (K leaf switches with K
+ranks each, K spine switches, a link each way between every leaf and spine);
+``bigraph:MxN`` has M ranks on each of N switches (N even), the N/2 upper and N/2
+lower switches joined as a complete bipartite graph; ``dgx2:N`` (N even, normally
+16) is two switches of N/2 ranks joined by N/2 parallel links each way.  They take
+the ``bw=`` and ``lat=`` options.
 Families live in :data:`FAMILIES`; a new family is one :func:`register_family`
 call.  Its parser receives ``ARGS`` and the raw ``OPTIONS`` text (None when
 absent) and may interpret the third field as it likes (``circulant:16:3,4``).
@@ -164,12 +171,34 @@ def _parse_switch(args: str, options: str | None) -> Topology:
     return generators.switch(parse_int(args, "switch size"), o.bandwidth, o.latency)
 
 
+def _parse_fattree(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    return generators.fattree(parse_int(args, "fat tree arity"), o.bandwidth, o.latency)
+
+
+def _parse_bigraph(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    if not re.fullmatch(r"[0-9]+x[0-9]+", args):
+        raise TopologyError(f"bigraph arguments must be RANKS_PER_SWITCHxSWITCHES such as 4x8, got {args!r}")
+    m, nsw = (int(x) for x in args.split("x"))
+    return generators.bigraph(m, nsw, o.bandwidth, o.latency)
+
+
+def _parse_dgx2(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    return generators.dgx2(parse_int(args, "dgx2 rank count"), o.bandwidth, o.latency)
+
+
 register_family("ring", _parse_ring, "ring of N ranks, bidirectional unless 'uni'", "ring:8:uni")
 register_family("torus", _parse_torus, "torus of any number of dimensions, row-major ranks", "torus:4x4x4")
 register_family("mesh", _parse_mesh, "grid without wraparound, row-major ranks", "mesh:4x4")
 register_family("hypercube", _parse_hypercube, "hypercube of dimension D (2^D ranks)", "hypercube:4")
 register_family("complete", _parse_complete, "N ranks with a link for every ordered pair", "complete:8")
 register_family("switch", _parse_switch, "N ranks on one crossbar switch (NVSwitch-like)", "switch:8")
+register_family("fattree", _parse_fattree, "K-ary 2-level fat tree: K leaves of K ranks, K spines", "fattree:8")
+register_family("bigraph", _parse_bigraph, "M ranks on each of N switches, upper/lower halves complete bipartite",
+                "bigraph:4x8")
+register_family("dgx2", _parse_dgx2, "two switches of N/2 ranks joined by N/2 parallel links", "dgx2:16")
 
 
 # ---------------------------------------------------------------------- files

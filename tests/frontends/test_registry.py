@@ -17,10 +17,15 @@ EXPECTED = {
     "recursive-doubling": {CollKind.ALLREDUCE, CollKind.ALLGATHER},
     "recursive-halving-doubling": {CollKind.ALLREDUCE, CollKind.REDUCESCATTER},
     "ring": {CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER},
+    "ring-2d": {CollKind.ALLREDUCE},
+    "double-binary-tree": {CollKind.ALLREDUCE},
+    "hdrm": {CollKind.ALLREDUCE},
+    "multitree": {CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER},
 }
 # a topology on which each algorithm applies (used by the invalid-input tests)
 HOME = {"binomial-tree": "switch:8", "direct": "switch:8", "recursive-doubling": "switch:8",
-        "recursive-halving-doubling": "switch:8", "ring": "ring:8"}
+        "recursive-halving-doubling": "switch:8", "ring": "ring:8", "ring-2d": "torus:4x4",
+        "double-binary-tree": "switch:8", "hdrm": "bigraph:4x8", "multitree": "torus:4x4"}
 
 
 # ---------------------------------------------------------------------- registrations

@@ -1,0 +1,681 @@
+"""MultiTree allreduce, allgather and reduce-scatter (Huang et al., ISCA'21).
+
+Collectives: allgather and reducescatter (T steps each), allreduce (2T steps:
+reduce-scatter, then allgather), where T is the number of time steps Algorithm 1
+needs to grow its trees on the topology; one more step for the local copies of an
+out-of-place reducescatter or allreduce.  Topology: any on which every rank can
+reach every other (direct links, or paths whose interior nodes are all switches).
+Cost model (alpha-beta, message size M, link bandwidth b): allreduce
+2T(alpha + M/(N b)); e.g. T = 5 on a 4x4 torus (ring: 15), T = N-1 (as ring) with
+one NIC link per rank (``cap=1``) on switch fabrics.
+
+Algorithm (paper section III-C, Algorithm 1; reference/multitree.md 1.2-1.6): one
+spanning tree per rank, tree ``r`` rooted at ``r`` and carrying chunk ``r``.  The
+trees grow top-down in lockstep time steps ``t = 1, 2, ...``.  Every step starts
+from a fresh copy of the link capacities (a link of multiplicity m may carry m
+tree edges per step) and runs rounds in which the trees take turns, each adding at
+most one node per turn: its parents are scanned in insertion order, skipping nodes
+added in the current step (store-and-forward), and the first parent with a free
+link to a node not yet in the tree adopts it.  Neighbour order: for tori and meshes
+(topologies with a ``dims`` parameter) the artifact's N, S, W, E, i.e. for each
+dimension in order ``-1`` then ``+1`` (a dimension of size 2 has one neighbour);
+otherwise ascending out-neighbours.
+
+Switch fabrics (section III-C3): a tree edge ``p -> c`` is a path whose interior
+nodes are switches; it consumes one unit of capacity on every link of the path for
+that step.  In a tree's turn the candidate edges rank by path length first (a direct
+link, then a rank on the parent's own switch, then one switch further, ...), then
+by parent insertion order, then breadth-first order over switches with free
+capacity (ascending ids).  Ranking by length over *all* of the tree's parents (the
+paper's "same-switch children first") rather than parent by parent is our choice:
+parent-first search sends BiGraph edges through two switch-to-switch links while a
+one-link edge is free and needs 43 steps on bigraph:4x8 with ``cap=1`` instead of
+31.  On direct networks every edge has length 1 and the rule is exactly
+Algorithm 1.  The resulting trees are not stars (the artifact's are) but have the
+artifact's step counts: N-1 on fattree:8, bigraph:4x8/4x16 and dgx2:16 with ``cap=1``.
+
+Parameters:
+
+* ``rule`` -- when a step ends: ``any`` (the paper: after a round in which no tree
+  grew) or ``last`` (the authors' artifact: after a round in which the last tree of
+  the round did not grow).  The two agree on tori; on a 4x4 mesh T is 8 vs 10.
+* ``order`` -- turn order of the trees in a round: ``ascending`` root ids, or
+  ``priority``: the artifact's ``sort=True``.  The very first round of step 1 is
+  ascending; every later round orders roots by a static priority, descending, ties
+  broken by descending root id.  The priority of root ``r`` is the height it must
+  at least reach: its eccentricity in the rank graph (hops, where a hop is a link or
+  a switch-only path).  The artifact's mesh priority has a distance bug; pass
+  ``priority=`` to :func:`build_trees` to reproduce it exactly (the tests do).
+* ``cap`` -- the NI capacity in links: sends and receives per rank per step, 0 for
+  no limit beyond the links (the paper's torus/mesh runs); ``cap=1`` is the paper's
+  one-NIC setting for fat tree, BiGraph and DGX-2.
+
+On a topology whose links are not all paired with a reverse link of the same
+multiplicity (``ring:8:uni``), reduce-scatter uses trees grown on the transposed
+topology (an edge ``p -> c`` there is the link ``c -> p`` here), so T may differ
+between the two phases; otherwise both phases use the same trees.
+
+Schedules (0-based steps; ``s0`` = 1 for the local copies of an out-of-place
+allreduce or reducescatter, else 0): an edge ``(p, c, t)`` of tree ``r`` reduces
+chunk ``r`` from ``c`` into ``p`` at step ``s0 + T - t`` (reducescatter and the
+first phase of allreduce) and copies it from ``p`` to ``c`` at ``s0 + T + t - 1``
+in allreduce, ``t - 1`` in allgather.  A child is added after its parent, so a rank
+holds every child's partial before it sends its own (notes section 1.5).
+Out-of-place allgather copies its input to ``o[r]`` at step 0 while the roots send
+from the input; out-of-place reducescatter works in scratch (ring's pattern).
+
+>>> from collc.topology import parse_spec
+>>> trees = build_trees(parse_spec("torus:4x4"))
+>>> trees.steps, trees.links_used, len(trees.edges[0])
+(5, (64, 64, 48, 48, 16), 15)
+>>> trees.edges[0][:4]
+((0, 12, 1), (0, 4, 1), (0, 3, 1), (0, 1, 1))
+>>> from collc.frontends.registry import build_schedule
+>>> from collc.ir.collective import CollKind
+>>> build_schedule("multitree", parse_spec("torus:4x4"), CollKind.ALLREDUCE, inplace=True).nsteps
+10
+>>> build_trees(parse_spec("fattree:8"), cap=1).steps
+63
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+from collc.errors import ScheduleError
+from collc.frontends.common import I, O, S, Builder, prefix_copy
+from collc.frontends.registry import Algorithm, Options, Param, register
+from collc.ir.collective import CollKind, Collective
+from collc.ir.schedule import Schedule
+from collc.topology import Topology
+
+__all__ = ["Trees", "build_trees", "check_trees", "neighbour_order", "eccentricities", "RULES", "ORDERS",
+           "REFERENCE"]
+
+REFERENCE = ("Huang et al., Communication Algorithm-Architecture Co-Design for Distributed Deep Learning "
+             "(MultiTree, ISCA'21), section III-C, Algorithm 1")
+RULES = ("any", "last")
+ORDERS = ("ascending", "priority")
+
+#: A tree edge: (parent, child, allgather time step in 1..T).
+Edge = tuple[int, int, int]
+
+
+# ---------------------------------------------------------------------- result
+@dataclass(frozen=True)
+class Trees:
+    """The N spanning trees of Algorithm 1.
+
+    ``edges[r]`` lists tree ``r``'s edges ``(parent, child, t)`` in the order they
+    were added (``t`` in ``1..steps``); ``paths[r][i]`` is the node path of
+    ``edges[r][i]`` (``(parent, child)`` over a direct link, switches in between
+    otherwise).  ``sequence`` is every allocation in order as
+    ``(root, parent, child, t)``.  ``steps`` is T.
+    """
+
+    topology: str
+    nranks: int
+    steps: int
+    rule: str
+    order: str
+    cap: int
+    edges: tuple[tuple[Edge, ...], ...]
+    paths: tuple[tuple[tuple[int, ...], ...], ...]
+    sequence: tuple[tuple[int, int, int, int], ...]
+
+    @property
+    def T(self) -> int:  # noqa: N802 - the paper's name
+        return self.steps
+
+    @cached_property
+    def usage(self) -> tuple[dict[tuple[int, int], int], ...]:
+        """Per step (index ``t - 1``): directed link ``(u, v)`` -> tree edges using it."""
+        use: list[dict[tuple[int, int], int]] = [{} for _ in range(self.steps)]
+        for tree_edges, tree_paths in zip(self.edges, self.paths):
+            for (_, _, t), path in zip(tree_edges, tree_paths):
+                step = use[t - 1]
+                for link in zip(path, path[1:]):
+                    step[link] = step.get(link, 0) + 1
+        return tuple(use)
+
+    @property
+    def links_used(self) -> tuple[int, ...]:
+        """Number of distinct directed links in use at each step."""
+        return tuple(len(u) for u in self.usage)
+
+    @cached_property
+    def heights(self) -> tuple[int, ...]:
+        """Per tree: the step at which it is complete (its height in time steps)."""
+        return tuple(max((t for _, _, t in e), default=0) for e in self.edges)
+
+    @cached_property
+    def depths(self) -> tuple[int, ...]:
+        """Per tree: the largest number of edges from the root to a node."""
+        out = []
+        for r, tree_edges in enumerate(self.edges):
+            depth = {r: 0}
+            for p, c, _ in tree_edges:  # parents are always added before their children
+                depth[c] = depth[p] + 1
+            out.append(max(depth.values()))
+        return tuple(out)
+
+    def parents(self, root: int) -> dict[int, int]:
+        """Tree ``root`` as child -> parent."""
+        return {c: p for p, c, _ in self.edges[root]}
+
+    def report(self, show_tree: int | None = 0) -> list[str]:
+        """Human-readable summary: T, link use per step, heights, one tree's edges."""
+        total = sum(len(e) for e in self.edges)
+        lines = [f"multitree on {self.topology}: T = {self.steps} steps per phase "
+                 f"(rule={self.rule}, order={self.order}, cap={self.cap or 'none'}), {total} tree edges",
+                 "links in use per step: " + ", ".join(str(x) for x in self.links_used),
+                 f"tree heights (steps): {min(self.heights, default=0)}..{max(self.heights, default=0)}; "
+                 f"depths (edges): {min(self.depths, default=0)}..{max(self.depths, default=0)}"]
+        if show_tree is not None and 0 <= show_tree < self.nranks:
+            by_step: dict[int, list[str]] = {}
+            for (p, c, t), path in zip(self.edges[show_tree], self.paths[show_tree]):
+                via = "" if len(path) == 2 else " via " + ",".join(str(x) for x in path[1:-1])
+                by_step.setdefault(t, []).append(f"{p}->{c}{via}")
+            lines.append(f"tree {show_tree}: " + " | ".join(f"t{t}: " + ", ".join(v)
+                                                            for t, v in sorted(by_step.items())))
+        return lines
+
+
+# ---------------------------------------------------------------------- topology views
+def _grid_dims(topology: Topology) -> tuple[int, ...] | None:
+    text = topology.param("dims")
+    if text is None or topology.nswitches:
+        return None
+    try:
+        dims = tuple(int(x) for x in text.split("x"))
+    except ValueError:
+        return None
+    if not dims or any(d < 1 for d in dims) or math.prod(dims) != topology.nranks:
+        return None
+    return dims
+
+
+def neighbour_order(topology: Topology) -> list[list[int]]:
+    """Per rank, the ranks it has a direct link to, in Algorithm 1's preference order.
+
+    Grids (a ``dims`` parameter, as tori and meshes record): per dimension in order,
+    the ``-1`` then the ``+1`` neighbour (the artifact's N, S, W, E on 2-D grids),
+    then any other linked ranks ascending.  Other topologies: ascending.
+
+    >>> from collc.topology import parse_spec
+    >>> neighbour_order(parse_spec("torus:4x4"))[0], neighbour_order(parse_spec("mesh:2x2"))[0]
+    ([12, 4, 3, 1], [2, 1])
+    """
+    n = topology.nranks
+    base = [[v for v in topology.out_neighbors(p) if v < n] for p in range(n)]
+    dims = _grid_dims(topology)
+    if dims is None:
+        return base
+    strides = [math.prod(dims[i + 1:]) for i in range(len(dims))]
+    out: list[list[int]] = []
+    for p in range(n):
+        linked = set(base[p])
+        order: list[int] = []
+        for d, stride in zip(dims, strides):
+            x = (p // stride) % d
+            for delta in (-1, 1):
+                q = p + (((x + delta) % d) - x) * stride
+                if q in linked and q not in order:
+                    order.append(q)
+        order.extend(v for v in base[p] if v not in order)
+        out.append(order)
+    return out
+
+
+def _one_hop(topology: Topology) -> list[set[int]]:
+    """Per rank, the ranks it can send to in one tree edge (a link or a switch-only path)."""
+    n = topology.nranks
+    via_switch: dict[int, set[int]] = {}
+    for s in topology.switches:  # ranks reachable from switch s through switches only
+        seen = {s}
+        frontier = [s]
+        ranks: set[int] = set()
+        while frontier:
+            nxt = []
+            for u in frontier:
+                for v in topology.out_neighbors(u):
+                    if v < n:
+                        ranks.add(v)
+                    elif v not in seen:
+                        seen.add(v)
+                        nxt.append(v)
+            frontier = nxt
+        via_switch[s] = ranks
+    hop: list[set[int]] = []
+    for p in range(n):
+        reach: set[int] = set()
+        for v in topology.out_neighbors(p):
+            reach |= {v} if v < n else via_switch[v]
+        reach.discard(p)
+        hop.append(reach)
+    return hop
+
+
+def _hop_distances(hop: Sequence[set[int]], start: int) -> dict[int, int]:
+    dist = {start: 0}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for u in frontier:
+            for v in hop[u]:
+                if v not in dist:
+                    dist[v] = dist[u] + 1
+                    nxt.append(v)
+        frontier = nxt
+    return dist
+
+
+def eccentricities(topology: Topology) -> list[int]:
+    """Per rank, the largest number of tree-edge hops to any rank (the least height its
+    tree can have); the default priority of ``order=priority``."""
+    hop = _one_hop(topology)
+    return [max(_hop_distances(hop, r).values()) for r in range(topology.nranks)]
+
+
+def _require_connected(topology: Topology, hop: Sequence[set[int]]) -> None:
+    n = topology.nranks
+    back: list[set[int]] = [set() for _ in range(n)]
+    for p, targets in enumerate(hop):
+        for c in targets:
+            back[c].add(p)
+    for graph, how in ((hop, "reach"), (back, "be reached from")):
+        dist = _hop_distances(graph, 0)
+        if len(dist) < n:
+            missing = min(set(range(n)) - set(dist))
+            raise ScheduleError(f"multitree needs every rank to reach every other, but on {topology.name} rank 0 "
+                                f"cannot {how} rank {missing} over links or switch-only paths")
+
+
+# ---------------------------------------------------------------------- Algorithm 1
+class _Grower:
+    """One run of Algorithm 1 over a topology's links (mutable scratch state)."""
+
+    def __init__(self, topology: Topology, cap: int) -> None:
+        n = topology.nranks
+        self.n = n
+        self.cap = cap
+        index = {(lk.src, lk.dst): i for i, lk in enumerate(topology.links)}
+        self.capacity = [lk.multiplicity for lk in topology.links]
+        self.direct = [[(c, index[(p, c)]) for c in order] for p, order in enumerate(neighbour_order(topology))]
+        self.up = [[(s, index[(p, s)]) for s in topology.out_neighbors(p) if s >= n] for p in range(n)]
+        self.sw_ranks: dict[int, list[tuple[int, int]]] = {}
+        self.sw_next: dict[int, list[tuple[int, int]]] = {}
+        for s in topology.switches:
+            outs = topology.out_neighbors(s)
+            self.sw_ranks[s] = [(v, index[(s, v)]) for v in outs if v < n]
+            self.sw_next[s] = [(v, index[(s, v)]) for v in outs if v >= n]
+        self.any_direct = any(self.direct)
+        #: per rank, the switches with a link to it
+        self.feeders: list[list[int]] = [[s for s in topology.in_neighbors(c) if s >= n] for c in range(n)]
+        self.up_any = any(self.up)
+        #: per link, its source when it joins two ranks, else -1
+        self.link_src = [lk.src if lk.src < n and lk.dst < n else -1 for lk in topology.links]
+        #: per rank, its direct links to ranks; ``free_out`` counts those with free capacity this step
+        self.out_degree = [len(d) for d in self.direct]
+        self.free_out: list[int] = []
+        self.free: list[int] = []
+        self.snd: list[int] = []
+        self.rcv: list[int] = []
+
+    def _through_switches(self, p: int, mem: bytearray, missing: dict[int, int], limit: int
+                          ) -> tuple[int, list[int], list[int]] | None:
+        """Breadth-first search from ``p`` over switches with free capacity for a rank
+        not in the tree, reached over fewer than ``limit`` links; returns (child,
+        interior switches, link ids) of the nearest (first in BFS order).
+        ``missing[s]`` counts the ranks linked from switch ``s`` not yet in the tree."""
+        free, rcv, cap = self.free, self.rcv, self.cap
+        prev: dict[int, tuple[int, int]] = {}
+        level: list[int] = []
+        for s, lid in self.up[p]:
+            if free[lid] and s not in prev:
+                prev[s] = (p, lid)
+                level.append(s)
+        links = 2   # links of a path to a rank on a switch of the current level
+        while level and links < limit:
+            nxt: list[int] = []
+            for s in level:
+                for c, lid in self.sw_ranks[s] if missing[s] else ():
+                    if free[lid] and not mem[c] and (not cap or rcv[c]):
+                        switches = [s]
+                        lids = [lid]
+                        node = s
+                        while node != p:
+                            node, link = prev[node]
+                            lids.append(link)
+                            if node != p:
+                                switches.append(node)
+                        switches.reverse()
+                        return c, switches, lids
+                if links + 1 < limit:
+                    for v, lid in self.sw_next[s]:
+                        if free[lid] and v not in prev:
+                            prev[v] = (s, lid)
+                            nxt.append(v)
+            level = nxt
+            links += 1
+        return None
+
+    def _pick_direct(self, parents: list[int], start: int, mem: bytearray, missing: dict[int, int],
+                     dead: set[int]) -> tuple[tuple[int, int, tuple[int, ...], list[int]] | None, int]:
+        """:meth:`_pick` for topologies without switches (every edge is one link)."""
+        cap, free, snd, rcv, direct, outs = self.cap, self.free, self.snd, self.rcv, self.direct, self.free_out
+        for i in range(start, len(parents)):
+            p = parents[i]
+            if not outs[p] or (cap and not snd[p]):
+                continue
+            open_ = False
+            for c, lid in direct[p]:
+                if not mem[c]:
+                    if free[lid] and (not cap or rcv[c]):
+                        return (p, c, (p, c), [lid]), i
+                    open_ = True
+            if not open_:
+                dead.add(p)
+        return None, len(parents)
+
+    def _pick(self, parents: list[int], start: int, mem: bytearray, missing: dict[int, int], dead: set[int]
+              ) -> tuple[tuple[int, int, tuple[int, ...], list[int]] | None, int]:
+        """One turn of a tree: the edge to add (parent, child, path, link ids) or None,
+        and the new scan start.  Candidates rank by path length (a direct link first,
+        then same-switch ranks, then ranks further away), then by parent insertion
+        order, then by neighbour order.  Parents before the returned start cannot add
+        a node for the rest of the step; parents that can never add one again (all
+        their linked ranks are in the tree, no switch) are put in ``dead``."""
+        cap, free, snd, rcv = self.cap, self.free, self.snd, self.rcv
+        direct, up = self.direct, self.up
+        best: tuple[int, int, tuple[int, ...], list[int]] | None = None
+        best_len = 0
+        i = start
+        ptr = start
+        settled = True   # every parent in [start, i) can no longer add this step
+        while i < len(parents):
+            p = parents[i]
+            i += 1
+            if cap and not snd[p]:
+                if settled:
+                    ptr = i
+                continue
+            open_ = False
+            for c, lid in direct[p]:
+                if not mem[c]:
+                    open_ = True
+                    if free[lid] and (not cap or rcv[c]):
+                        return (p, c, (p, c), [lid]), ptr   # length 1: nothing beats it
+            if up[p] and (best is None or best_len > 2):
+                hit = self._through_switches(p, mem, missing, best_len if best is not None else 1 << 30)
+                if hit is not None:
+                    c, switches, lids = hit
+                    best, best_len = (p, c, (p, *switches, c), lids), len(lids)
+                    settled = False
+                elif best is not None:
+                    settled = False   # searched only for shorter paths
+                elif settled:
+                    ptr = i
+            elif not up[p]:
+                if not open_:
+                    dead.add(p)
+                if settled:
+                    ptr = i
+            else:
+                settled = False   # not searched: it may still reach someone
+            if best is not None and best_len == 2 and not self.any_direct:
+                break
+        return best, ptr
+
+    def run(self, rule: str, rounds: Sequence[Sequence[int]]) -> tuple[
+            list[list[Edge]], list[list[tuple[int, ...]]], list[tuple[int, int, int, int]], int]:
+        """Grow all trees.  ``rounds[0]`` is the order of the very first round,
+        ``rounds[1]`` the order of every later one."""
+        n, cap = self.n, self.cap
+        pick = self._pick if self.up_any else self._pick_direct
+        link_src = self.link_src
+        members = [bytearray(n) for _ in range(n)]
+        size = [1] * n
+        for r in range(n):
+            members[r][r] = 1
+        edges: list[list[Edge]] = [[] for _ in range(n)]
+        paths: list[list[tuple[int, ...]]] = [[] for _ in range(n)]
+        sequence: list[tuple[int, int, int, int]] = []
+        live: list[list[int]] = [[r] for r in range(n)]   # candidate parents, insertion order
+        missing: list[dict[int, int]] = []   # per tree: switch -> its linked ranks not in the tree
+        for r in range(n):
+            miss = {s: len(ranks) for s, ranks in self.sw_ranks.items()}
+            for s in self.feeders[r]:
+                miss[s] -= 1
+            missing.append(miss)
+        incomplete = sum(1 for r in range(n) if size[r] < n)
+        t = 0
+        first_round = True
+        while incomplete:
+            t += 1
+            free = list(self.capacity)
+            if cap:
+                snd = [cap] * n
+                rcv = [cap] * n
+            else:
+                snd = rcv = []
+            self.free, self.snd, self.rcv = free, snd, rcv
+            self.free_out = free_out = list(self.out_degree)
+            ptr = [0] * n                     # parents before ptr[r] cannot add this step
+            dead: list[set[int]] = [set() for _ in range(n)]   # parents with no non-member neighbour
+            fresh: list[list[int]] = [[] for _ in range(n)]    # nodes added this step
+            failed = bytearray(n)
+            added = 0
+            while True:
+                order = rounds[0] if first_round else rounds[1]
+                first_round = False
+                grew_any = False
+                grew_last = False
+                for r in order:
+                    if failed[r] or size[r] == n:
+                        continue
+                    found, ptr[r] = pick(live[r], ptr[r], members[r], missing[r], dead[r])
+                    if found is None:
+                        failed[r] = 1
+                        continue
+                    p, c, path, lids = found
+                    for lid in lids:
+                        free[lid] -= 1
+                        if not free[lid] and link_src[lid] >= 0:
+                            free_out[link_src[lid]] -= 1
+                    if cap:
+                        snd[p] -= 1
+                        rcv[c] -= 1
+                    members[r][c] = 1
+                    if self.feeders[c]:
+                        miss = missing[r]
+                        for s in self.feeders[c]:
+                            miss[s] -= 1
+                    size[r] += 1
+                    if size[r] == n:
+                        incomplete -= 1
+                    fresh[r].append(c)
+                    edges[r].append((p, c, t))
+                    paths[r].append(path)
+                    sequence.append((r, p, c, t))
+                    added += 1
+                    grew_any = True
+                    if r == order[-1]:
+                        grew_last = True
+                if not incomplete or not grew_any or (rule == "last" and not grew_last):
+                    break
+            if not added:  # cannot happen on a connected topology (checked before); guards the loop
+                raise ScheduleError(f"multitree made no progress at step {t}")
+            for r in range(n):
+                if size[r] == n:
+                    live[r] = []
+                    continue
+                if dead[r]:
+                    gone = dead[r]
+                    live[r] = [p for p in live[r] if p not in gone]
+                live[r].extend(fresh[r])
+        return edges, paths, sequence, t
+
+
+def build_trees(topology: Topology, rule: str = "any", order: str = "ascending", cap: int = 0,
+                priority: Sequence[int] | None = None) -> Trees:
+    """Run Algorithm 1 on ``topology``; see the module docstring for the parameters.
+
+    ``priority`` (one number per rank, larger first) replaces the eccentricities
+    used by ``order="priority"``.  Raises ScheduleError on bad parameters or when
+    some rank cannot reach another.
+    """
+    if rule not in RULES:
+        raise ScheduleError(f"multitree rule={rule!r}: choose one of {', '.join(RULES)}")
+    if order not in ORDERS:
+        raise ScheduleError(f"multitree order={order!r}: choose one of {', '.join(ORDERS)}")
+    if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
+        raise ScheduleError(f"multitree cap={cap!r} must be an integer >= 0 (0: no limit)")
+    n = topology.nranks
+    ascending = list(range(n))
+    later = ascending
+    if order == "priority":
+        if priority is None:
+            prio: Sequence[int] = eccentricities(topology)
+        else:
+            if len(priority) != n:
+                raise ScheduleError(f"multitree priority needs {n} values, got {len(priority)}")
+            prio = priority
+        later = sorted(range(n), key=lambda r: (prio[r], r), reverse=True)
+    elif priority is not None:
+        raise ScheduleError("multitree priority= applies only with order='priority'")
+    if n > 1:
+        _require_connected(topology, _one_hop(topology))
+    edges, paths, sequence, steps = _Grower(topology, cap).run(rule, (ascending, later))
+    return Trees(topology.name, n, steps, rule, order, cap,
+                 tuple(tuple(e) for e in edges), tuple(tuple(p) for p in paths), tuple(sequence))
+
+
+def check_trees(trees: Trees, topology: Topology) -> None:
+    """Raise ScheduleError unless ``trees`` satisfy Algorithm 1's invariants on
+    ``topology``: N spanning trees of N-1 edges rooted at their ids, every edge a
+    link or switch-only path with its child added after its parent, at most
+    ``multiplicity`` uses of a link per step and at most ``cap`` sends and receives
+    per rank per step."""
+    n = topology.nranks
+    if trees.nranks != n or len(trees.edges) != n or len(trees.paths) != n:
+        raise ScheduleError(f"trees are for {trees.nranks} ranks, {topology.name} has {n}")
+    sends: dict[tuple[int, int], int] = {}
+    recvs: dict[tuple[int, int], int] = {}
+    for r in range(n):
+        added = {r: 0}
+        if len(trees.edges[r]) != n - 1 or len(trees.paths[r]) != n - 1:
+            raise ScheduleError(f"tree {r} has {len(trees.edges[r])} edges, expected {n - 1}")
+        for (p, c, t), path in zip(trees.edges[r], trees.paths[r]):
+            if p not in added or c in added:
+                raise ScheduleError(f"tree {r}: edge {p}->{c} does not extend the tree")
+            if not added[p] < t <= trees.steps:
+                raise ScheduleError(f"tree {r}: edge {p}->{c} at step {t}, parent added at step {added[p]}")
+            if path[0] != p or path[-1] != c or any(not topology.is_switch(x) for x in path[1:-1]):
+                raise ScheduleError(f"tree {r}: edge {p}->{c} has path {path}")
+            if any(not topology.has_link(u, v) for u, v in zip(path, path[1:])):
+                raise ScheduleError(f"tree {r}: path {path} uses a missing link")
+            added[c] = t
+            sends[(p, t)] = sends.get((p, t), 0) + 1
+            recvs[(c, t)] = recvs.get((c, t), 0) + 1
+        if len(added) != n:
+            raise ScheduleError(f"tree {r} does not span all ranks")
+    for t, use in enumerate(trees.usage, start=1):
+        for (u, v), count in use.items():
+            link = topology.link(u, v)
+            if link is None or count > link.multiplicity:
+                raise ScheduleError(f"step {t}: link {u}->{v} carries {count} tree edges")
+    if trees.cap:
+        for what, table in (("sends", sends), ("receives", recvs)):
+            for (rank, t), count in table.items():
+                if count > trees.cap:
+                    raise ScheduleError(f"step {t}: rank {rank} {what} {count} times, cap {trees.cap}")
+
+
+# ---------------------------------------------------------------------- schedules
+def _symmetric(topology: Topology) -> bool:
+    """True when every link has a reverse link of the same multiplicity, so the
+    trees of the transposed topology are the same trees."""
+    return all((r := topology.link(lk.dst, lk.src)) is not None and r.multiplicity == lk.multiplicity
+               for lk in topology.links)
+
+
+def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    n = request.nranks
+    if n < 2:
+        raise ScheduleError("multitree needs at least 2 ranks")
+    rule, order, cap = opts.get("rule", "any"), opts.get("order", "ascending"), opts.get("cap", 0)
+    if not isinstance(rule, str) or not isinstance(order, str) or not isinstance(cap, int):
+        raise ScheduleError(f"multitree: bad parameters rule={rule!r}, order={order!r}, cap={cap!r}")
+    kind = request.kind
+    ag = build_trees(topology, rule, order, cap) if kind is not CollKind.REDUCESCATTER else None
+    rs = ag if ag is not None and _symmetric(topology) else None
+    if rs is None and kind is not CollKind.ALLGATHER:
+        rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
+    if kind is CollKind.ALLREDUCE:
+        assert rs is not None and ag is not None
+        b = Builder(Collective(kind, n, n, request.inplace))
+        start = prefix_copy(b, I, O, n, range(n))
+        for r in range(n):
+            for p, c, t in rs.edges[r]:
+                b.move(start + rs.steps - t, c, p, O, [r], O, [r], reduce=True)
+            for p, c, t in ag.edges[r]:
+                b.move(start + rs.steps + t - 1, p, c, O, [r], O, [r])
+    elif kind is CollKind.ALLGATHER:
+        assert ag is not None
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        if not request.inplace:
+            for r in range(n):
+                b.move(0, r, r, I, [0], O, [r])
+        for r, tree_edges in enumerate(ag.edges):
+            for p, c, t in tree_edges:
+                # the root reads its input (in place it is o[r]); others forward o[r]
+                b.move(t - 1, p, c, I if p == r else O, [0] if p == r else [r], O, [r])
+    elif kind is CollKind.REDUCESCATTER:
+        assert rs is not None
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        start = 0
+        if not request.inplace:
+            b.scratch = n
+            for r in range(n):
+                b.move(0, r, r, I, range(n), S, range(n))
+                b.move(0, r, r, I, [r], O, [0])
+            start = 1
+        work = I if request.inplace else S
+        for r, tree_edges in enumerate(rs.edges):
+            for p, c, t in tree_edges:
+                # in place o[0] of rank r is i[r]; out of place the root accumulates in o[0]
+                dst_buf, dst_idx = (O, [0]) if p == r and not request.inplace else (work, [r])
+                b.move(start + rs.steps - t, c, p, work, [r], dst_buf, dst_idx, reduce=True)
+    else:  # pragma: no cover - the registry filters collectives
+        raise ScheduleError(f"multitree does not implement {kind.value}")
+    return b.schedule("multitree", opts, topology.name, REFERENCE)
+
+
+def _report(topology: Topology, schedule: Schedule) -> list[str]:
+    """``collc build --report`` lines: the trees behind the schedule."""
+    opts = dict(schedule.provenance.params)
+    trees = build_trees(topology, rule=opts.get("rule", "any"), order=opts.get("order", "ascending"),
+                        cap=int(opts.get("cap", "0")))
+    return trees.report()
+
+
+register(Algorithm(
+    name="multitree",
+    collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER}),
+    topologies="any with every rank reaching every other over links or switch-only paths "
+               "(torus, mesh, fattree, bigraph, dgx2, switch, complete, ...)",
+    summary="one contention-free spanning tree per rank grown in lockstep (MultiTree, ISCA'21); "
+            "T steps per phase, T = 5 on a 4x4 torus",
+    reference=REFERENCE,
+    build=build,
+    params=(Param("rule", str, "any", "when a step ends: any (paper) or last (artifact)", RULES),
+            Param("order", str, "ascending", "turn order: ascending roots, or priority (artifact sort=True)",
+                  ORDERS),
+            Param("cap", int, 0, "sends and receives per rank per step (NI links); 0 = no limit")),
+    example="collc build --topology torus:4x4 --algorithm multitree --collective allreduce -o mt.xml",
+    report=_report,
+))

@@ -1,0 +1,302 @@
+"""MultiTree (ISCA'21): Algorithm 1's trees against reference/multitree.md 1.8-1.9, the
+schedules through the whole pipeline, and invariants on random graphs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import collc.frontends.multitree  # noqa: F401  (registers "multitree")
+from collc.driver import compile_xml
+from collc.errors import ScheduleError
+from collc.frontends.multitree import Trees, build_trees, check_trees, eccentricities, neighbour_order
+from collc.frontends.registry import build_schedule, get
+from collc.ir.collective import Buffer, CollKind
+from collc.ir.schedule import Op
+from collc.ir.verify import verify_schedule
+from collc.topology import Link, Topology, coords, parse_spec, rank_of
+from collc.topology.generators import bigraph, dgx2, fattree, mesh, torus
+
+KINDS = (CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER)
+
+
+def trees_of(spec: str, **kw: object) -> Trees:
+    topo = parse_spec(spec)
+    trees = build_trees(topo, **kw)  # type: ignore[arg-type]
+    check_trees(trees, topo)
+    return trees
+
+
+# ---------------------------------------------------------------------- worked examples
+def test_mesh_2x2_worked_example() -> None:
+    """Fig. 3 / Fig. 5 of the paper (multitree.md 1.8)."""
+    t = trees_of("mesh:2x2")
+    assert t.steps == 2
+    assert [(r, p, c) for r, p, c, step in t.sequence if step == 1] == [
+        (0, 0, 2), (1, 1, 3), (2, 2, 0), (3, 3, 1), (0, 0, 1), (1, 1, 0), (2, 2, 3), (3, 3, 2)]
+    assert [(r, p, c) for r, p, c, step in t.sequence if step == 2] == [
+        (0, 2, 3), (1, 3, 2), (2, 0, 1), (3, 1, 0)]
+    assert t.edges == (((0, 2, 1), (0, 1, 1), (2, 3, 2)),
+                       ((1, 3, 1), (1, 0, 1), (3, 2, 2)),
+                       ((2, 0, 1), (2, 3, 1), (0, 1, 2)),
+                       ((3, 1, 1), (3, 2, 1), (1, 0, 2)))
+    assert t.links_used == (8, 4)
+
+
+T0_4X4 = [(0, 12, 1), (0, 4, 1), (0, 3, 1), (0, 1, 1), (12, 8, 2), (12, 15, 2), (12, 13, 2), (3, 7, 2),
+          (4, 5, 3), (3, 2, 3), (15, 11, 3), (8, 9, 4), (15, 14, 4), (2, 6, 4), (11, 10, 5)]
+
+
+def test_torus_4x4_worked_example() -> None:
+    """multitree.md 1.9: T = 5, link use per step, T_0 edge for edge, translations."""
+    t = trees_of("torus:4x4")
+    assert t.steps == 5
+    assert t.links_used == (64, 64, 48, 48, 16)
+    assert sum(len(e) for e in t.edges) == 240
+    assert list(t.edges[0]) == T0_4X4
+    # first allocations: every tree's north child, then every tree's south child
+    assert [(r, p, c) for r, p, c, _ in t.sequence[:16]] == [
+        (r, r, rank_of(((coords(r, [4, 4])[0] - 1) % 4, coords(r, [4, 4])[1]), [4, 4])) for r in range(16)]
+    assert [c for _, _, c, _ in t.sequence[16:18]] == [4, 5]
+    assert t.edges[5][:4] == ((5, 1, 1), (5, 9, 1), (5, 4, 1), (5, 6, 1))
+    assert t.depths[0] == 4 and t.heights == (5,) * 16   # node 10: depth 4, added at t = 5
+
+
+def _translate(rank: int, by: tuple[int, int], d: int) -> int:
+    x, y = coords(rank, [d, d])
+    return rank_of(((x + by[0]) % d, (y + by[1]) % d), [d, d])
+
+
+@pytest.mark.parametrize("d", [4, 8])
+def test_torus_trees_are_translations_of_tree_0(d: int) -> None:
+    t = trees_of(f"torus:{d}x{d}")
+    for r in range(d * d):
+        by = coords(r, [d, d])
+        assert list(t.edges[r]) == [(_translate(p, by, d), _translate(c, by, d), s) for p, c, s in t.edges[0]]
+
+
+def test_torus_4x4_reduce_scatter_is_the_reverse() -> None:
+    """RS of T_0 (paper steps 1..5 = our 0-based 0..4) and AG at 0-based steps 5..9."""
+    s = build_schedule("multitree", parse_spec("torus:4x4"), CollKind.ALLREDUCE, inplace=True)
+    rs = {(x.step, x.src, x.dst) for x in s.transfers if x.op is Op.REDUCE and x.src_idx == range(0, 1)}
+    assert rs == {(5 - t, c, p) for p, c, t in T0_4X4}
+    assert {(x.step, x.src, x.dst) for x in s.transfers if x.src == 10 and x.src_idx == range(0, 1)} == {(0, 10, 11)}
+    ag = {(x.step, x.src, x.dst) for x in s.transfers if x.op is Op.COPY and x.src_idx == range(0, 1)}
+    assert ag == {(4 + t, p, c) for p, c, t in T0_4X4}
+    assert all(x.src_buf is Buffer.OUTPUT and x.dst_buf is Buffer.OUTPUT for x in s.transfers)
+
+
+# ---------------------------------------------------------------------- step counts (multitree.md 1.9)
+@pytest.mark.parametrize("spec, kw, steps", [
+    ("torus:8x8", {}, 17),
+    ("torus:6x6", {}, 10),
+    ("torus:10x10", {}, 26),
+    ("torus:12x12", {}, 37),
+    ("torus:14x14", {}, 49),
+    ("torus:16x16", {}, 64),
+    ("mesh:4x4", {}, 8),
+    ("mesh:4x4", {"rule": "last"}, 10),
+    ("mesh:8x8", {}, 32),
+    ("mesh:8x8", {"rule": "last"}, 33),
+    ("torus:4x4", {"cap": 1}, 15),
+    ("torus:8x8", {"cap": 1}, 63),
+    ("mesh:4x4", {"cap": 1}, 21),
+    ("mesh:8x8", {"cap": 1}, 77),
+    ("mesh:4x4", {"cap": 1, "rule": "last"}, 22),
+    ("mesh:8x8", {"cap": 1, "rule": "last"}, 89),
+    ("dgx2:16", {"cap": 1}, 15),
+    ("fattree:8", {"cap": 1}, 63),
+    ("bigraph:4x8", {"cap": 1}, 31),
+    ("bigraph:4x16", {"cap": 1}, 63),
+    ("complete:8", {}, 1),
+    ("complete:8", {"cap": 1}, 7),
+], ids=lambda v: str(v))
+def test_step_counts(spec: str, kw: dict[str, object], steps: int) -> None:
+    assert trees_of(spec, **kw).steps == steps
+
+
+def test_mesh_4x4_heights() -> None:
+    t = trees_of("mesh:4x4")
+    assert (min(t.heights), max(t.heights)) == (5, 8)
+
+
+def test_doubled_torus_links() -> None:
+    """Every 4x4 torus link doubled (a multigraph, paper section VII-B): T = 5 -> 4."""
+    base = torus([4, 4])
+    doubled = Topology.from_dict({"name": "torus-4x4-double", "nranks": 16, "params": {"dims": "4x4"},
+                                  "defaults": {"multiplicity": 2},
+                                  "links": [{"src": lk.src, "dst": lk.dst} for lk in base.links]})
+    t = build_trees(doubled)
+    check_trees(t, doubled)
+    assert t.steps == 4
+    assert max(max(u.values()) for u in t.usage) == 2
+
+
+def test_switch_fabric_edges_are_paths() -> None:
+    t = trees_of("fattree:8", cap=1)
+    # same-switch children first: the first 7 steps stay on the leaf switches
+    assert all(len(path) == 3 for r in range(64) for (_, _, s), path in zip(t.edges[r], t.paths[r]) if s <= 7)
+    assert any(len(path) == 5 for path in t.paths[0])
+    assert all(len(e) == 63 for e in t.edges)
+    assert sum(t.links_used) == sum(len(p) - 1 for paths in t.paths for p in paths)  # no link shared in a step
+
+
+# ---------------------------------------------------------------------- orders and parameters
+@pytest.mark.parametrize("spec", ["torus:4x4", "torus:8x8", "torus:6x6"])
+def test_priority_order_equals_ascending_on_tori(spec: str) -> None:
+    """All torus roots have the same priority, so sort=True gives the same trees (1.3 item 3)."""
+    a, b = trees_of(spec), trees_of(spec, order="priority")
+    assert a.edges == b.edges
+    assert trees_of(spec, order="priority", rule="last").edges == a.edges
+
+
+@pytest.mark.parametrize("d, cap, steps", [(4, 0, 10), (8, 0, 34), (4, 1, 21), (8, 1, 85)])
+def test_artifact_sort_true_on_meshes(d: int, cap: int, steps: int) -> None:
+    """With the artifact's (buggy) mesh priority max(row, d-1-row) + d-1, rule=last and
+    order=priority reproduce the artifact's sort=True step counts (multitree.md 1.9)."""
+    prio = [max(r, d - 1 - r) + d - 1 for r in range(d) for _ in range(d)]
+    t = build_trees(mesh([d, d]), rule="last", order="priority", cap=cap, priority=prio)
+    check_trees(t, mesh([d, d]))
+    assert t.steps == steps
+
+
+def test_default_priority_is_eccentricity() -> None:
+    assert eccentricities(mesh([3, 3])) == [4, 3, 4, 3, 2, 3, 4, 3, 4]
+    assert set(eccentricities(fattree(2))) == {1}
+    assert trees_of("mesh:4x4", order="priority").steps >= 6
+
+
+def test_neighbour_order() -> None:
+    assert neighbour_order(torus([4, 4]))[5] == [1, 9, 4, 6]      # N, S, W, E
+    assert neighbour_order(mesh([4, 4]))[0] == [4, 1]
+    assert neighbour_order(torus([2, 4]))[0] == [4, 3, 1]         # size-2 dimension: one neighbour
+    assert neighbour_order(torus([3, 3, 3]))[0] == [18, 9, 6, 3, 2, 1]
+    assert neighbour_order(parse_spec("ring:5"))[0] == [1, 4]     # no grid: ascending
+    assert neighbour_order(dgx2(4)) == [[], [], [], []]           # only switch paths
+
+
+def test_params_through_registry() -> None:
+    alg = get("multitree")
+    assert alg.collectives == frozenset(KINDS)
+    assert {p.name for p in alg.params} == {"rule", "order", "cap"}
+    s = build_schedule("multitree", parse_spec("mesh:4x4"), CollKind.ALLGATHER, params={"rule": "last"})
+    assert s.nsteps == 10 and ("rule", "last") in s.provenance.params
+    s = build_schedule("multitree", parse_spec("torus:4x4"), CollKind.ALLGATHER, params={"cap": "1"})
+    assert s.nsteps == 15
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"rule": "first"}, "choose one of any, last"),
+    ({"order": "random"}, "choose one of ascending, priority"),
+    ({"cap": "x"}, "not an integer"),
+    ({"cap": "-1"}, ">= 0"),
+    ({"depth": "2"}, "no parameter"),
+])
+def test_bad_params(params: dict[str, str], message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        build_schedule("multitree", parse_spec("torus:4x4"), CollKind.ALLREDUCE, params=params)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: build_trees(parse_spec("ring:4"), rule="x"), "rule"),
+    (lambda: build_trees(parse_spec("ring:4"), cap=True), "cap"),  # type: ignore[arg-type]
+    (lambda: build_trees(parse_spec("ring:4"), order="priority", priority=[1, 2]), "4 values"),
+    (lambda: build_trees(parse_spec("ring:4"), priority=[1, 2, 3, 4]), "only with"),
+    (lambda: build_trees(Topology("two", 3, (Link(0, 1), Link(1, 0), Link(1, 2)))), "cannot be reached from"),
+    (lambda: build_trees(Topology("cut", 3, (Link(0, 1), Link(1, 0)))), "every rank"),
+    (lambda: build_schedule("multitree", Topology("one", 1, ()), CollKind.ALLREDUCE), "at least 2"),
+])
+def test_bad_inputs(call: Callable[[], object], message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        call()
+
+
+def test_report() -> None:
+    lines = trees_of("torus:4x4").report()
+    assert lines[0].startswith("multitree on torus:4x4: T = 5 steps per phase")
+    assert "64, 64, 48, 48, 16" in lines[1]
+    assert lines[3].startswith("tree 0: t1: 0->12, 0->4, 0->3, 0->1 | t2: 12->8")
+    assert "0->2 via 4,6,5" in trees_of("fattree:2", cap=1).report()[3]
+
+
+# ---------------------------------------------------------------------- schedules through the pipeline
+PIPELINE = [("torus:4x4", {}), ("torus:8x8", {}), ("mesh:4x4", {}), ("fattree:8", {"cap": "1"}),
+            ("bigraph:4x8", {"cap": "1"}), ("dgx2:16", {"cap": "1"})]
+
+
+@pytest.mark.parametrize("spec, params", PIPELINE, ids=[p[0] for p in PIPELINE])
+@pytest.mark.parametrize("kind", KINDS, ids=[k.value for k in KINDS])
+def test_compile_and_check(spec: str, params: dict[str, str], kind: CollKind) -> None:
+    topo = parse_spec(spec)
+    steps = build_trees(topo, cap=int(params.get("cap", "0"))).steps
+    for inplace in (False, True):
+        s = build_schedule("multitree", topo, kind, inplace, params=params)
+        verify_schedule(s, topo)
+        extra = 1 if not inplace and kind is not CollKind.ALLGATHER else 0
+        assert s.nsteps == (2 * steps if kind is CollKind.ALLREDUCE else steps) + extra
+    result = compile_xml(topo, "multitree", kind, params=params)
+    assert result.report.ok, [f.message[:200] for f in result.report.errors()][:3]
+
+
+SMALL = ["ring:8", "ring:8:uni", "hypercube:3", "switch:8", "ring:5", "switch:6", "complete:4", "torus:2x3",
+         "bigraph:2x4", "fattree:2"]
+
+
+@pytest.mark.parametrize("spec", SMALL)
+def test_small_topologies(spec: str) -> None:
+    topo = parse_spec(spec)
+    for kind in KINDS:
+        for inplace in (False, True):
+            verify_schedule(build_schedule("multitree", topo, kind, inplace), topo)
+    assert compile_xml(topo, "multitree", CollKind.ALLREDUCE).report.ok
+
+
+# ---------------------------------------------------------------------- invariants on random graphs
+@st.composite
+def topologies(draw: st.DrawFn) -> Topology:
+    kind = draw(st.sampled_from(["digraph", "torus", "mesh", "fabric"]))
+    if kind in ("torus", "mesh"):
+        dims = draw(st.lists(st.integers(2, 4), min_size=1, max_size=3))
+        return torus(dims) if kind == "torus" else mesh(dims)
+    if kind == "fabric":
+        which = draw(st.integers(0, 2))
+        if which == 0:
+            return fattree(draw(st.integers(2, 3)))
+        if which == 1:
+            return bigraph(draw(st.integers(1, 3)), draw(st.sampled_from([2, 4])))
+        return dgx2(draw(st.sampled_from([2, 4, 6])))
+    n = draw(st.integers(2, 7))
+    cycle = draw(st.permutations(range(n)))  # a directed Hamiltonian cycle keeps it strongly connected
+    pairs = {(cycle[i], cycle[(i + 1) % n]) for i in range(n)}
+    pairs |= set(draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=12)))
+    links = tuple(Link(a, b, multiplicity=draw(st.integers(1, 2))) for a, b in sorted(pairs) if a != b)
+    return Topology("random", n, links)
+
+
+@settings(database=None, deadline=None, max_examples=30)
+@given(topologies(), st.sampled_from(["any", "last"]), st.sampled_from(["ascending", "priority"]),
+       st.integers(0, 2))
+def test_invariants(topo: Topology, rule: str, order: str, cap: int) -> None:
+    t = build_trees(topo, rule, order, cap)
+    check_trees(t, topo)
+    n = topo.nranks
+    # restated independently of check_trees
+    use: dict[tuple[int, int, int], int] = {}
+    for r in range(n):
+        when = {r: 0}
+        assert len(t.edges[r]) == n - 1
+        for (p, c, step), path in zip(t.edges[r], t.paths[r]):
+            assert p in when and c not in when and step > when[p]
+            when[c] = step
+            assert path[0] == p and path[-1] == c and all(x >= n for x in path[1:-1])
+            for u, v in zip(path, path[1:]):
+                use[(step, u, v)] = use.get((step, u, v), 0) + 1
+        assert sorted(when) == list(range(n))
+    for (_, u, v), count in use.items():
+        link = topo.link(u, v)
+        assert link is not None and count <= link.multiplicity
+    assert t.steps == max(s for _, _, _, s in t.sequence) if n > 1 else t.steps == 0
+    verify_schedule(build_schedule("multitree", topo, CollKind.ALLREDUCE, inplace=False), topo)
