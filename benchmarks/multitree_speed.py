@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""MultiTree speed: trees, then the whole build (schedule, lowering, emission, full check).
+
+    python benchmarks/multitree_speed.py            # 4x4, 8x8, 16x16 tori
+    python benchmarks/multitree_speed.py --large    # also 32x32 (1024 ranks; minutes, GBs)
+
+Targets (MultiTree issue): 16x16 torus under 10 s, 32x32 torus under 60 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+from collc.driver import compile_xml
+from collc.frontends.multitree import build_trees
+from collc.ir.collective import CollKind
+from collc.topology import parse_spec
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--large", action="store_true")
+    args = ap.parse_args()
+    specs = ["torus:4x4", "torus:8x8", "torus:16x16"] + (["torus:32x32"] if args.large else [])
+    print(f"{'topology':12s} {'T':>4s} {'trees s':>8s} {'build s':>8s} {'lower s':>8s} {'check s':>8s} "
+          f"{'total s':>8s} {'MiB rss':>8s}  target")
+    for spec in specs:
+        topo = parse_spec(spec)
+        t0 = time.perf_counter()
+        trees = build_trees(topo)
+        t1 = time.perf_counter()
+        result = compile_xml(topo, "multitree", CollKind.ALLREDUCE, inplace=True)
+        t2 = time.perf_counter()
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        target = {"torus:16x16": "< 10 s", "torus:32x32": "< 60 s"}.get(spec, "")
+        ok = "" if result.report.ok else "  CHECK FAILED"
+        print(f"{spec:12s} {trees.steps:4d} {t1 - t0:8.2f} {t2 - t1:8.2f} {result.timings['lower']:8.2f} "
+              f"{result.timings['check']:8.2f} {t2 - t0:8.2f} {rss:8.0f}  {target}{ok}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
