@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, Builder, is_pow2, prefix_copy
+from collc.frontends.recursive_doubling import doubling, halving
 from collc.frontends.registry import Algorithm, Options, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -143,19 +144,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     logn = n.bit_length() - 1
     b = Builder(Collective(CollKind.ALLREDUCE, n, n, request.inplace))
     start = prefix_copy(b, I, O, n, range(n))
-    for k in range(logn):                    # recursive halving: reduce the half you do not keep
-        d = n >> (k + 1)
-        for v in range(n):
-            base = v & ~((n >> k) - 1)
-            give = base + d if v & d == 0 else base
-            idx = range(give, give + d)
-            b.move(start + k, phys[v], phys[v ^ d], O, idx, O, idx, reduce=True)
-    for k in range(logn):                    # recursive doubling: send everything you hold
-        d = 1 << k
-        for v in range(n):
-            base = v & ~(d - 1)
-            idx = range(base, base + d)
-            b.move(start + logn + k, phys[v], phys[v ^ d], O, idx, O, idx)
+    doubling(b, n, logn, halving(b, n, logn, start, O, phys), O, phys)
     return b.schedule("hdrm", opts, topology.name, REFERENCE)
 
 

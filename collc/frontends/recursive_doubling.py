@@ -23,6 +23,8 @@ partners: hypercube, complete, switch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy, require_pow2
 from collc.frontends.registry import Algorithm, Options, register
@@ -60,14 +62,31 @@ def _rd(topology: Topology, request: Collective, opts: Options) -> Schedule:
     raise ScheduleError(f"recursive-doubling does not implement {kind.value}")  # pragma: no cover
 
 
-def _halving(b: Builder, n: int, logn: int, start: int, buf: Buffer) -> int:
-    """Reduce-scatter by recursive halving in ``buf``: rank r ends with block r reduced."""
+def halving(b: Builder, n: int, logn: int, start: int, buf: Buffer, ranks: Sequence[int] | None = None) -> int:
+    """Reduce-scatter by recursive halving in ``buf``: logical rank v ends with block v reduced.
+
+    ``ranks`` maps logical ranks to physical ones (identity by default; HDRM's rank map).
+    Returns the next free step.
+    """
+    phys = ranks if ranks is not None else range(n)
     for k in range(logn):
         d = n >> (k + 1)
-        for r in range(n):
-            lo = r & ~((n >> k) - 1)
-            give = lo + d if r & d == 0 else lo  # send the half we do not keep
-            b.move(start + k, r, r ^ d, buf, range(give, give + d), buf, range(give, give + d), reduce=True)
+        for v in range(n):
+            lo = v & ~((n >> k) - 1)
+            give = lo + d if v & d == 0 else lo  # send the half we do not keep
+            b.move(start + k, phys[v], phys[v ^ d], buf, range(give, give + d), buf, range(give, give + d),
+                   reduce=True)
+    return start + logn
+
+
+def doubling(b: Builder, n: int, logn: int, start: int, buf: Buffer, ranks: Sequence[int] | None = None) -> int:
+    """Allgather by recursive doubling in ``buf``: every rank sends all the blocks it holds."""
+    phys = ranks if ranks is not None else range(n)
+    for k in range(logn):
+        size = 1 << k
+        for v in range(n):
+            lo = v & ~(size - 1)
+            b.move(start + k, phys[v], phys[v ^ size], buf, range(lo, lo + size), buf, range(lo, lo + size))
     return start + logn
 
 
@@ -78,22 +97,17 @@ def _rhd(topology: Topology, request: Collective, opts: Options) -> Schedule:
     if kind is CollKind.ALLREDUCE:
         b = Builder(Collective(kind, n, n, request.inplace))
         start = prefix_copy(b, I, O, n, range(n))
-        step = _halving(b, n, logn, start, O)
-        for k in range(logn):
-            size = 1 << k
-            for r in range(n):
-                lo = r & ~(size - 1)
-                b.move(step + k, r, r ^ size, O, range(lo, lo + size), O, range(lo, lo + size))
+        doubling(b, n, logn, halving(b, n, logn, start, O), O)
         return b.schedule("recursive-halving-doubling", opts, topology.name, REF_RHD)
     if kind is CollKind.REDUCESCATTER:
         b = Builder(Collective(kind, n, 1, request.inplace))
         if request.inplace:
-            _halving(b, n, logn, 0, I)  # o[0] is i[r]: work in the input
+            halving(b, n, logn, 0, I)  # o[0] is i[r]: work in the input
         else:
             b.scratch = n
             for r in range(n):
                 b.move(0, r, r, I, range(n), S, range(n))
-            step = _halving(b, n, logn, 1, S)
+            step = halving(b, n, logn, 1, S)
             for r in range(n):
                 b.move(step, r, r, S, [r], O, [0])
         return b.schedule("recursive-halving-doubling", opts, topology.name, REF_RHD)
