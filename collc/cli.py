@@ -100,6 +100,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("paths", nargs="+")
     c.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
     c.add_argument("--root", type=int, default=None, help="root to check broadcast/reduce files against")
+    c.add_argument("--data", choices=["auto", "exact", "numeric"], default="auto",
+                   help="data check: exact symbolic sets, or random 64-bit sums for huge programs (auto: by size)")
     c.add_argument("--json", action="store_true")
 
     def model_args(a: argparse.ArgumentParser) -> None:
@@ -293,8 +295,9 @@ def _print_report(rep: Report) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     dialect = Dialect(args.dialect)
-    reports = [check_parsed(read_shards(p), dialect, root=args.root, sharded=True) if is_shard_dir(p)
-               else check_parsed(read_xml(p), dialect, root=args.root) for p in _expand_paths(args.paths)]
+    reports = [check_parsed(read_shards(p), dialect, root=args.root, sharded=True, data_check=args.data)
+               if is_shard_dir(p) else check_parsed(read_xml(p), dialect, root=args.root, data_check=args.data)
+               for p in _expand_paths(args.paths)]
     if args.json:
         print(json.dumps([r.to_json() for r in reports], indent=2, sort_keys=True))
     else:

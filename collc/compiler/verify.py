@@ -31,6 +31,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BU
 from collc.compiler.program import READS_SRC, RECVS, SENDS, WRITES_DST, Program, Proto, Step, StepType, Threadblock
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, CollKind, Collective
-from collc.ir.symbolic import DataError, ExactDomain
+from collc.ir.symbolic import DataError, ExactDomain, NumVec, leaf_at, leaf_values
 
 LEGACY_COLLS = {"allreduce", "allgather", "reduce", "broadcast", "alltoall", "reduce_scatter", "custom"}
 EXECUTOR_COLLS = {"allreduce", "allgather", "reducescatter", "reduce", "broadcast", "alltoall", "alltoallv",
@@ -435,35 +436,40 @@ class _Conn:
         self.avail = 0                             # pieces held
         self.used = 0                              # slots held
 
-    def push(self, k: int, payload: list[int | None], tail: int, snap: np.ndarray | None,
+    def push(self, k: int, payload: Any, tail: int, snap: np.ndarray | None,
              model: SizeModel) -> None:
         self.runs.append([k, 0, payload, tail, snap])
         self.avail += k
         self.used += (k - 1) * model.piece_slots(model.mac) + model.piece_slots(tail)
 
-    def pop(self, j: int, model: SizeModel) -> tuple[list[int | None], list[np.ndarray]]:
-        out: list[int | None] = []
+    def pop(self, j: int, model: SizeModel) -> tuple[Any, list[np.ndarray]]:
+        parts: list[Any] = []
         snaps: list[np.ndarray] = []
         full = model.piece_slots(model.mac)
         while j:
             run = self.runs[0]
             n, start, payload, tail, snap = run
-            assert isinstance(n, int) and isinstance(start, int) and isinstance(payload, list)
-            assert isinstance(tail, int)
+            assert isinstance(n, int) and isinstance(start, int) and isinstance(tail, int)
+            assert isinstance(payload, (list, NumVec))
             take = min(j, n)
             if take == n:
-                out.extend(payload[start:])
+                parts.append(payload[start:])
                 self.used -= (n - 1) * full + model.piece_slots(tail)
                 self.runs.popleft()
             else:
                 end = start + take * model.mac
-                out.extend(payload[start:end])
+                parts.append(payload[start:end])
                 self.used -= take * full
                 run[0], run[1] = n - take, end
             if isinstance(snap, np.ndarray):
                 snaps.append(snap)
             self.avail -= take
             j -= take
+        if parts and isinstance(parts[0], NumVec):
+            return NumVec.concat(parts), snaps
+        out: list[int | None] = []
+        for part in parts:
+            out.extend(part)
         return out, snaps
 
 
@@ -482,8 +488,12 @@ class _Tb:
 
 
 def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
-             races: bool = True, race_budget: int = 25_000_000) -> SimResult:
-    """Run the executor model once; data and race tracking are optional (deadlock only is cheap)."""
+             races: bool = True, race_budget: int = 25_000_000, numeric: bool = False, seed: int = 1) -> SimResult:
+    """Run the executor model once; data and race tracking are optional (deadlock only is cheap).
+
+    ``numeric``: carry random 64-bit values summed modulo 2^64 instead of symbolic
+    contribution sets (for programs too large for the exact check); no reduction-order check.
+    """
     gpus = {g.id: g for g in p.gpus}
     tbs: dict[tuple[int, int], _Tb] = {}
     order: list[_Tb] = []
@@ -495,7 +505,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     fifo: dict[tuple[int, int, int], _Conn] = {}
     waiters: dict[tuple[object, ...], list[_Tb]] = {}
     dom = ExactDomain(coll.nranks)
-    mem: dict[tuple[int, str], list[int | None]] = {}
+    mem: dict[tuple[int, str], Any] = {}   # list of node ids (exact) or NumVec (numeric)
     data_errors: list[str] = []
     race_list: list[str] = []
 
@@ -511,10 +521,15 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             c = coll.input_chunks
             for buf, size in (("i", max(g.i_chunks, c)), ("o", max(g.o_chunks, coll.output_chunks)),
                               ("s", g.s_chunks)):
-                mem[(g.id, buf)] = [None] * size
-            for k in range(c):
-                b, i = phys(g.id, "i", k)
-                mem[(g.id, b)][i] = dom.leaf(g.id, k)
+                mem[(g.id, buf)] = NumVec.blank(size) if numeric else [None] * size
+            pb, base = amap[(g.id, "i")]
+            if numeric:
+                row = mem[(g.id, pb)]
+                row.v[base:base + c] = leaf_values(seed, g.id, c)
+                row.ok[base:base + c] = True
+            else:
+                for k in range(c):
+                    mem[(g.id, pb)][base + k] = dom.leaf(g.id, k)
 
     # ---- race tracking: vector clocks over tbs that share a slot with another tb
     interesting: dict[int, int] = {}
@@ -578,15 +593,28 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         waiters.setdefault(("flag", st.gid, step.depid), []).append(st)
         return False
 
-    def read(gid: int, buf: str, off: int, n: int) -> list[int | None]:
+    def read(gid: int, buf: str, off: int, n: int) -> Any:
         pb, base = amap[(gid, buf)]
-        return mem[(gid, pb)][base + off:base + off + n]
+        row = mem[(gid, pb)]
+        if numeric:   # copy: the slot may be overwritten while the value sits in a FIFO
+            return NumVec(row.v[base + off:base + off + n].copy(), row.ok[base + off:base + off + n].copy())
+        return row[base + off:base + off + n]
 
-    def write(gid: int, buf: str, off: int, values: list[int | None]) -> None:
+    def write(gid: int, buf: str, off: int, values: Any) -> None:
         pb, base = amap[(gid, buf)]
-        mem[(gid, pb)][base + off:base + off + len(values)] = values
+        row = mem[(gid, pb)]
+        if numeric:
+            row.v[base + off:base + off + len(values)] = values.v
+            row.ok[base + off:base + off + len(values)] = values.ok
+        else:
+            row[base + off:base + off + len(values)] = values
 
-    def combine(gid: int, where: _Where, a: list[int | None], b: list[int | None]) -> list[int | None]:
+    def combine(gid: int, where: _Where, a: Any, b: Any) -> Any:
+        if numeric:
+            out_num: NumVec = a.plus(b)
+            if not (a.ok.all() and b.ok.all()) and len(data_errors) < MAX_LISTED:
+                data_errors.append(f"gpu {gid} {where}: reduces uninitialized data")
+            return out_num
         out: list[int | None] = []
         for x, y in zip(a, b):
             if x is None or y is None:
@@ -662,7 +690,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             hi = step.cnt if ty in local_types else min(step.cnt, (st.piece + k) * mac)
             n = hi - lo
             where = _Where(st.tb.id, st.pc, ty)
-            payload: list[int | None] = []
+            payload: Any = []
             if ty in RECVS:
                 payload, snaps = fifo[recv_key].pop(k, model)
                 if k_dim:
@@ -673,10 +701,11 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 wake(("space",) + recv_key)
                 if data and len(payload) != n:
                     data_errors.append(f"gpu {st.gid} {where}: received {len(payload)} chunks, expected {n}")
-                    payload = (payload + [None] * n)[:n]
+                    payload = NumVec.concat([payload, NumVec.blank(n)])[:n] if numeric \
+                        else (payload + [None] * n)[:n]
             if data:
                 tracked = st.idx in interesting
-                src: list[int | None] = []
+                src: Any = []
                 if ty in READS_SRC and ty is not StepType.REDUCE:
                     src = read(st.gid, step.srcbuf, step.srcoff + lo, n)
                     if tracked:
@@ -729,8 +758,56 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     finished = not blocked
     order_warnings: list[str] = []
     if data and finished:
-        _postcondition(p, coll, dom, mem, phys, gpus, data_errors, order_warnings)
+        if numeric:
+            _numeric_postcondition(coll, mem, amap, gpus, seed, data_errors)
+        else:
+            _postcondition(p, coll, dom, mem, phys, gpus, data_errors, order_warnings)
     return SimResult(finished, blocked, data_errors, race_list, order_warnings, total_pieces)
+
+
+def _numeric_postcondition(coll: Collective, mem: dict[tuple[int, str], Any],
+                           amap: dict[tuple[int, str], tuple[str, int]], gpus: Mapping[int, object], seed: int,
+                           errors: list[str]) -> None:
+    """Compare every output chunk with the expected sum of random inputs (mod 2^64)."""
+    c_in = coll.input_chunks
+    colsum: np.ndarray | None = None
+    for r in range(coll.nranks):
+        if r not in gpus:
+            continue
+        obligations = coll.expected(r)
+        if not obligations:
+            continue
+        pb, base = amap[(r, "o")]
+        row = mem[(r, pb)]
+        idx = np.array([o[0] for o in obligations], dtype=np.int64) + base
+        origin = np.array([o[1] for o in obligations], dtype=np.int64)
+        everyone = [len(o[2]) == coll.nranks for o in obligations]
+        want = np.zeros(len(obligations), dtype=np.uint64)
+        if any(everyone):
+            if colsum is None:
+                colsum = np.zeros(c_in, dtype=np.uint64)
+                with np.errstate(over="ignore"):
+                    for q in range(coll.nranks):
+                        colsum += leaf_values(seed, q, c_in)
+            mask = np.array(everyone)
+            want[mask] = colsum[origin[mask]]
+        single = [k for k, o in enumerate(obligations) if len(o[2]) == 1]
+        if single:
+            sel = np.array(single, dtype=np.int64)
+            want[sel] = leaf_at(seed, np.array([obligations[k][2][0] for k in single], dtype=np.uint64),
+                                origin[sel])
+        for k, o in enumerate(obligations):   # partial sums (no collective of ours has them)
+            if not everyone[k] and len(o[2]) > 1:
+                with np.errstate(over="ignore"):
+                    want[k] = leaf_at(seed, np.array(list(o[2]), dtype=np.uint64),
+                                      np.full(len(o[2]), o[1], dtype=np.uint64)).sum(dtype=np.uint64)
+        got_ok = row.ok[idx]
+        bad = np.nonzero(~got_ok | (row.v[idx] != want))[0]
+        for k in bad[:MAX_LISTED - len(errors)]:
+            what = "uninitialized data" if not got_ok[k] else "a wrong sum (a contribution missing or doubled)"
+            errors.append(f"rank {r} output chunk {obligations[k][0]} holds {what} (numeric check)")
+        if len(errors) >= MAX_LISTED:
+            return
 
 
 def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb]) -> dict[int, int]:
@@ -823,8 +900,12 @@ def _roots(p: Program, kind: CollKind, root: int | None) -> list[int | None]:
     return list(range(p.ngpus))
 
 
+EXACT_LIMIT = 1 << 22   # ranks x chunks above which the data check is numeric by default
+
+
 def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str = "<program>",
-                  parsed: ParsedFile | None = None, root: int | None = None, sharded: bool = False) -> Report:
+                  parsed: ParsedFile | None = None, root: int | None = None, sharded: bool = False,
+                  data_check: str = "auto") -> Report:
     """All static checks plus the executor simulation; returns a Report (never raises on bad programs)."""
     rep = Report(path, dialect)
     if parsed is not None:
@@ -850,7 +931,11 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
     if not sim_ok or p.ngpus < 1 or p.nchunksperloop < 1:
         rep.add("deadlock", "simulation skipped: fix the structural errors above first", "warning")
         return rep
-    _simulate_all(p, dialect, kind, root, rep)
+    if data_check not in ("auto", "exact", "numeric"):
+        raise ValueError(f"data_check must be auto, exact or numeric, not {data_check!r}")
+    numeric = data_check == "numeric" or (data_check == "auto" and p.ngpus * p.nchunksperloop > EXACT_LIMIT)
+    rep.info["data_check"] = "numeric (random 64-bit values, sums mod 2^64)" if numeric else "exact (symbolic)"
+    _simulate_all(p, dialect, kind, root, rep, numeric)
     return rep
 
 
@@ -862,7 +947,8 @@ def _window_max(p: Program, dialect: Dialect) -> int | None:
     return None
 
 
-def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None, rep: Report) -> None:
+def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None, rep: Report,
+                  numeric: bool = False) -> None:
     top = _window_max(p, dialect)
     model = size_model(p.proto, p.nchunksperloop, top)
     rep.info["checked_at"] = model.describe()
@@ -875,7 +961,7 @@ def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None
             except ScheduleError as exc:
                 rep.add("attribute", str(exc))
                 return
-            results.append((r, simulate(p, coll, model)))
+            results.append((r, simulate(p, coll, model, numeric=numeric)))
             if results[-1][1].finished and not results[-1][1].data_errors:
                 break
         r, res = results[-1]
@@ -955,5 +1041,7 @@ def _hang_threshold(p: Program, coll: Collective, model: SizeModel) -> int | Non
     return hi
 
 
-def check_parsed(parsed: ParsedFile, dialect: Dialect, root: int | None = None, sharded: bool = False) -> Report:
-    return check_program(parsed.program, dialect, path=parsed.path, parsed=parsed, root=root, sharded=sharded)
+def check_parsed(parsed: ParsedFile, dialect: Dialect, root: int | None = None, sharded: bool = False,
+                 data_check: str = "auto") -> Report:
+    return check_program(parsed.program, dialect, path=parsed.path, parsed=parsed, root=root, sharded=sharded,
+                         data_check=data_check)
