@@ -1,0 +1,36 @@
+"""Paper-scale builds, opt in with ``python -m pytest -m slow`` (minutes, GBs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from collc.driver import compile_xml
+from collc.errors import LoweringError
+from collc.ir.collective import CollKind
+from collc.topology import parse_spec
+
+pytestmark = pytest.mark.slow
+
+
+def test_recursive_halving_doubling_on_1024_ranks() -> None:
+    result = compile_xml(parse_spec("hypercube:10"), "recursive-halving-doubling", CollKind.ALLREDUCE)
+    assert result.report.ok
+
+
+def test_ring_allreduce_on_256_ranks() -> None:
+    assert compile_xml(parse_spec("ring:256"), "ring", CollKind.ALLREDUCE).report.ok
+
+
+def test_multitree_on_a_16x16_torus() -> None:
+    assert compile_xml(parse_spec("torus:16x16"), "multitree", CollKind.ALLREDUCE).report.ok
+
+
+def test_multitree_on_a_32x32_torus_exceeds_the_parser_budget() -> None:
+    # ~4000 steps per rank: more XML nodes than the runtime parser loads for one rank
+    with pytest.raises(LoweringError, match="XML nodes exceed the parser's budget"):
+        compile_xml(parse_spec("torus:32x32"), "multitree", CollKind.ALLREDUCE)
+
+
+def test_sharded_2048_ranks() -> None:
+    result = compile_xml(parse_spec("hypercube:11"), "recursive-halving-doubling", CollKind.ALLREDUCE, shard=True)
+    assert result.report.ok and result.shards is not None and len(result.shards) == 2048
