@@ -9,6 +9,11 @@ Switch fabrics (``switch``, ``fattree``, ``bigraph``, ``dgx2``) number their
 ranks first (``0 .. nranks-1``, grouped by the switch they attach to) and their
 switch nodes after them; every rank attaches to its switch with one link each way.
 
+Routed direct networks (``hyperx``, ``hammingmesh``; the Swing paper's section 5.4)
+record ``routing: network`` in their params, so any rank may send to any other and
+the network forwards along shortest paths (:meth:`Topology.is_routed`), and
+``dims``, the global grid their ranks form (row-major like tori).
+
 Rank numbering of tori and meshes is **row-major, last dimension fastest**:
 in ``torus([R, C])`` rank ``r * C + c`` sits at row ``r``, column ``c``;
 :func:`coords` and :func:`rank_of` convert.
@@ -32,7 +37,7 @@ from collc.errors import TopologyError
 from collc.topology.model import Link, Topology
 
 __all__ = ["ring", "torus", "mesh", "hypercube", "complete", "switch", "fattree", "bigraph", "dgx2",
-           "coords", "rank_of", "MAX_RANKS", "MAX_LINKS"]
+           "hammingmesh", "hyperx", "coords", "rank_of", "MAX_RANKS", "MAX_LINKS"]
 
 #: Largest number of ranks a generator accepts.
 MAX_RANKS = 1 << 16
@@ -385,3 +390,102 @@ def dgx2(n: int = 16, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
     links.append(Link(n + 1, n, bandwidth, latency, half))
     name, params = _finish("dgx2", str(n), [("n", str(n))], [], bandwidth, latency)
     return Topology(name, n, tuple(links), nswitches=2, params=params, cycle=tuple(range(n)))
+
+
+def _check_grid2(dims: Sequence[int], family: str, what: str, minimum: int) -> tuple[int, int]:
+    if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence) or len(dims) != 2:
+        raise TopologyError(f"{family} {what} must be two integers (rows, columns), got {dims!r}")
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise TopologyError(f"{family} {what} must be integers, got {dims!r}")
+        if d < minimum:
+            raise TopologyError(f"{family} {what} must each be >= {minimum}, got {_dims_str(dims)}")
+    return dims[0], dims[1]
+
+
+def hyperx(dims: Sequence[int], bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
+    """2D HyperX ``R x C`` (Swing NSDI'24 section 5.4, Fig. 15): every rank has a link
+    each way to every other rank of its row and of its column; ``R, C >= 2``.  Ranks
+    are row-major (rank ``r*C + c`` at row ``r``, column ``c``); ``R*C*(R+C-2)``
+    directed links.  A routed network (``routing: network``): ranks in neither the
+    same row nor the same column talk over two hops.  Cycle: the snake over rows
+    (or columns) when R (or C) is even.
+
+    >>> t = hyperx([3, 4])
+    >>> t.name, t.nranks, len(t.links), t.route(0, 3), t.is_routed()
+    ('hyperx:3x4', 12, 60, (0, 3), True)
+    """
+    rows, cols = _check_grid2(dims, "hyperx", "dimensions", 2)
+    n = rows * cols
+    if n > MAX_RANKS:
+        raise TopologyError(f"hyperx {rows}x{cols} has {n} ranks, more than {MAX_RANKS}")
+    _check_link_attrs(bandwidth, latency)
+    links: list[Link] = []
+    for rank in range(n):
+        r, c = divmod(rank, cols)
+        peers = [r * cols + x for x in range(cols) if x != c] + [y * cols + c for y in range(rows) if y != r]
+        links.extend(Link(rank, v, bandwidth, latency) for v in sorted(peers))
+    text = f"{rows}x{cols}"
+    cycle: tuple[int, ...] | None = None
+    if rows % 2 == 0:
+        cycle = tuple(rank_of(cell, (rows, cols)) for cell in _snake((rows, cols)))
+    elif cols % 2 == 0:
+        cycle = tuple(rank_of((r, c), (rows, cols)) for c, r in _snake((cols, rows)))
+    name, params = _finish("hyperx", text, [("dims", text), ("routing", "network")], [], bandwidth, latency)
+    return Topology(name, n, tuple(links), params=params, cycle=cycle)
+
+
+def hammingmesh(board: Sequence[int], arrangement: Sequence[int], bandwidth: float = 1.0,
+                latency: float = 0.0) -> Topology:
+    """HammingMesh (Hoefler et al. SC'22; Swing NSDI'24 section 5.4, Figs. 13-14):
+    boards of ``A x B`` ranks (a 2D mesh on the board, no wraparound) arranged in
+    ``X x Y`` boards; ``A, B >= 1``, ``X, Y >= 2``.  ``hammingmesh([2, 2], [32, 32])``
+    is the paper's Hx2Mesh of 4096 ranks, ``([4, 4], [16, 16])`` its Hx4Mesh.
+
+    The ranks form a global ``(A*X) x (B*Y)`` grid, row-major: rank ``R*(B*Y) + C``
+    sits at global row ``R``, column ``C``, on board ``(R // A, C // B)``.  Boards are
+    joined per global row and per global column by a network, modelled as one
+    full-bandwidth switch node per line (a fat tree with full bisection): the
+    switch of row ``R`` is node ``N + R`` (``N`` = number of ranks) and links each
+    way to the west-edge and east-edge rank of that row on every board; the switch
+    of column ``C`` is node ``N + A*X + C`` and links to the north- and south-edge
+    ranks of that column on every board.  A rank that is both edges of a line (a
+    board side of 1) has one link of multiplicity 2 to its switch.  A routed
+    network (``routing: network``); no cycle is recorded.
+
+    >>> t = hammingmesh([2, 2], [2, 2])
+    >>> t.name, t.nranks, t.nswitches, len(t.links), t.route(0, 2)
+    ('hammingmesh:2x2:2x2', 16, 8, 96, (0, 16, 2))
+    """
+    a, b = _check_grid2(board, "hammingmesh", "board sides", 1)
+    x, y = _check_grid2(arrangement, "hammingmesh", "board arrangement", 2)
+    rows, cols = a * x, b * y
+    n = rows * cols
+    if n > MAX_RANKS:
+        raise TopologyError(f"hammingmesh {a}x{b}:{x}x{y} has {n} ranks, more than {MAX_RANKS}")
+    _check_link_attrs(bandwidth, latency)
+    links: list[Link] = []
+    for rank in range(n):
+        r, c = divmod(rank, cols)
+        if c % b != b - 1:  # east neighbour on the same board
+            links += [Link(rank, rank + 1, bandwidth, latency), Link(rank + 1, rank, bandwidth, latency)]
+        if r % a != a - 1:  # south neighbour on the same board
+            links += [Link(rank, rank + cols, bandwidth, latency), Link(rank + cols, rank, bandwidth, latency)]
+    for r in range(rows):
+        sw = n + r
+        for c in range(cols):
+            mult = (c % b == 0) + (c % b == b - 1)
+            if mult:
+                rank = r * cols + c
+                links += [Link(rank, sw, bandwidth, latency, mult), Link(sw, rank, bandwidth, latency, mult)]
+    for c in range(cols):
+        sw = n + rows + c
+        for r in range(rows):
+            mult = (r % a == 0) + (r % a == a - 1)
+            if mult:
+                rank = r * cols + c
+                links += [Link(rank, sw, bandwidth, latency, mult), Link(sw, rank, bandwidth, latency, mult)]
+    params = [("board", f"{a}x{b}"), ("arrangement", f"{x}x{y}"), ("dims", f"{rows}x{cols}"),
+              ("routing", "network")]
+    name, params_t = _finish("hammingmesh", f"{a}x{b}", params, [f"{x}x{y}"], bandwidth, latency)
+    return Topology(name, n, tuple(links), nswitches=rows + cols, params=params_t)

@@ -12,6 +12,13 @@ ranks each, K spine switches, a link each way between every leaf and spine);
 lower switches joined as a complete bipartite graph; ``dgx2:N`` (N even, normally
 16) is two switches of N/2 ranks joined by N/2 parallel links each way.  They take
 the ``bw=`` and ``lat=`` options.
+Routed direct networks of the Swing paper (section 5.4): ``hyperx:RxC`` is a 2D
+HyperX (every rank linked to every rank of its row and column, R, C >= 2);
+``hammingmesh:AxB:XxY[,bw=..,lat=..]`` is a HammingMesh of A x B boards (a 2D mesh
+on each board, A, B >= 1) in an X x Y arrangement (X, Y >= 2), each global row and
+column joined by one switch node linked to the board-edge ranks of that line, e.g.
+``hammingmesh:2x2:32x32`` (Hx2Mesh) and ``hammingmesh:4x4:16x16`` (Hx4Mesh).  Both
+number their ranks row-major over the global grid.
 Families live in :data:`FAMILIES`; a new family is one :func:`register_family`
 call.  Its parser receives ``ARGS`` and the raw ``OPTIONS`` text (None when
 absent) and may interpret the third field as it likes (``circulant:16:3,4``).
@@ -184,6 +191,25 @@ def _parse_bigraph(args: str, options: str | None) -> Topology:
     return generators.bigraph(m, nsw, o.bandwidth, o.latency)
 
 
+def _parse_hyperx(args: str, options: str | None) -> Topology:
+    o = parse_link_options(options)
+    if not re.fullmatch(r"[0-9]+x[0-9]+", args):
+        raise TopologyError(f"hyperx dimensions must be ROWSxCOLUMNS such as 8x8, got {args!r}")
+    return generators.hyperx([int(v) for v in args.split("x")], o.bandwidth, o.latency)
+
+
+def _parse_hammingmesh(args: str, options: str | None) -> Topology:
+    if not re.fullmatch(r"[0-9]+x[0-9]+", args):
+        raise TopologyError(f"hammingmesh board must be ROWSxCOLUMNS such as 2x2, got {args!r}")
+    arrangement, _, rest = (options or "").partition(",")
+    if not re.fullmatch(r"[0-9]+x[0-9]+", arrangement):
+        raise TopologyError(f"hammingmesh needs the board arrangement BOARD_ROWSxBOARD_COLUMNS as its third "
+                            f"field, e.g. hammingmesh:2x2:32x32, got {arrangement!r}")
+    o = parse_link_options(rest if rest else None)
+    return generators.hammingmesh([int(v) for v in args.split("x")], [int(v) for v in arrangement.split("x")],
+                                  o.bandwidth, o.latency)
+
+
 def _parse_dgx2(args: str, options: str | None) -> Topology:
     o = parse_link_options(options)
     return generators.dgx2(parse_int(args, "dgx2 rank count"), o.bandwidth, o.latency)
@@ -199,6 +225,11 @@ register_family("fattree", _parse_fattree, "K-ary 2-level fat tree: K leaves of 
 register_family("bigraph", _parse_bigraph, "M ranks on each of N switches, upper/lower halves complete bipartite",
                 "bigraph:4x8")
 register_family("dgx2", _parse_dgx2, "two switches of N/2 ranks joined by N/2 parallel links", "dgx2:16")
+register_family("hammingmesh", _parse_hammingmesh,
+                "AxB-rank mesh boards in an XxY arrangement, rows and columns joined by switches (routed)",
+                "hammingmesh:2x2:4x4")
+register_family("hyperx", _parse_hyperx, "2D HyperX: links to every rank in the same row and column (routed)",
+                "hyperx:4x4")
 
 
 # ---------------------------------------------------------------------- files

@@ -21,11 +21,18 @@ EXPECTED = {
     "double-binary-tree": {CollKind.ALLREDUCE},
     "hdrm": {CollKind.ALLREDUCE},
     "multitree": {CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER},
+    "recursive-doubling-torus": {CollKind.ALLREDUCE},
+    "mirrored-recursive-doubling": {CollKind.ALLREDUCE},
+    "bucket": {CollKind.ALLREDUCE},
+    "hamiltonian-rings": {CollKind.ALLREDUCE},
+    "swing": {CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER},
 }
 # a topology on which each algorithm applies (used by the invalid-input tests)
 HOME = {"binomial-tree": "switch:8", "direct": "switch:8", "recursive-doubling": "switch:8",
         "recursive-halving-doubling": "switch:8", "ring": "ring:8", "ring-2d": "torus:4x4",
-        "double-binary-tree": "switch:8", "hdrm": "bigraph:4x8", "multitree": "torus:4x4"}
+        "double-binary-tree": "switch:8", "hdrm": "bigraph:4x8", "multitree": "torus:4x4",
+        "recursive-doubling-torus": "torus:4x4", "mirrored-recursive-doubling": "torus:4x4", "bucket": "torus:4x4",
+        "hamiltonian-rings": "torus:4x4", "swing": "torus:4x4"}
 
 
 # ---------------------------------------------------------------------- registrations
@@ -57,8 +64,10 @@ def test_get_returns_the_registration() -> None:
 
 
 def test_get_unknown_lists_the_known_algorithms() -> None:
-    with pytest.raises(ScheduleError, match="unknown algorithm 'nope' \\(known: binomial-tree, direct"):
+    with pytest.raises(ScheduleError, match="unknown algorithm 'nope' \\(known: ") as info:
         get("nope")
+    listed = str(info.value).split("known: ")[1].rstrip(")").split(", ")
+    assert listed == sorted(NAMES)
 
 
 def test_registering_a_name_twice_is_refused() -> None:

@@ -1,0 +1,466 @@
+"""Swing allreduce (De Sensi, Bonato, Saam & Hoefler, NSDI'24), and its two halves.
+
+Collectives: allreduce, reducescatter, allgather.  Topology: tori of any number of
+dimensions, square or rectangular (``torus:8x8``, ``torus:6x4``, ``torus:16``);
+``ring:N`` is accepted as the 1-D torus of N ranks (bidirectional only).  Anything
+else raises ScheduleError.
+
+Rank layout (swing.md 1.6): the Swing dimension 0 is the topology's *last* (fastest)
+dimension, so on ``torus:4x4`` rank ``y*4 + x`` meets ``x+1`` first, as in the
+paper's Fig. 5.
+
+* Peers: ``rho(s) = sum_{i<=s} (-2)^i``; on dimension ``omega`` at in-dimension step
+  ``sigma`` a rank moves its coordinate by ``+rho(sigma)`` (``-rho`` when that
+  coordinate is odd, and negated again for mirrored collectives) (swing.md 1.2, 1.6
+  with the signed-rho erratum).  Dimensions are visited round-robin from the
+  collective's start dimension, skipping those whose ``ceil(log2 d)`` steps are used
+  up (swing.md 1.6, 1.7).
+* ``variant=bandwidth`` (B): reduce-scatter over ``L = sum_k ceil(log2 d_k)`` steps,
+  sending the corrected block sets ``S(r,s) = {q} u T(q,s+1)`` (swing.md 1.3), then
+  the allgather that transposes it (reverse peer order); 2L steps, cost
+  ``2L alpha + 2 (p-1)/p M / (2D b)`` times Xi.  The blocks of each collective are
+  remapped (swing.md 1.4) so every send is one contiguous chunk range when every
+  dimension is a power of two; otherwise one transfer per contiguous run of
+  blocks (block by block, swing.md 1.4, 7).  Even
+  non-power-of-two sizes drop earlier duplicates (swing.md 1.8); an odd 1-D size
+  runs on p-1 ranks plus an extra rank that trades single blocks with groups of
+  3, 2, 1, ... ranks (Fig. 4).
+* ``variant=latency`` (L): L steps, each exchanging (and reducing) the whole share
+  of every collective (swing.md 1.5); powers of two only.
+* ``ports=all`` runs 2D collectives (D plain, D mirrored), each on its own share of
+  the vector and its own lane, so every port is busy every step; ``ports=single``
+  runs the one plain collective starting on dimension 0.
+
+>>> from collc.topology import parse_spec
+>>> from collc.frontends.registry import build_schedule
+>>> from collc.ir.collective import CollKind
+>>> import collc.frontends.swing
+>>> s = build_schedule("swing", parse_spec("torus:4x4"), CollKind.ALLREDUCE, inplace=True)
+>>> s.nsteps, s.collective.chunk_factor, s.lanes
+(8, 64, 4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from collc.errors import ScheduleError
+from collc.frontends.common import I, O, S, Builder, is_pow2, prefix_copy
+from collc.frontends.registry import Algorithm, Options, Param, register
+from collc.ir.collective import Buffer, CollKind, Collective
+from collc.ir.schedule import Schedule
+from collc.topology import Topology
+
+REFERENCE = "De Sensi et al., Swing: Short-cutting Rings for Higher Bandwidth Allreduce, NSDI'24 (swing.md)"
+
+Blocks = tuple[int, ...]
+
+
+# ---------------------------------------------------------------------------- peers
+def rho(s: int) -> int:
+    """Signed step offset ``sum_{i=0..s} (-2)^i`` = 1, -1, 3, -5, 11, ... (swing.md 1.2, Eq. 2)."""
+    power: int = (-2) ** (s + 1)
+    return (1 - power) // 3
+
+
+def delta(s: int) -> int:
+    """Hop distance ``|rho(s)|`` of step s (swing.md 1.2)."""
+    return abs(rho(s))
+
+
+def peer(r: int, s: int, p: int) -> int:
+    """1-D peer ``pi(r, s)``: even ranks add rho(s), odd ranks subtract it, mod p (swing.md 1.2)."""
+    return (r + rho(s)) % p if r % 2 == 0 else (r - rho(s)) % p
+
+
+def omega(s: int, ndims: int) -> int:
+    """Dimension of step s on a square torus: ``s mod D`` (swing.md 1.6)."""
+    return s % ndims
+
+
+def sigma(s: int, ndims: int) -> int:
+    """Step of s within its dimension on a square torus: ``floor(s / D)`` (swing.md 1.6)."""
+    return s // ndims
+
+
+def dim_steps(d: int) -> int:
+    """Steps Swing spends on a dimension of size d: ``ceil(log2 d)`` (swing.md 1.6, 1.8)."""
+    return max(1, (d - 1).bit_length())
+
+
+def dim_sequence(dims: Sequence[int], port: int) -> tuple[tuple[int, int], ...]:
+    """(dimension, sigma) of every step of collective ``port`` in ``[0, 2D)``.
+
+    Round-robin from dimension ``port mod D``, skipping dimensions whose
+    ``ceil(log2 d)`` steps are used up (swing.md 1.6-1.7, the authors' ``compute_peers``).
+    """
+    ndims = len(dims)
+    need = [dim_steps(d) for d in dims]
+    done = [0] * ndims
+    cur = port % ndims
+    out: list[tuple[int, int]] = []
+    for _ in range(sum(need)):
+        while done[cur] >= need[cur]:
+            cur = (cur + 1) % ndims
+        out.append((cur, done[cur]))
+        done[cur] += 1
+        cur = (cur + 1) % ndims
+    return tuple(out)
+
+
+def torus_peer(r: int, s: int, dims: Sequence[int], port: int = 0) -> int:
+    """Peer of rank r at step s of collective ``port`` on a torus (swing.md 1.6).
+
+    ``dims`` is in Swing order (dimension 0 has stride 1).  The offset is the signed
+    rho(sigma) (the paper's erratum: not delta), negated when the coordinate on the
+    dimension in use is odd and again for mirrored collectives (``port >= D``).
+    """
+    dim, sig = dim_sequence(dims, port)[s]
+    return _move(r, dim, sig, dims, port >= len(dims))
+
+
+def _move(r: int, dim: int, sig: int, dims: Sequence[int], mirrored: bool) -> int:
+    stride = 1
+    for d in dims[:dim]:
+        stride *= d
+    size = dims[dim]
+    x = (r // stride) % size
+    off = rho(sig)
+    if x % 2:
+        off = -off
+    if mirrored:
+        off = -off
+    return r + ((x + off) % size - x) * stride
+
+
+def peer_table(dims: Sequence[int], port: int = 0) -> tuple[tuple[int, ...], ...]:
+    """``[r][s]`` -> peer of r at step s, for every rank of the torus ``dims`` (Swing order)."""
+    seq = dim_sequence(dims, port)
+    mirrored = port >= len(dims)
+    p = 1
+    for d in dims:
+        p *= d
+    return tuple(tuple(_move(r, dim, sig, dims, mirrored) for dim, sig in seq) for r in range(p))
+
+
+# ---------------------------------------------------------------------------- block sets
+def _send_sets(peers: tuple[tuple[int, ...], ...]) -> tuple[tuple[frozenset[int], ...], ...]:
+    """``[r][s]`` -> blocks r sends at RS step s (swing.md 1.3, corrected; 1.8 for p not 2^k).
+
+    ``S(r,s) = {q} u T(q, s+1)`` with ``T(x,t) = U_{s>=t} {pi(x,s)} u T(pi(x,s), s+1)``;
+    then r itself is dropped and a block sent again later is deleted from the earlier
+    step (the authors' rule for non-power-of-two p; a no-op for powers of two).
+    """
+    p = len(peers)
+    nsteps = len(peers[0]) if p else 0
+
+    @lru_cache(maxsize=None)
+    def reach(x: int, t: int) -> frozenset[int]:
+        out: set[int] = set()
+        for s in range(t, nsteps):
+            q = peers[x][s]
+            out.add(q)
+            out |= reach(q, s + 1)
+        return frozenset(out)
+
+    table: list[tuple[frozenset[int], ...]] = []
+    for r in range(p):
+        raw = [({peers[r][s]} | reach(peers[r][s], s + 1)) - {r} for s in range(nsteps)]
+        later: set[int] = set()
+        for s in range(nsteps - 1, -1, -1):
+            raw[s] -= later
+            later |= raw[s]
+        table.append(tuple(frozenset(x) for x in raw))
+    return tuple(table)
+
+
+def send_set(r: int, s: int, p: int) -> frozenset[int]:
+    """Blocks rank r sends (and its peer reduces) at RS step s of 1-D Swing on p ranks (swing.md 1.3)."""
+    return _send_sets(peer_table((p,)))[r][s]
+
+
+def keep_set(r: int, s: int, p: int) -> frozenset[int]:
+    """Blocks rank r is still responsible for after RS step s: ``{r} u T(r, s+1)`` (swing.md 1.3)."""
+    sends = _send_sets(peer_table((p,)))
+    out = {r}
+    for t in range(s + 1, len(sends[r])):
+        out |= sends[r][t]
+    return frozenset(out)
+
+
+def torus_send_set(r: int, s: int, dims: Sequence[int], port: int = 0) -> frozenset[int]:
+    """``S_c(r, s)`` of collective ``port`` on a torus (Swing-order dims) (swing.md 1.6)."""
+    return _send_sets(peer_table(dims, port))[r][s]
+
+
+def remap(peers: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+    """Block -> buffer position so each send set is one contiguous range (swing.md 1.4).
+
+    Recursive split from node 0: at step s the sim node's send set goes to the high
+    half (with sim = its peer), the rest to the low half.  Powers of two only.
+    """
+    p = len(peers)
+    sends = _send_sets(peers)
+    nsteps = len(peers[0])
+    pos = [0] * p
+
+    def split(nodes: frozenset[int], sim: int, s: int, lo: int) -> None:
+        if s == nsteps or len(nodes) == 1:
+            (only,) = nodes
+            pos[only] = lo
+            return
+        right = sends[sim][s] & nodes
+        left = nodes - right
+        split(left, sim, s + 1, lo)
+        split(right, peers[sim][s], s + 1, lo + len(left))
+
+    split(frozenset(range(p)), 0, 0, 0)
+    return tuple(pos)
+
+
+def remap_1d(p: int) -> tuple[int, ...]:
+    """The 1-D remap (swing.md 1.4): p=8 gives (0, 4, 6, 1, 3, 7, 5, 2)."""
+    return remap(peer_table((p,)))
+
+
+# ---------------------------------------------------------------------------- plans
+@dataclass(frozen=True)
+class Port:
+    """One collective: its peers, positions and per-step send positions (RS direction)."""
+
+    peers: tuple[tuple[int, ...], ...]       # [r][s] over the core ranks
+    pos: tuple[int, ...]                     # block -> position within this port's share
+    sends: tuple[tuple[range | Blocks, ...], ...]  # [r][s] -> positions r sends at RS step s
+
+
+def _groups_pow2(peers: tuple[tuple[int, ...], ...]) -> Port:
+    """Fast butterfly construction for powers of two: keep sets as groups per level, O(p log p).
+
+    ``K(r, L-1) = {r}``, ``K(r, s-1) = K(r, s) u K(pi(r,s), s)``; positions come from
+    splitting each group's range with the remap rule (swing.md 1.3-1.4).
+    """
+    p = len(peers)
+    nsteps = len(peers[0])
+    # gid[s][r]: id of K(r, s) (level s = after step s); level -1 = everything
+    gid: list[list[int]] = [[0] * p for _ in range(nsteps)]
+    gid[nsteps - 1] = list(range(p))
+    for s in range(nsteps - 1, 0, -1):
+        cur = gid[s]
+        gid[s - 1] = [min(cur[r], cur[peers[r][s]]) for r in range(p)]
+    # rng[s][group id at level s] -> its position range; each parent range splits in two
+    rng: list[dict[int, tuple[int, int]]] = [{} for _ in range(nsteps)]
+    parents: list[tuple[int, int, int]] = [(0, 0, p)]  # (sim, lo, hi)
+    for s in range(nsteps):
+        nxt: list[tuple[int, int, int]] = []
+        for sim, lo, hi in parents:
+            mid = (lo + hi) // 2
+            other = peers[sim][s]
+            rng[s][gid[s][sim]] = (lo, mid)
+            rng[s][gid[s][other]] = (mid, hi)
+            nxt += [(sim, lo, mid), (other, mid, hi)]
+        parents = nxt
+    pos = tuple(rng[nsteps - 1][r][0] for r in range(p))
+    sends = tuple(tuple(range(*rng[s][gid[s][peers[r][s]]]) for s in range(nsteps)) for r in range(p))
+    return Port(peers, pos, sends)
+
+
+def _general(peers: tuple[tuple[int, ...], ...]) -> Port:
+    sets = _send_sets(peers)
+    p = len(peers)
+    return Port(peers, tuple(range(p)), tuple(tuple(tuple(sorted(x)) for x in row) for row in sets))
+
+
+def make_port(dims: Sequence[int], port: int) -> Port:
+    """The plan of one collective on the torus ``dims`` (Swing order, all sizes even or 1-D)."""
+    peers = peer_table(dims, port)
+    if all(is_pow2(d) for d in dims):
+        return _groups_pow2(peers)
+    return _general(peers)
+
+
+def extra_groups(core: int, nsteps: int) -> list[list[int]]:
+    """Ranks the extra rank of an odd p trades with at each step: halves of the rest,
+    all that remain at the last step (Fig. 4: p=7 gives [0,1,2], [3,4], [5]) (swing.md 1.8)."""
+    out: list[list[int]] = []
+    nxt = 0
+    for s in range(nsteps):
+        left = core - nxt
+        take = left if s == nsteps - 1 else (left + 1) // 2
+        out.append(list(range(nxt, nxt + take)))
+        nxt += take
+    return out
+
+
+# ---------------------------------------------------------------------------- topology
+def swing_dims(topology: Topology) -> tuple[int, ...]:
+    """Torus sizes in Swing order (dimension 0 = the topology's fastest); ScheduleError otherwise."""
+    family = topology.name.split(":", 1)[0]
+    if family == "ring":
+        if not topology.is_bidirectional():
+            raise ScheduleError(f"swing needs a bidirectional ring (a 1-D torus), not {topology.name}")
+        return (topology.nranks,)
+    if family != "torus":
+        raise ScheduleError(f"swing runs on tori (torus:AxB..., ring:N), not {topology.name}")
+    raw = topology.param("dims")
+    try:
+        dims = tuple(int(x) for x in str(raw).split("x"))
+    except ValueError:
+        raise ScheduleError(f"swing: {topology.name} has unreadable dims {raw!r}") from None
+    return tuple(reversed(dims))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """All collectives of one Swing run: p blocks per collective (the last is the extra rank's)."""
+
+    nranks: int
+    nsteps: int
+    ports: tuple[Port, ...]
+    extra: int | None                 # the odd rank out (p-1), or None
+    groups: tuple[tuple[int, ...], ...]
+    pow2: bool
+
+    def exchanges(self, c: int) -> list[tuple[int, int, int, range | Blocks]]:
+        """RS transfers of collective c as (step, src, dst, positions)."""
+        port = self.ports[c]
+        out: list[tuple[int, int, int, range | Blocks]] = []
+        for r, row in enumerate(port.sends):
+            for s, blocks in enumerate(row):
+                if len(blocks):
+                    out.append((s, r, port.peers[r][s], blocks))
+        if self.extra is not None:
+            e = self.extra
+            for s, group in enumerate(self.groups):
+                for j in group:
+                    out.append((s, e, j, (port.pos[j],)))
+                    out.append((s, j, e, (e,)))
+        return out
+
+    def position(self, c: int, block: int) -> int:
+        return block if block == self.extra else self.ports[c].pos[block]
+
+
+def make_plan(dims: tuple[int, ...], nports: int) -> Plan:
+    p = 1
+    for d in dims:
+        p *= d
+    if p < 2:
+        raise ScheduleError("swing needs at least 2 ranks")
+    extra: int | None = None
+    core_dims = dims
+    if any(d % 2 for d in dims):
+        if len(dims) > 1:
+            raise ScheduleError(f"swing supports odd sizes only on 1-D tori, not {'x'.join(map(str, dims))} "
+                                "(swing.md 1.8)")
+        extra, core_dims = p - 1, (p - 1,)
+    ports = tuple(make_port(core_dims, c) for c in range(nports))
+    nsteps = len(ports[0].peers[0])
+    groups = tuple(tuple(g) for g in extra_groups(p - 1, nsteps)) if extra is not None else ()
+    return Plan(p, nsteps, ports, extra, groups, extra is None and is_pow2(p))
+
+
+# ---------------------------------------------------------------------------- build
+def _runs(blocks: range | Blocks, base: int) -> list[range]:
+    """Positions shifted by ``base`` as maximal contiguous ranges: one range for the
+    remapped power-of-two sets (swing.md 1.4), block-by-block runs otherwise (swing.md 7)."""
+    if isinstance(blocks, range):
+        return [range(blocks.start + base, blocks.stop + base)]
+    out: list[range] = []
+    for x in sorted(blocks):
+        if out and out[-1].stop == base + x:
+            out[-1] = range(out[-1].start, base + x + 1)
+        else:
+            out.append(range(base + x, base + x + 1))
+    return out
+
+
+def _rs(b: Builder, plan: Plan, nports: int, start: int, buf: Buffer) -> int:
+    p = plan.nranks
+    for c in range(nports):
+        for s, src, dst, blocks in plan.exchanges(c):
+            for idx in _runs(blocks, c * p):
+                b.move(start + s, src, dst, buf, idx, buf, idx, reduce=True, lane=c)
+    return start + plan.nsteps
+
+
+def _ag(b: Builder, plan: Plan, nports: int, start: int, buf: Buffer) -> int:
+    """The allgather: the reduce-scatter transposed (reverse step order, peers swapped, copies)."""
+    p, last = plan.nranks, plan.nsteps - 1
+    for c in range(nports):
+        for s, src, dst, blocks in plan.exchanges(c):
+            for idx in _runs(blocks, c * p):
+                b.move(start + last - s, dst, src, buf, idx, buf, idx, lane=c)
+    return start + plan.nsteps
+
+
+def _by_position(plan: Plan, c: int) -> list[int]:
+    """Blocks of collective c in buffer-position order."""
+    inverse = [0] * plan.nranks
+    for blk in range(plan.nranks):
+        inverse[plan.position(c, blk)] = blk
+    return inverse
+
+
+def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    dims = swing_dims(topology)
+    n = request.nranks
+    nports = 2 * len(dims) if opts.get("ports", "all") == "all" else 1
+    variant = opts.get("variant", "bandwidth")
+    kind = request.kind
+    plan = make_plan(dims, nports)
+    if variant == "latency":
+        if kind is not CollKind.ALLREDUCE:
+            raise ScheduleError("swing variant=latency implements allreduce only")
+        if not plan.pow2:
+            raise ScheduleError(f"swing variant=latency needs a power-of-two rank count, got {n} "
+                                "(the paper does not describe it otherwise, swing.md 1.8)")
+        b = Builder(Collective(kind, n, nports, request.inplace))
+        start = prefix_copy(b, I, O, nports, range(n))
+        for c, port in enumerate(plan.ports):
+            for r in range(n):
+                for s in range(plan.nsteps):
+                    b.move(start + s, r, port.peers[r][s], O, [c], O, [c], reduce=True, lane=c)
+        return b.schedule("swing", opts, topology.name, REFERENCE)
+    p = n
+    if kind is CollKind.ALLREDUCE:
+        b = Builder(Collective(kind, n, nports * p, request.inplace))
+        start = prefix_copy(b, I, O, nports * p, range(n))
+        _ag(b, plan, nports, _rs(b, plan, nports, start, O), O)
+        return b.schedule("swing", opts, topology.name, REFERENCE)
+    # reducescatter / allgather: work in scratch laid out by position (contiguous sends)
+    order = [(c, blk) for c in range(nports) for blk in _by_position(plan, c)]
+    b = Builder(Collective(kind, n, nports, request.inplace))
+    b.scratch = nports * p
+    mine = {r: [c * p + plan.position(c, r) for c in range(nports)] for r in range(n)}
+    if kind is CollKind.REDUCESCATTER:
+        for r in range(n):
+            b.move(0, r, r, I, [blk * nports + c for c, blk in order], S, range(nports * p))
+        step = _rs(b, plan, nports, 1, S)
+        for r in range(n):
+            b.move(step, r, r, S, mine[r], O, range(nports))
+    elif kind is CollKind.ALLGATHER:
+        for r in range(n):
+            b.move(0, r, r, I, range(nports), S, mine[r])
+        step = _ag(b, plan, nports, 1, S)
+        for r in range(n):
+            b.move(step, r, r, S, range(nports * p), O, [blk * nports + c for c, blk in order])
+    else:  # pragma: no cover - the registry filters collectives
+        raise ScheduleError(f"swing does not implement {kind.value}")
+    return b.schedule("swing", opts, topology.name, REFERENCE)
+
+
+register(Algorithm(
+    name="swing",
+    collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER}),
+    topologies="tori of any dimension (torus:AxBx..., ring:N as a 1-D torus); odd sizes only in 1-D",
+    summary="Swing: peers at +-1, -+1, +-3, ... per dimension; 2D multiport collectives, B or L variant",
+    reference=REFERENCE,
+    build=build,
+    params=(Param("variant", str, "bandwidth", "bandwidth (RS + AG, 2 log2 p steps) or latency "
+                  "(log2 p full-vector steps)", ("bandwidth", "latency")),
+            Param("ports", str, "all", "all: 2D plain + mirrored collectives; single: one plain collective",
+                  ("all", "single"))),
+    example="collc build --topology torus:8x8 --algorithm swing --collective allreduce -o swing.xml",
+))

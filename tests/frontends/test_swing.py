@@ -1,0 +1,293 @@
+"""Swing (NSDI'24) frontend: the check values of swing.md sections 1 and 3."""
+
+from __future__ import annotations
+
+import pytest
+
+import collc.frontends.swing as sw
+from collc.driver import compile_xml
+from collc.errors import ScheduleError
+from collc.frontends.registry import build_schedule
+from collc.ir.collective import CollKind
+from collc.ir.schedule import Schedule
+from collc.ir.verify import verify_schedule
+from collc.sim.analysis import congestion_deficiency, link_loads, step_loads
+from collc.sim.routing import Router
+from collc.topology import parse_spec
+
+
+def _allreduce(spec: str, **params: str) -> Schedule:
+    return build_schedule("swing", parse_spec(spec), CollKind.ALLREDUCE, inplace=True, params=params)
+
+
+# ---------------------------------------------------------------- 1.2 peers
+def test_rho_delta() -> None:
+    assert [sw.rho(s) for s in range(10)] == [1, -1, 3, -5, 11, -21, 43, -85, 171, -341]
+    assert [sw.delta(s) for s in range(10)] == [1, 1, 3, 5, 11, 21, 43, 85, 171, 341]
+    assert all(sw.delta(s) <= 2 ** s and sw.rho(s) % 2 == 1 for s in range(20))  # A.1
+
+
+def test_peers_p8() -> None:
+    plain = {0: [1, 7, 3], 1: [0, 2, 6], 2: [3, 1, 5], 3: [2, 4, 0],
+             4: [5, 3, 7], 5: [4, 6, 2], 6: [7, 5, 1], 7: [6, 0, 4]}
+    mirrored = {0: [7, 1, 5], 1: [2, 0, 4], 2: [1, 3, 7], 3: [4, 2, 6],
+                4: [3, 5, 1], 5: [6, 4, 0], 6: [5, 7, 3], 7: [0, 6, 2]}
+    for r in range(8):
+        assert [sw.peer(r, s, 8) for s in range(3)] == plain[r]
+        assert list(sw.peer_table((8,), 0)[r]) == plain[r]
+        assert list(sw.peer_table((8,), 1)[r]) == mirrored[r]
+
+
+def test_peers_p16() -> None:
+    want = {0: [1, 15, 3, 11], 1: [0, 2, 14, 6], 2: [3, 1, 5, 13], 3: [2, 4, 0, 8],
+            5: [4, 6, 2, 10], 8: [9, 7, 11, 3]}
+    for r, peers in want.items():
+        assert [sw.peer(r, s, 16) for s in range(4)] == peers
+
+
+# ---------------------------------------------------------------- 1.3 block sets
+def test_block_sets_p8() -> None:
+    sends = {0: [{1, 2, 5, 6}, {4, 7}, {3}], 1: [{0, 3, 4, 7}, {2, 5}, {6}],
+             2: [{0, 3, 4, 7}, {1, 6}, {5}], 3: [{1, 2, 5, 6}, {4, 7}, {0}]}
+    kept = {0: [{0, 3, 4, 7}, {0, 3}, {0}], 1: [{1, 2, 5, 6}, {1, 6}, {1}],
+            2: [{1, 2, 5, 6}, {2, 5}, {2}], 3: [{0, 3, 4, 7}, {0, 3}, {3}]}
+    for r in sends:
+        assert [set(sw.send_set(r, s, 8)) for s in range(3)] == sends[r]
+        assert [set(sw.keep_set(r, s, 8)) for s in range(3)] == kept[r]
+    # the paper's literal get_rs_idxs(0, 0) would be {1..7}: not what we send
+    assert sw.send_set(0, 0, 8) != frozenset(range(1, 8))
+
+
+def test_block_sets_p16() -> None:
+    assert [set(sw.send_set(0, s, 16)) for s in range(4)] == [
+        {1, 2, 5, 6, 9, 10, 13, 14}, {4, 7, 12, 15}, {3, 8}, {11}]
+
+
+def test_allgather_node0_p8() -> None:
+    """AG for node 0 (swing.md 1.3): <->3 {0}/{3}; <->7 {0,3}/{4,7}; <->1 {0,3,4,7}/{1,2,5,6}."""
+    s = _allreduce("torus:8", ports="single")
+    pos = sw.remap_1d(8)
+    block = {x: b for b, x in enumerate(pos)}
+    sent = {t.step - 3: (t.dst, {block[x] for x in t.src_idx}) for t in s.transfers if t.step >= 3 and t.src == 0}
+    got = {t.step - 3: (t.src, {block[x] for x in t.src_idx}) for t in s.transfers if t.step >= 3 and t.dst == 0}
+    assert sent == {0: (3, {0}), 1: (7, {0, 3}), 2: (1, {0, 3, 4, 7})}
+    assert got == {0: (3, {3}), 1: (7, {4, 7}), 2: (1, {1, 2, 5, 6})}
+
+
+# ---------------------------------------------------------------- 1.4 remap
+def test_remap() -> None:
+    assert sw.remap_1d(8) == (0, 4, 6, 1, 3, 7, 5, 2)
+    assert sw.remap_1d(16) == (0, 8, 12, 2, 5, 14, 9, 7, 3, 11, 15, 1, 6, 13, 10, 4)
+    assert sw.remap(sw.peer_table((4, 4), 0)) == (0, 8, 10, 2, 4, 12, 14, 6, 5, 13, 15, 7, 1, 9, 11, 3)
+    for dims in [(8,), (16,), (4, 4), (4, 2), (2, 4), (8, 8), (4, 4, 4)]:
+        for c in range(2 * len(dims)):
+            peers = sw.peer_table(dims, c)
+            assert sw.make_port(dims, c).pos == sw.remap(peers)  # the O(p log p) butterfly agrees
+
+
+@pytest.mark.parametrize("spec", ["torus:8", "torus:16", "torus:4x4", "torus:2x4", "torus:4x2", "torus:8x8",
+                                  "torus:4x4x4"])
+def test_contiguous_sends(spec: str) -> None:
+    for kind in (CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER):
+        s = build_schedule("swing", parse_spec(spec), kind, inplace=kind is CollKind.ALLREDUCE)
+        remote = [t for t in s.transfers if not t.is_local]
+        assert remote and all(isinstance(t.src_idx, range) and isinstance(t.dst_idx, range) for t in remote)
+
+
+# ---------------------------------------------------------------- 1.6-1.7 multi-D
+def test_4x4_multiport() -> None:
+    dims = (4, 4)
+    node0 = [[1, 4, 3, 12], [4, 1, 12, 3], [3, 12, 1, 4], [12, 3, 4, 1]]
+    node5 = [[4, 1, 6, 9], [1, 4, 9, 6], [6, 9, 4, 1], [9, 6, 1, 4]]
+    sets = [[set(range(16)) & {1, 2, 5, 6, 9, 10, 13, 14}, {4, 7, 8, 11}, {3, 15}, {12}],
+            [set(range(4, 12)), {1, 2, 13, 14}, {12, 15}, {3}],
+            [{2, 3, 6, 7, 10, 11, 14, 15}, {8, 9, 12, 13}, {1, 5}, {4}],
+            [set(range(8, 16)), {2, 3, 6, 7}, {4, 5}, {1}]]
+    for c in range(4):
+        assert [sw.torus_peer(0, s, dims, c) for s in range(4)] == node0[c]
+        assert list(sw.peer_table(dims, c)[5]) == node5[c]
+        assert [set(sw.torus_send_set(0, s, dims, c)) for s in range(4)] == sets[c]
+    assert sw.dim_sequence(dims, 0) == ((0, 0), (1, 0), (0, 1), (1, 1))
+    assert [(sw.omega(s, 2), sw.sigma(s, 2)) for s in range(4)] == list(sw.dim_sequence(dims, 0))
+    # Fig. 5: at every step node 0's four collectives use four distinct ports
+    for s in range(4):
+        assert len({sw.torus_peer(0, s, dims, c) for c in range(4)}) == 4
+    # the paper's unsigned-delta reading would give [1,4,1,4]; ours is signed
+    assert node0[0] != [1, 4, 1, 4]
+    # Swing dimension 0 is the topology's fastest (last) dimension
+    assert sw.swing_dims(parse_spec("torus:2x4")) == (4, 2)
+
+
+def test_8x8_node0() -> None:
+    want = [[1, 8, 7, 56, 3, 24], [8, 1, 56, 7, 24, 3], [7, 56, 1, 8, 5, 40], [56, 7, 8, 1, 40, 5]]
+    assert [list(sw.peer_table((8, 8), c)[0]) for c in range(4)] == want
+
+
+def test_2x4_step2_horizontal() -> None:
+    """Fig. 6: on 2x4 all four collectives use the horizontal dimension at step 2."""
+    dims = sw.swing_dims(parse_spec("torus:2x4"))
+    want = [[1, 4, 3], [4, 1, 3], [3, 4, 1], [4, 3, 1]]
+    assert [list(sw.peer_table(dims, c)[0]) for c in range(4)] == want
+    assert all(sw.dim_sequence(dims, c)[2][0] == 0 for c in range(4))
+    s = _allreduce("torus:2x4")
+    step2 = [t for t in s.step(2) if not t.is_local]
+    assert {t.lane for t in step2} == {0, 1, 2, 3}
+    assert all(t.src // 4 == t.dst // 4 for t in step2)  # same row: horizontal
+    # two collectives each way on the horizontal links out of node 0
+    out0 = sorted((t.dst - t.src) % 4 for t in step2 if t.src == 0)
+    assert out0 == [1, 1, 3, 3]
+
+
+# ---------------------------------------------------------------- 1.8 non-powers of two
+def test_non_pow2_counts() -> None:
+    for p, want in [(6, [2, 2, 1]), (10, [2, 4, 2, 1]), (12, [6, 2, 2, 1])]:
+        for r in range(p):
+            assert [len(sw.send_set(r, s, p)) for s in range(len(want))] == want
+        assert sum(want) == p - 1
+
+
+def test_odd_p_fig4() -> None:
+    assert sw.extra_groups(6, 3) == [[0, 1, 2], [3, 4], [5]]
+    s = build_schedule("swing", parse_spec("torus:7"), CollKind.ALLREDUCE, inplace=True, params={"ports": "single"})
+    verify_schedule(s)
+    per_step = [sorted(t.dst for t in s.step(k) if t.src == 6) for k in range(3)]
+    assert per_step == [[0, 1, 2], [3, 4], [5]]
+    assert all(t.count == 1 for k in range(3) for t in s.step(k) if t.src == 6)
+
+
+def test_non_pow2_block_runs() -> None:
+    s = _allreduce("torus:6x4")
+    assert all(isinstance(t.src_idx, range) for t in s.transfers)  # one transfer per run of blocks
+    verify_schedule(s, parse_spec("torus:6x4"))
+
+
+def test_latency_variant() -> None:
+    s = _allreduce("torus:4x4", variant="latency")
+    assert s.nsteps == 4 and s.collective.chunk_factor == 4 and s.lanes == 4
+    assert all(t.count == 1 and t.op.value == "reduce" for t in s.transfers)
+    assert [sorted(t.dst for t in s.step(k) if t.src == 0) for k in range(4)] == [[1, 3, 4, 12]] * 4
+
+
+def test_latency_non_pow2_refused() -> None:
+    with pytest.raises(ScheduleError, match="power-of-two"):
+        _allreduce("torus:6x4", variant="latency")
+
+
+def test_refuses_other_topologies() -> None:
+    for spec in ["hypercube:3", "switch:8", "mesh:4x4", "torus:3x4"]:
+        with pytest.raises(ScheduleError):
+            _allreduce(spec)
+
+
+# ---------------------------------------------------------------- 1.9 invariants
+SIZES = [(8,), (16,), (6,), (10,), (12,), (14,), (4, 4), (2, 4), (4, 2), (8, 8), (4, 4, 4), (6, 4), (6, 6),
+         (4, 10), (4, 16)]
+
+
+@pytest.mark.parametrize("dims", SIZES, ids=lambda d: "x".join(map(str, d)))
+def test_invariants(dims: tuple[int, ...]) -> None:
+    p = 1
+    for d in dims:
+        p *= d
+    pow2 = p & (p - 1) == 0
+    for c in range(2 * len(dims)):
+        peers = sw.peer_table(dims, c)
+        sends = sw._send_sets(peers)
+        nsteps = len(peers[0])
+        for r in range(p):
+            for s in range(nsteps):  # (i) perfect matching
+                q = peers[r][s]
+                assert q != r and peers[q][s] == r
+                if len(dims) == 1:
+                    assert (r + q) % 2 == 1  # A.2: even meets odd
+            assert sum(len(x) for x in sends[r]) == p - 1  # (v) (p-1)/p of the share
+            if pow2:  # (ii) S(r,s) and K(r,s) split K(r,s-1)
+                keep = set(range(p))
+                for s in range(nsteps):
+                    k = {r}.union(*sends[r][s + 1:])
+                    assert not k & sends[r][s] and k | sends[r][s] == keep
+                    keep = k
+        if pow2:  # the butterfly/remap plan sends exactly these sets
+            port = sw.make_port(dims, c)
+            block = {x: b for b, x in enumerate(port.pos)}
+            assert all({block[x] for x in port.sends[r][s]} == sends[r][s] for r in range(p) for s in range(nsteps))
+    # (iii) after the RS each block holds one contribution of every rank, (iv) after the AG all blocks
+    spec = "torus:" + "x".join(map(str, reversed(dims)))
+    for kind in (CollKind.REDUCESCATTER, CollKind.ALLGATHER):
+        verify_schedule(build_schedule("swing", parse_spec(spec), kind))
+
+
+# ---------------------------------------------------------------- section 3: loads and Xi
+def test_fig1_ring16_single_port() -> None:
+    spec = "torus:16"
+    loads = link_loads(_allreduce(spec, ports="single"), Router(parse_spec(spec)), 1.0)
+    assert [max(m for _, m in step.values()) for step in loads[:4]] == [1, 1, 2, 3]
+    assert loads[1][(1, 2)][1] <= 1
+    assert loads[2][(3, 4)][1] <= 2 and loads[2][(4, 3)][1] <= 2
+    both = link_loads(_allreduce(spec), Router(parse_spec(spec)), 1.0)  # plain + mirrored: delta
+    assert [max(m for _, m in step.values()) for step in both[:4]] == [1, 1, 3, 5]
+
+
+def _xi_formula(spec: str) -> float:
+    seq = sw.dim_sequence(sw.swing_dims(parse_spec(spec)), 0)
+    return sum(sw.delta(sig) / float(2 ** (s + 1)) for s, (_, sig) in enumerate(seq))
+
+
+@pytest.mark.parametrize("spec,xi", [("torus:8x8", 1.0781), ("torus:16x16", 1.1367), ("torus:8x8x8", 1.0254),
+                                     ("torus:4x4x4", 0.9844),
+                                     pytest.param("torus:8x8x8x8", 1.0071, marks=pytest.mark.slow),
+                                     pytest.param("torus:64x64", 1.1843, marks=pytest.mark.slow)])
+def test_xi(spec: str, xi: float) -> None:
+    """congestion_deficiency uses swing.md section 3's normalisation: Xi = sum delta(sigma(s)) / 2^(s+1)."""
+    s = _allreduce(spec)
+    assert round(congestion_deficiency(s, parse_spec(spec)), 4) == xi
+    assert round(_xi_formula(spec), 4) == xi
+
+
+@pytest.mark.slow
+def test_64x64_step_loads() -> None:
+    spec = "torus:64x64"
+    loads = [x.max_messages for x in step_loads(_allreduce(spec), Router(parse_spec(spec)), 1.0)]
+    want = [1, 1, 1, 1, 3, 3, 5, 5, 11, 11, 21, 21]
+    assert loads == want + want[::-1]
+
+
+def test_16x16_step_loads() -> None:
+    spec = "torus:16x16"
+    loads = [x.max_messages for x in step_loads(_allreduce(spec), Router(parse_spec(spec)), 1.0)]
+    want = [1, 1, 1, 1, 3, 3, 5, 5]
+    assert loads == want + want[::-1]
+
+
+# ---------------------------------------------------------------- whole pipeline
+POW2 = ["torus:4x4", "torus:8x8", "torus:2x4", "torus:4x4x4", "torus:16x4", "torus:16"]
+OTHER = ["torus:6x4", "torus:6x6", "torus:10x4", "torus:7", "torus:12"]
+
+
+@pytest.mark.parametrize("variant", ["bandwidth", "latency"])
+@pytest.mark.parametrize("spec", POW2 + OTHER)
+def test_compile_allreduce(spec: str, variant: str) -> None:
+    if variant == "latency" and spec in OTHER:
+        pytest.skip("Swing (L) is not described for non-power-of-two p (swing.md 1.8); the frontend refuses it")
+    assert compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"variant": variant}).report.ok
+
+
+@pytest.mark.parametrize("spec", ["ring:7", "ring:12", "ring:16"])
+def test_compile_ring(spec: str) -> None:
+    topo = parse_spec(spec)
+    s = build_schedule("swing", topo, CollKind.ALLREDUCE, inplace=True)
+    verify_schedule(s)  # data-correct; the same schedule compiles on the equal torus:N above
+    if not topo.is_routed():
+        pytest.skip(f"{spec} is not a routed network in collc.topology (only direct links), so check_links "
+                    "rejects Swing's non-neighbour peers; compiled as torus:N instead")
+    assert compile_xml(topo, "swing", CollKind.ALLREDUCE).report.ok
+
+
+@pytest.mark.parametrize("kind", [CollKind.REDUCESCATTER, CollKind.ALLGATHER])
+@pytest.mark.parametrize("inplace", [False, True])
+def test_compile_rs_ag(kind: CollKind, inplace: bool) -> None:
+    assert compile_xml(parse_spec("torus:8x8"), "swing", kind, inplace=inplace).report.ok
+
+
+def test_single_port_compiles() -> None:
+    assert compile_xml(parse_spec("torus:4x4"), "swing", CollKind.ALLREDUCE, params={"ports": "single"}).report.ok
