@@ -1,0 +1,61 @@
+"""The numeric Schedule check agrees with the exact one and catches the same mistakes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from collc.errors import CollcError, VerifyError
+from collc.frontends.registry import algorithms, build_schedule
+from collc.ir import verify
+from collc.ir.collective import CollKind
+from collc.ir.schedule import Op, Schedule
+from collc.ir.verify import verify_schedule
+from collc.topology import parse_spec
+
+CASES = [(a.name, k, spec) for spec in ("ring:8", "torus:4x4", "switch:8", "hypercube:3")
+         for a in algorithms() for k in sorted(a.collectives, key=lambda k: k.value)]
+
+
+@pytest.mark.parametrize("name, kind, spec", CASES)
+def test_numeric_accepts_what_exact_accepts(name: str, kind: CollKind, spec: str) -> None:
+    topo = parse_spec(spec)
+    try:
+        s = build_schedule(name, topo, kind, inplace=False, root=1 if kind.rooted else None)
+        verify_schedule(s, topo, data_check="exact")
+    except CollcError:
+        pytest.skip("not applicable")
+    verify_schedule(s, topo, data_check="numeric")
+
+
+def _ring() -> Schedule:
+    return build_schedule("ring", parse_spec("ring:4"), CollKind.ALLREDUCE, inplace=True)
+
+
+def test_numeric_catches_a_missing_and_a_doubled_contribution() -> None:
+    s = _ring()
+    first_reduce = next(i for i, t in enumerate(s.transfers) if t.op is Op.REDUCE)
+    dropped = list(s.transfers)
+    dropped[first_reduce] = replace(dropped[first_reduce], op=Op.COPY)
+    with pytest.raises(VerifyError, match="numeric check"):
+        verify_schedule(Schedule(s.collective, tuple(dropped), s.provenance), data_check="numeric")
+    doubled = list(s.transfers) + [replace(s.transfers[first_reduce], step=s.nsteps)]
+    with pytest.raises(VerifyError, match="numeric check"):
+        verify_schedule(Schedule(s.collective, tuple(doubled), s.provenance), data_check="numeric")
+
+
+def test_numeric_catches_two_copies_into_one_slot() -> None:
+    s = _ring()
+    last = s.transfers[-1]
+    twin = replace(last, src=(last.src + 2) % 4)
+    with pytest.raises(VerifyError, match="two transfers write"):
+        verify_schedule(Schedule(s.collective, s.transfers + (twin,), s.provenance), data_check="numeric")
+
+
+def test_auto_switches_to_numeric_for_big_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
+    called: list[bool] = []
+    monkeypatch.setattr(verify, "EXACT_LIMIT", 1)
+    monkeypatch.setattr(verify, "_verify_numeric", lambda s, seed=1: called.append(True))
+    verify_schedule(_ring())
+    assert called == [True]
