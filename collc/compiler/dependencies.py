@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collc.compiler.fusion import FusedPlan
 from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
-from collc.compiler.scratch import Slot
+from collc.compiler.scratch import Slot, expand_slots
 from collc.ir.collective import Buffer
 
 
@@ -42,17 +42,19 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
                 if t_tb != tb_i and need.get(t_tb, -1) < t_it:
                     need[t_tb] = t_it
 
-            for s in item.reads:
+            reads = expand_slots(item.reads)
+            writes = expand_slots(item.writes)
+            for s in reads:
                 if s in last_writer:
                     want(last_writer[s])
-            for s in item.writes:
+            for s in writes:
                 if s in last_writer:
                     want(last_writer[s])
                 for r in readers.get(s, ()):
                     want(r)
-            for s in item.reads:
+            for s in reads:
                 readers.setdefault(s, []).append((tb_i, it_i))
-            for s in item.writes:
+            for s in writes:
                 last_writer[s] = (tb_i, it_i)
                 readers[s] = []
             sat = satisfied[tb_i]

@@ -15,7 +15,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from collc.compiler.program import StepType
-from collc.compiler.scratch import Kind, RankOp, Slot
+from collc.compiler.scratch import Interval, Kind, RankOp, Slot
 from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
 from collc.ir.collective import Buffer
 
@@ -31,8 +31,8 @@ class Item:
     dstbuf: str
     dstoff: int
     cnt: int
-    reads: tuple[Slot, ...]
-    writes: tuple[Slot, ...]
+    reads: tuple[Interval, ...]     # (buffer, lo, hi) intervals, as RankOp keeps them
+    writes: tuple[Interval, ...]
 
     @property
     def position(self) -> tuple[int, ...]:
@@ -157,12 +157,12 @@ def _dead_after(tl: Timeline, slots: list[Slot], after: tuple[int, ...], out_slo
 
 
 def _fused(recv: RankOp, send: RankOp, tl: Timeline, out_slots: set[Slot]) -> Item:
-    slots = list(recv.wr)
+    slots = recv.writes()
     if not recv.reduce:
         return Item(StepType.RECV_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt,
-                    (), tuple(slots))
+                    (), recv.wr)
     if _dead_after(tl, slots, order_key(send), out_slots):
         return Item(StepType.RECV_REDUCE_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff,
-                    recv.cnt, tuple(slots), ())
+                    recv.cnt, recv.wr, ())
     return Item(StepType.RECV_REDUCE_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff,
-                recv.cnt, tuple(slots), tuple(slots))
+                recv.cnt, recv.wr, recv.wr)

@@ -33,6 +33,7 @@ from collc.ir.collective import Buffer, Collective
 from collc.ir.schedule import Op, Schedule, Transfer
 
 Slot = tuple[str, int]
+Interval = tuple[str, int, int]   # buffer, first chunk, end (exclusive)
 
 
 class Kind(str, Enum):
@@ -58,21 +59,18 @@ class RankOp:
     reduce: bool         # receive: dst = dst (+) received
     key: tuple[int, ...]  # transfer identity: equal on both ends of a message, orders a connection
     chunk: int           # first logical chunk moved (channel hashing)
-    # derived once, used by every later pass: logical position and the slots touched
+    # derived once, used by every later pass: the logical position, and the slots read and
+    # written as (buffer, lo, hi) intervals (compact: a 4096-rank program has 10^8 chunk slots)
     pos: tuple[int, ...] = field(init=False, repr=False, compare=False)
-    rd: tuple[Slot, ...] = field(init=False, repr=False, compare=False)
-    wr: tuple[Slot, ...] = field(init=False, repr=False, compare=False)
+    rd: tuple[Interval, ...] = field(init=False, repr=False, compare=False)
+    wr: tuple[Interval, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        c, sb, so, db, do = self.cnt, self.srcbuf, self.srcoff, self.dstbuf, self.dstoff
-        if c == 1:  # the common case, spelled out: this runs once per op of the whole program
-            src: tuple[Slot, ...] = ((sb, so),)
-            dst: tuple[Slot, ...] = () if self.kind is Kind.SEND else ((db, do),)
-        else:
-            src = tuple([(sb, so + j) for j in range(c)])
-            dst = () if self.kind is Kind.SEND else tuple([(db, do + j) for j in range(c)])
+        src = ((self.srcbuf, self.srcoff, self.srcoff + self.cnt),)
+        dst: tuple[Interval, ...] = () if self.kind is Kind.SEND else \
+            ((self.dstbuf, self.dstoff, self.dstoff + self.cnt),)
         if self.kind is Kind.SEND or self.kind is Kind.COPY:
-            rd = src
+            rd: tuple[Interval, ...] = src
         elif self.kind is Kind.REDUCE:
             rd = src + dst
         else:
@@ -81,11 +79,15 @@ class RankOp:
         object.__setattr__(self, "rd", rd)
         object.__setattr__(self, "wr", dst)
 
-    def reads(self) -> tuple[Slot, ...]:
-        return self.rd
+    def reads(self) -> list[Slot]:
+        return expand_slots(self.rd)
 
-    def writes(self) -> tuple[Slot, ...]:
-        return self.wr
+    def writes(self) -> list[Slot]:
+        return expand_slots(self.wr)
+
+
+def expand_slots(intervals: tuple[Interval, ...]) -> list[Slot]:
+    return [(b, i) for b, lo, hi in intervals for i in range(lo, hi)]
 
 
 @dataclass(frozen=True)
