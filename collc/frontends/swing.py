@@ -454,7 +454,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
 register(Algorithm(
     name="swing",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER}),
-    topologies="tori of any dimension (torus:AxBx..., ring:N as a 1-D torus); odd sizes only in 1-D",
+    topologies="tori of any dimension and shape (torus:AxBx..., torus:N for 1-D); odd sizes only in 1-D",
     summary="Swing: peers at +-1, -+1, +-3, ... per dimension; 2D multiport collectives, B or L variant",
     reference=REFERENCE,
     build=build,
