@@ -386,7 +386,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with tqdm(total=len(cands), unit="alg", leave=False, file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
         def tell(label: str) -> None:
             bar.set_description_str(label)
-            bar.update(0 if bar.n == 0 and not bar.desc else 1)
+            bar.update(1)
         result = compare(topo, kind, cands, sizes, _model(args), args.inplace, args.root, tell)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))

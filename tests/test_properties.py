@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
 from hypothesis import Phase, assume, example, given, settings
 from hypothesis import strategies as st
 

@@ -40,7 +40,7 @@ from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BU
 from collc.compiler.program import READS_SRC, RECVS, SENDS, WRITES_DST, Program, Proto, Step, StepType, Threadblock
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, CollKind, Collective
-from collc.ir.symbolic import DataError, ExactDomain, NumVec, leaf_at, leaf_values
+from collc.ir.symbolic import EXACT_LIMIT, DataError, ExactDomain, NumericExpectation, NumVec, leaf_values
 
 LEGACY_COLLS = {"allreduce", "allgather", "reduce", "broadcast", "alltoall", "reduce_scatter", "custom"}
 EXECUTOR_COLLS = {"allreduce", "allgather", "reducescatter", "reduce", "broadcast", "alltoall", "alltoallv",
@@ -769,43 +769,21 @@ def _numeric_postcondition(coll: Collective, mem: dict[tuple[int, str], Any],
                            amap: dict[tuple[int, str], tuple[str, int]], gpus: Mapping[int, object], seed: int,
                            errors: list[str]) -> None:
     """Compare every output chunk with the expected sum of random inputs (mod 2^64)."""
-    c_in = coll.input_chunks
-    colsum: np.ndarray | None = None
+    expectation = NumericExpectation(coll, seed)
     for r in range(coll.nranks):
         if r not in gpus:
             continue
-        obligations = coll.expected(r)
-        if not obligations:
+        outs, want = expectation(r)
+        if not outs:
             continue
         pb, base = amap[(r, "o")]
         row = mem[(r, pb)]
-        idx = np.array([o[0] for o in obligations], dtype=np.int64) + base
-        origin = np.array([o[1] for o in obligations], dtype=np.int64)
-        everyone = [len(o[2]) == coll.nranks for o in obligations]
-        want = np.zeros(len(obligations), dtype=np.uint64)
-        if any(everyone):
-            if colsum is None:
-                colsum = np.zeros(c_in, dtype=np.uint64)
-                with np.errstate(over="ignore"):
-                    for q in range(coll.nranks):
-                        colsum += leaf_values(seed, q, c_in)
-            mask = np.array(everyone)
-            want[mask] = colsum[origin[mask]]
-        single = [k for k, o in enumerate(obligations) if len(o[2]) == 1]
-        if single:
-            sel = np.array(single, dtype=np.int64)
-            want[sel] = leaf_at(seed, np.array([obligations[k][2][0] for k in single], dtype=np.uint64),
-                                origin[sel])
-        for k, o in enumerate(obligations):   # partial sums (no collective of ours has them)
-            if not everyone[k] and len(o[2]) > 1:
-                with np.errstate(over="ignore"):
-                    want[k] = leaf_at(seed, np.array(list(o[2]), dtype=np.uint64),
-                                      np.full(len(o[2]), o[1], dtype=np.uint64)).sum(dtype=np.uint64)
+        idx = np.array(outs, dtype=np.int64) + base
         got_ok = row.ok[idx]
         bad = np.nonzero(~got_ok | (row.v[idx] != want))[0]
         for k in bad[:MAX_LISTED - len(errors)]:
             what = "uninitialized data" if not got_ok[k] else "a wrong sum (a contribution missing or doubled)"
-            errors.append(f"rank {r} output chunk {obligations[k][0]} holds {what} (numeric check)")
+            errors.append(f"rank {r} output chunk {outs[k]} holds {what} (numeric check)")
         if len(errors) >= MAX_LISTED:
             return
 
@@ -898,9 +876,6 @@ def _roots(p: Program, kind: CollKind, root: int | None) -> list[int | None]:
     if m and int(m.group(1)) < p.ngpus:
         return [int(m.group(1))]
     return list(range(p.ngpus))
-
-
-EXACT_LIMIT = 1 << 22   # ranks x chunks above which the data check is numeric by default
 
 
 def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str = "<program>",

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from collc.ir.collective import Collective
+
 
 
 class DataError(Exception):
@@ -167,3 +169,44 @@ class NumVec:
     def plus(self, other: NumVec) -> NumVec:
         with np.errstate(over="ignore"):
             return NumVec(self.v + other.v, self.ok & other.ok)
+
+
+EXACT_LIMIT = 1 << 22   # ranks x chunks above which data checks are numeric by default
+
+
+class NumericExpectation:
+    """Expected output values of each rank for the numeric check (shared by both verifiers)."""
+
+    def __init__(self, coll: Collective, seed: int) -> None:
+        self.coll, self.seed = coll, seed
+        self._colsum: np.ndarray | None = None
+
+    def colsum(self) -> np.ndarray:
+        """Sum over all ranks of each input chunk, mod 2^64 (computed once)."""
+        if self._colsum is None:
+            total = np.zeros(self.coll.input_chunks, dtype=np.uint64)
+            with np.errstate(over="ignore"):
+                for q in range(self.coll.nranks):
+                    total += leaf_values(self.seed, q, self.coll.input_chunks)
+            self._colsum = total
+        return self._colsum
+
+    def __call__(self, rank: int) -> tuple[list[int], np.ndarray]:
+        """(output chunk indices, expected values) of ``rank``'s obligations."""
+        obligations = self.coll.expected(rank)
+        n = self.coll.nranks
+        want = np.zeros(len(obligations), dtype=np.uint64)
+        origin = np.array([o[1] for o in obligations], dtype=np.uint64)
+        everyone = np.array([len(o[2]) == n for o in obligations], dtype=bool)
+        single = np.array([len(o[2]) == 1 for o in obligations], dtype=bool)
+        if everyone.any():
+            want[everyone] = self.colsum()[origin[everyone].astype(np.int64)]
+        if single.any():
+            who = np.array([o[2][0] for o, s in zip(obligations, single) if s], dtype=np.uint64)
+            want[single] = leaf_at(self.seed, who, origin[single])
+        for k, o in enumerate(obligations):   # partial sums: no collective of ours has them
+            if not everyone[k] and not single[k]:
+                with np.errstate(over="ignore"):
+                    want[k] = leaf_at(self.seed, np.array(list(o[2]), dtype=np.uint64),
+                                      np.full(len(o[2]), o[1], dtype=np.uint64)).sum(dtype=np.uint64)
+        return [o[0] for o in obligations], want

@@ -15,7 +15,7 @@ import numpy as np
 from collc.errors import VerifyError
 from collc.ir.collective import Buffer
 from collc.ir.schedule import Op, Schedule
-from collc.ir.symbolic import DataError, ExactDomain, leaf_at, leaf_values
+from collc.ir.symbolic import EXACT_LIMIT, DataError, ExactDomain, NumericExpectation, leaf_values
 
 if TYPE_CHECKING:
     from collc.topology import Topology
@@ -38,9 +38,6 @@ def check_links(schedule: Schedule, topology: Topology) -> None:
         if topology.route(t.src, t.dst) is None:
             raise VerifyError(f"step {t.step}: rank {t.src} sends to rank {t.dst}, but {topology.name} "
                               f"has no link or switch route between them")
-
-
-EXACT_LIMIT = 1 << 22   # ranks x chunks above which the data check is numeric by default
 
 
 def verify_schedule(schedule: Schedule, topology: Topology | None = None, data_check: str = "auto") -> None:
@@ -164,24 +161,14 @@ def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
                     if not (good.all() and ok[db][t.dst, di].all()):
                         raise VerifyError(f"step {step_no}: rank {t.dst} reduces uninitialized data")
                     vals[db][t.dst, di] += v
-    colsum = np.zeros(coll.input_chunks, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for q in range(n):
-            colsum += leaf_values(seed, q, coll.input_chunks)
+    expectation = NumericExpectation(coll, seed)
     for r in range(n):
         ob, obase = alias[r][Buffer.OUTPUT]
-        obligations = coll.expected(r)
-        if not obligations:
+        outs, want = expectation(r)
+        if not outs:
             continue
-        idx = np.array([o[0] for o in obligations], dtype=np.int64) + obase
-        origin = np.array([o[1] for o in obligations], dtype=np.int64)
-        single = np.array([len(o[2]) == 1 for o in obligations])
-        want = colsum[origin]
-        if single.any():
-            who = np.array([o[2][0] if len(o[2]) == 1 else 0 for o in obligations], dtype=np.uint64)
-            want = np.where(single, leaf_at(seed, who, origin.astype(np.uint64)), want)
+        idx = np.array(outs, dtype=np.int64) + obase
         bad = np.nonzero(~ok[ob][r, idx] | (vals[ob][r, idx] != want))[0]
         if len(bad):
-            k = int(bad[0])
-            raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {obligations[k][0]} holds a wrong "
-                              f"value (numeric check: a contribution is missing, doubled or uninitialized)")
+            raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {outs[int(bad[0])]} holds a "
+                              f"wrong value (numeric check: a contribution is missing, doubled or uninitialized)")
