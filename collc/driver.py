@@ -22,7 +22,7 @@ from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.program import Program, Proto
 from collc.compiler.verify import Report, check_parsed
 from collc.errors import VerifyError
-from collc.frontends.registry import build_schedule
+from collc.frontends.registry import build_schedule, get as get_algorithm
 from collc.ir.collective import CollKind
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
@@ -66,7 +66,7 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
         raise VerifyError(f"{algorithm} cannot run {kind.value} on {topology.name}: {exc}") from None
     timings.update(frontend=t1 - t0, verify_schedule=clock() - t1)
     result: Compiled | None = None
-    for pair in (True, False):
+    for pair in ((True, False) if get_algorithm(algorithm).pair_tbs else (False,)):
         # the full check below decides pairing, so lower() need not simulate it first
         opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=False,

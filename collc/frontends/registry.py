@@ -60,6 +60,9 @@ class Algorithm:
     defaults: Mapping[str, object] = field(default_factory=dict)
     # optional extra lines for `collc build --report` (e.g. MultiTree's tree heights)
     report: Callable[[Topology, Schedule], list[str]] | None = None
+    # pair a receive peer with a send peer in one tb (fused rcs/rrs ops); False keeps
+    # every tb on one directed link so that no send waits behind an unrelated receive
+    pair_tbs: bool = True
 
 
 REGISTRY: dict[str, Algorithm] = {}

@@ -20,10 +20,12 @@ The execution model is the checker's (``collc.compiler.verify``, msccl-runtime.m
   takes ``piece_slots(c)`` of ``slots``) and, for the fused types, its received piece;
   as in the checker it takes both at once (consuming the input frees its slots), pays
   any reduction, and sends a message of ``chunks x chunk_bytes`` bytes.  The
-  message starts flowing after ``alpha_us + hop_latency_us x hops`` (hops = sum of the
-  route's fractions) and then crosses every link of ``Router.shares(src, dst)`` with
-  weight = fraction.  The sending tb is busy until the message has fully arrived (a
-  threadblock copies the data itself, one piece at a time); the piece then waits in the
+  message starts flowing after ``alpha_us`` (the software cost of a message, paid by
+  the sender) and crosses every link of ``Router.shares(src, dst)`` with weight =
+  fraction.  The sending tb is busy until the last byte is on the wire (a threadblock
+  copies the data itself, one piece at a time); the piece arrives ``hop_latency_us x
+  hops`` later (hops = sum of the route's fractions: wire latency is pipelined, as in
+  a network, so back-to-back messages on a link pay it once) and then waits in the
   FIFO until the receiver consumes it.
 * Links are shared max-min fairly (progressive filling) among the flowing messages:
   for every link ``sum(fraction x rate) <= capacity`` (``link_bw`` GB/s if given, else
@@ -78,6 +80,7 @@ _LOCAL = 8          # cpy, re, nop: one piece, no connection
 _START = 0          # a message starts flowing (after its latency)
 _FINISH = 1         # a message has fully arrived (if its version is current)
 _RESUME = 2         # a tb's reduction is done
+_ARRIVE = 3         # a message's last byte has crossed the wire latency to the receiver
 
 _EPS = 1e-12
 
@@ -203,7 +206,8 @@ class _Plan:
         links: dict[Link, int] = {}
         self.capacity: list[float] = []          # bytes per us
         self.routes: list[tuple[tuple[int, float], ...]] = []
-        self.latency: list[float] = []
+        self.latency: list[float] = []          # alpha: the sender's cost before the data flows
+        self.wire: list[float] = []             # hops x hop latency: pipelined, paid by the receiver
         for src, dst in self.conn_ends:
             route: list[tuple[int, float]] = []
             hops = 0.0
@@ -218,7 +222,8 @@ class _Plan:
                 if frac > 0.0:
                     route.append((links[link], frac))
             self.routes.append(tuple(route))
-            self.latency.append(alpha_us + hop_latency_us * hops)
+            self.latency.append(alpha_us)
+            self.wire.append(hop_latency_us * hops)
         self.nlinks = len(self.capacity)
 
 
@@ -247,6 +252,7 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
     recv_conn = plan.recv
     routes = plan.routes
     latency = plan.latency
+    wire = plan.wire
     capacity = plan.capacity
     ntb = len(steps)
 
@@ -439,12 +445,21 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
                     if act:
                         dirty[link] = None
                 c = obj.conn
-                arrived[c] += 1
-                r = rwait[c]
+                todo.append(obj.tb)            # the sender is free once its data is on the wire
+                if wire[c] > 0.0:
+                    push(now + wire[c], _ARRIVE, c, 0)
+                else:
+                    arrived[c] += 1
+                    r = rwait[c]
+                    if r >= 0:
+                        rwait[c] = -1
+                        todo.append(r)
+            elif kind == _ARRIVE:
+                arrived[obj] += 1
+                r = rwait[obj]
                 if r >= 0:
-                    rwait[c] = -1
+                    rwait[obj] = -1
                     todo.append(r)
-                todo.append(obj.tb)
             elif kind == _START:
                 start_flow(obj)
             else:
