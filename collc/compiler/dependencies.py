@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collc.compiler.fusion import FusedPlan
 from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
-from collc.compiler.scratch import Slot, expand_slots
+from collc.compiler.segments import Partition
 from collc.ir.collective import Buffer
 
 
@@ -29,34 +29,33 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
     for rank, tbs in enumerate(plan.tbs):
         order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                         for it_i, item in enumerate(tb.items)))
-        last_writer: dict[Slot, tuple[int, int]] = {}
-        readers: dict[Slot, list[tuple[int, int]]] = {}
+        part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
+        # per segment (all its slots alike): the last writer and, per tb, the last reader since
+        last_writer: list[tuple[int, int] | None] = [None] * len(part)
+        readers: list[dict[int, int]] = [{} for _ in range(len(part))]
         deps: dict[tuple[int, int], dict[int, int]] = {}
         satisfied: list[dict[int, int]] = [{} for _ in tbs]
         for _, tb_i, it_i in order:
             item = tbs[tb_i].items[it_i]
             need: dict[int, int] = {}
-
-            def want(target: tuple[int, int]) -> None:
-                t_tb, t_it = target
-                if t_tb != tb_i and need.get(t_tb, -1) < t_it:
-                    need[t_tb] = t_it
-
-            reads = expand_slots(item.reads)
-            writes = expand_slots(item.writes)
-            for s in reads:
-                if s in last_writer:
-                    want(last_writer[s])
-            for s in writes:
-                if s in last_writer:
-                    want(last_writer[s])
-                for r in readers.get(s, ()):
-                    want(r)
-            for s in reads:
-                readers.setdefault(s, []).append((tb_i, it_i))
-            for s in writes:
-                last_writer[s] = (tb_i, it_i)
-                readers[s] = []
+            rsegs = [g for iv in item.reads for g in part.segments(iv)]
+            wsegs = [g for iv in item.writes for g in part.segments(iv)]
+            for g in rsegs:
+                w = last_writer[g]
+                if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
+                    need[w[0]] = w[1]
+            for g in wsegs:
+                w = last_writer[g]
+                if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
+                    need[w[0]] = w[1]
+                for t, i in readers[g].items():
+                    if t != tb_i and need.get(t, -1) < i:
+                        need[t] = i
+            for g in rsegs:
+                readers[g][tb_i] = it_i      # items of a tb come in increasing order
+            for g in wsegs:
+                last_writer[g] = (tb_i, it_i)
+                readers[g] = {}
             sat = satisfied[tb_i]
             kept = {t: i for t, i in need.items() if sat.get(t, -1) < i}
             sat.update(kept)

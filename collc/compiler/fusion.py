@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from collc.compiler.program import StepType
 from collc.compiler.scratch import Interval, Kind, RankOp, Slot
+from collc.compiler.segments import Partition
 from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
 from collc.ir.collective import Buffer
 
@@ -74,15 +75,11 @@ def fuse(plan: TbPlan) -> FusedPlan:
     coll = plan.plan.collective
     out: list[tuple[FusedTb, ...]] = []
     for rank, tbs in enumerate(plan.tbs):
-        # the per-slot timeline is needed only for slots that a candidate pair moves
-        cand: set[Slot] = set()
-        for tb in tbs:
-            for a, b in zip(tb.ops, tb.ops[1:]):
-                if _candidate(a.op, b.op):
-                    cand.update(a.op.writes())
-        timeline = _timeline(tbs, cand) if cand else {}
-        outputs = {coll.physical(rank, Buffer.OUTPUT, e[0]) for e in coll.expected(rank)} if cand else set()
-        out_slots = {(b.value, i) for b, i in outputs}
+        # the access timeline is needed only for slots that a candidate pair moves
+        cands = [a.op for tb in tbs for a, b in zip(tb.ops, tb.ops[1:]) if _candidate(a.op, b.op)]
+        tl = _Timeline(tbs, cands) if cands else None
+        out_slots = {(b.value, i) for b, i in (coll.physical(rank, Buffer.OUTPUT, e[0])
+                                               for e in coll.expected(rank))} if cands else set()
         fused_tbs: list[FusedTb] = []
         for tb in tbs:
             items: list[Item] = []
@@ -91,8 +88,8 @@ def fuse(plan: TbPlan) -> FusedPlan:
             while k < len(ops):
                 cur = ops[k].op
                 nxt = ops[k + 1].op if k + 1 < len(ops) else None
-                if nxt is not None and _candidate(cur, nxt) and _quiet_between(timeline, cur, nxt):
-                    items.append(_fused(cur, nxt, timeline, out_slots))
+                if nxt is not None and tl is not None and _candidate(cur, nxt) and tl.quiet_between(cur, nxt):
+                    items.append(_fused(cur, nxt, tl, out_slots))
                     k += 2
                     continue
                 items.append(_single(cur))
@@ -102,66 +99,67 @@ def fuse(plan: TbPlan) -> FusedPlan:
     return FusedPlan(plan, tuple(out))
 
 
-Timeline = dict[Slot, tuple[list[tuple[int, ...]], list[bool]]]  # slot -> (positions, is pure write)
+class _Timeline:
+    """Accesses of one rank to the slots that candidate receives write, per segment:
+    sorted positions and whether each access is a pure write (writes without reading)."""
+
+    def __init__(self, tbs: tuple[PlannedTb, ...], cands: list[RankOp]) -> None:
+        self.part = part = Partition(iv for tb in tbs for c in tb.ops for iv in c.op.rd + c.op.wr)
+        wanted = [False] * len(part)
+        for cand in cands:
+            for iv in cand.wr:
+                for g in part.segments(iv):
+                    wanted[g] = True
+        acc: dict[int, list[tuple[tuple[int, ...], bool]]] = {}
+        for tb in tbs:
+            for c in tb.ops:
+                op = c.op
+                read = {g for iv in op.rd for g in part.segments(iv) if wanted[g]}
+                for g in read:
+                    acc.setdefault(g, []).append((op.pos, False))
+                for iv in op.wr:
+                    for g in part.segments(iv):
+                        if wanted[g] and g not in read:
+                            acc.setdefault(g, []).append((op.pos, True))
+        self.positions: dict[int, list[tuple[int, ...]]] = {}
+        self.pure_write: dict[int, list[bool]] = {}
+        for g, lst in acc.items():
+            lst.sort()
+            self.positions[g] = [p for p, _ in lst]
+            self.pure_write[g] = [w for _, w in lst]
+
+    def quiet_between(self, recv: RankOp, send: RankOp) -> bool:
+        """No other access to the received slots between the receive and the send."""
+        lo, hi = order_key(recv), order_key(send)
+        for iv in recv.wr:
+            for g in self.part.segments(iv):
+                positions = self.positions[g]
+                i = bisect_right(positions, lo)
+                if i < len(positions) and positions[i] < hi:
+                    return False
+        return True
+
+    def dead_after(self, recv: RankOp, after: tuple[int, ...], out_slots: set[Slot]) -> bool:
+        """Every received slot is next overwritten, or never read again and not an output."""
+        for iv in recv.wr:
+            for g in self.part.segments(iv):
+                positions = self.positions[g]
+                i = bisect_right(positions, after)
+                if i < len(positions):
+                    if not self.pure_write[g][i]:
+                        return False
+                else:
+                    b, lo, hi = self.part.bounds(g)
+                    if any((b, x) in out_slots for x in range(lo, hi)):
+                        return False
+        return True
 
 
-def _timeline(tbs: tuple[PlannedTb, ...], only: set[Slot]) -> Timeline:
-    """Accesses to the slots in ``only``: slot -> (sorted positions, pure-write flags)."""
-    acc: dict[Slot, list[tuple[tuple[int, ...], bool]]] = {}
-    lo: dict[str, int] = {}
-    hi: dict[str, int] = {}
-    for b, i in only:
-        lo[b] = min(lo.get(b, i), i)
-        hi[b] = max(hi.get(b, i), i)
-    for tb in tbs:
-        for c in tb.ops:
-            op: RankOp = c.op
-            touched = [(op.srcbuf, op.srcoff), (op.dstbuf, op.dstoff)]
-            if not any(b in lo and off <= hi[b] and off + op.cnt > lo[b] for b, off in touched):
-                continue
-            pos = order_key(op)
-            reads = set(op.reads())
-            for s in reads:
-                if s in only:
-                    acc.setdefault(s, []).append((pos, False))
-            for s in op.writes():
-                if s not in reads and s in only:
-                    acc.setdefault(s, []).append((pos, True))
-    out: Timeline = {}
-    for s, lst in acc.items():
-        lst.sort()
-        out[s] = ([p for p, _ in lst], [w for _, w in lst])
-    return out
-
-
-def _quiet_between(tl: Timeline, recv: RankOp, send: RankOp) -> bool:
-    lo, hi = order_key(recv), order_key(send)
-    for s in recv.writes():
-        positions, _ = tl[s]
-        i = bisect_right(positions, lo)
-        if i < len(positions) and positions[i] < hi:
-            return False
-    return True
-
-
-def _dead_after(tl: Timeline, slots: list[Slot], after: tuple[int, ...], out_slots: set[Slot]) -> bool:
-    for s in slots:
-        positions, pure_write = tl[s]
-        i = bisect_right(positions, after)
-        if i < len(positions):
-            if not pure_write[i]:
-                return False
-        elif s in out_slots:
-            return False
-    return True
-
-
-def _fused(recv: RankOp, send: RankOp, tl: Timeline, out_slots: set[Slot]) -> Item:
-    slots = recv.writes()
+def _fused(recv: RankOp, send: RankOp, tl: _Timeline, out_slots: set[Slot]) -> Item:
     if not recv.reduce:
         return Item(StepType.RECV_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt,
                     (), recv.wr)
-    if _dead_after(tl, slots, order_key(send), out_slots):
+    if tl.dead_after(recv, order_key(send), out_slots):
         return Item(StepType.RECV_REDUCE_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff,
                     recv.cnt, recv.wr, ())
     return Item(StepType.RECV_REDUCE_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff,

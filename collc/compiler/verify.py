@@ -38,6 +38,8 @@ import numpy as np
 from collc.backends.msccl_xml import REQUIRED_ALGO, ParsedFile
 from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BUFF, SIMPLE_BUFF
 from collc.compiler.program import READS_SRC, RECVS, SENDS, WRITES_DST, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.scratch import Interval
+from collc.compiler.segments import Partition
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.symbolic import EXACT_LIMIT, DataError, ExactDomain, NumericExpectation, NumVec, leaf_values
@@ -789,42 +791,41 @@ def _numeric_postcondition(coll: Collective, mem: dict[tuple[int, str], Any],
 
 
 def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb]) -> dict[int, int]:
-    """Tbs that touch a slot which another tb of the same GPU writes: index -> clock component."""
+    """Tbs that touch a slot which another tb of the same GPU writes: index -> clock component.
+
+    Slots are tracked per segment (``Partition``): every slot of a segment has the same users.
+    """
     amap = {(g.id, b.value): (pb.value, base) for g in p.gpus for b in Buffer for pb, base in [coll.alias(g.id, b)]}
-    users: dict[tuple[int, str, int], int | None] = {}   # slot -> sole user, or None when shared
-    writers: set[tuple[int, str, int]] = set()
-    shared: set[tuple[int, str, int]] = set()
+    by_gpu: dict[int, list[tuple[int, Interval, bool]]] = {}
     for st in order:
+        ivs = by_gpu.setdefault(st.gid, [])
         for step in st.tb.steps:
+            if step.cnt <= 0:
+                continue
             t = step.type
-            ops: list[tuple[str, int, bool]] = []
-            if t in READS_SRC:
-                ops.append((step.srcbuf, step.srcoff, False))
-            if t in WRITES_DST:
-                ops.append((step.dstbuf, step.dstoff, True))
-            for buf, off, w in ops:
-                pb, base = amap[(st.gid, buf)]
-                for j in range(base + off, base + off + step.cnt):
-                    key = (st.gid, pb, j)
-                    prev = users.get(key, st.idx)
-                    if prev != st.idx:
-                        shared.add(key)
-                    users[key] = st.idx
-                    if w:
-                        writers.add(key)
-    risky = shared & writers
-    if not risky:
-        return {}
+            for buf, off, used, w in ((step.srcbuf, step.srcoff, t in READS_SRC, False),
+                                      (step.dstbuf, step.dstoff, t in WRITES_DST, True)):
+                if used:
+                    pb, base = amap[(st.gid, buf)]
+                    ivs.append((st.idx, (pb, base + off, base + off + step.cnt), w))
     chosen: set[int] = set()
-    for st in order:
-        for step in st.tb.steps:
-            for buf, off, used in ((step.srcbuf, step.srcoff, step.type in READS_SRC),
-                                   (step.dstbuf, step.dstoff, step.type in WRITES_DST)):
-                if not used:
-                    continue
-                pb, base = amap[(st.gid, buf)]
-                if any((st.gid, pb, j) in risky for j in range(base + off, base + off + step.cnt)):
-                    chosen.add(st.idx)
+    for ivs in by_gpu.values():
+        part = Partition(iv for _, iv, _ in ivs)
+        user = [-1] * len(part)
+        shared = [False] * len(part)
+        written = [False] * len(part)
+        for idx, iv, w in ivs:
+            for g in part.segments(iv):
+                u = user[g]
+                if u < 0:
+                    user[g] = idx
+                elif u != idx:
+                    shared[g] = True
+                if w:
+                    written[g] = True
+        for idx, iv, _ in ivs:
+            if idx not in chosen and any(shared[g] and written[g] for g in part.segments(iv)):
+                chosen.add(idx)
     return {idx: n for n, idx in enumerate(sorted(chosen))}
 
 

@@ -26,7 +26,10 @@ paper's Fig. 5.
   runs on p-1 ranks plus an extra rank that trades single blocks with groups of
   3, 2, 1, ... ranks (Fig. 4).
 * ``variant=latency`` (L): L steps, each exchanging (and reducing) the whole share
-  of every collective (swing.md 1.5); powers of two only.
+  of every collective (swing.md 1.5).  For a p that is not a power of two (which the
+  paper does not describe) the ranks above ``p' = 2^floor(log2 p)`` fold onto the
+  first p' ranks, which run 1-D Swing L, and get the result back: ``log2 p' + 2``
+  steps (our extension, after recursive doubling's rule, swing.md 2.3.2).
 * ``ports=all`` runs 2D collectives (D plain, D mirrored), each on its own share of
   the vector and its own lane, so every port is busy every step; ``ports=single``
   runs the one plain collective starting on dimension 0.
@@ -352,8 +355,8 @@ def make_plan(dims: tuple[int, ...], nports: int) -> Plan:
     core_dims = dims
     if any(d % 2 for d in dims):
         if len(dims) > 1:
-            raise ScheduleError(f"swing supports odd sizes only on 1-D tori, not {'x'.join(map(str, dims))} "
-                                "(swing.md 1.8)")
+            raise ScheduleError(f"swing (B) supports odd sizes only on 1-D tori, not {'x'.join(map(str, dims))} "
+                                "(swing.md 1.8); variant=latency runs on any torus")
         extra, core_dims = p - 1, (p - 1,)
     ports = tuple(make_port(core_dims, c) for c in range(nports))
     nsteps = len(ports[0].peers[0])
@@ -403,26 +406,49 @@ def _by_position(plan: Plan, c: int) -> list[int]:
     return inverse
 
 
+def _latency_folded(b: Builder, n: int, nports: int, start: int) -> None:
+    """L on a non-power-of-two p: our extension, the paper does not describe it (swing.md 1.8).
+
+    As recursive doubling does for such p (swing.md 2.3.2): the ``p - p'`` ranks above
+    ``p' = 2^floor(log2 p)`` first add their vector into rank ``r - p'``, the first
+    ``p'`` ranks run 1-D Swing L among themselves (rank order; the torus routes every
+    pair), and the result goes back to the folded ranks: ``log2 p' + 2`` steps.  Share
+    ``c`` uses the plain (even ``c``) or mirrored (odd ``c``) peers, as the ports do.
+    """
+    pp = 1 << (n.bit_length() - 1)
+    tables = [peer_table((pp,), c % 2) for c in range(nports)]
+    nsteps = len(tables[0][0])
+    for c in range(nports):
+        for e in range(pp, n):
+            b.move(start, e, e - pp, O, [c], O, [c], reduce=True, lane=c)
+        for r in range(pp):
+            for s in range(nsteps):
+                b.move(start + 1 + s, r, tables[c][r][s], O, [c], O, [c], reduce=True, lane=c)
+        for e in range(pp, n):
+            b.move(start + 1 + nsteps, e - pp, e, O, [c], O, [c], lane=c)
+
+
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     dims = swing_dims(topology)
     n = request.nranks
     nports = 2 * len(dims) if opts.get("ports", "all") == "all" else 1
     variant = opts.get("variant", "bandwidth")
     kind = request.kind
-    plan = make_plan(dims, nports)
     if variant == "latency":
         if kind is not CollKind.ALLREDUCE:
             raise ScheduleError("swing variant=latency implements allreduce only")
-        if not plan.pow2:
-            raise ScheduleError(f"swing variant=latency needs a power-of-two rank count, got {n} "
-                                "(the paper does not describe it otherwise, swing.md 1.8)")
         b = Builder(Collective(kind, n, nports, request.inplace))
         start = prefix_copy(b, I, O, nports, range(n))
-        for c, port in enumerate(plan.ports):
-            for r in range(n):
-                for s in range(plan.nsteps):
-                    b.move(start + s, r, port.peers[r][s], O, [c], O, [c], reduce=True, lane=c)
+        if is_pow2(n):
+            plan = make_plan(dims, nports)
+            for c, port in enumerate(plan.ports):
+                for r in range(n):
+                    for s in range(plan.nsteps):
+                        b.move(start + s, r, port.peers[r][s], O, [c], O, [c], reduce=True, lane=c)
+        else:
+            _latency_folded(b, n, nports, start)
         return b.schedule("swing", opts, topology.name, REFERENCE)
+    plan = make_plan(dims, nports)
     p = n
     if kind is CollKind.ALLREDUCE:
         b = Builder(Collective(kind, n, nports * p, request.inplace))
@@ -454,7 +480,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
 register(Algorithm(
     name="swing",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER}),
-    topologies="tori of any dimension and shape (torus:AxBx..., torus:N for 1-D); odd sizes only in 1-D",
+    topologies="tori of any dimension and shape (torus:AxBx..., torus:N for 1-D); B: odd sizes only in 1-D (L: any)",
     summary="Swing: peers at +-1, -+1, +-3, ... per dimension; 2D multiport collectives, B or L variant",
     reference=REFERENCE,
     build=build,

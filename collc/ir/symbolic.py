@@ -171,7 +171,7 @@ class NumVec:
             return NumVec(self.v + other.v, self.ok & other.ok)
 
 
-EXACT_LIMIT = 1 << 22   # ranks x chunks above which data checks are numeric by default
+EXACT_LIMIT = 1 << 20   # ranks x chunks above which data checks are numeric by default (1024 ranks x 1024)
 
 
 class NumericExpectation:

@@ -168,9 +168,22 @@ def test_latency_variant() -> None:
     assert [sorted(t.dst for t in s.step(k) if t.src == 0) for k in range(4)] == [[1, 3, 4, 12]] * 4
 
 
-def test_latency_non_pow2_refused() -> None:
-    with pytest.raises(ScheduleError, match="power-of-two"):
-        _allreduce("torus:6x4", variant="latency")
+@pytest.mark.parametrize("spec,p", [("torus:6x4", 24), ("torus:6x6", 36), ("torus:10x4", 40), ("torus:7", 7),
+                                    ("torus:12", 12), ("torus:3x5", 15)])
+def test_latency_non_pow2_folds(spec: str, p: int) -> None:
+    """Our extension: fold the ranks above p' = 2^floor(log2 p), Swing L on p', unfold."""
+    s = _allreduce(spec, variant="latency")
+    pp = 1 << (p.bit_length() - 1)
+    lg = pp.bit_length() - 1
+    first = min(t.step for t in s.transfers if t.src != t.dst)
+    assert s.nsteps - first == lg + 2
+    fold = [t for t in s.step(first) if t.src != t.dst]
+    assert sorted({(t.src, t.dst) for t in fold}) == [(e, e - pp) for e in range(pp, p)]
+    assert all(t.op.value == "reduce" for t in fold)
+    back = [t for t in s.step(s.nsteps - 1)]
+    assert sorted({(t.src, t.dst) for t in back}) == [(e - pp, e) for e in range(pp, p)]
+    assert all(t.op.value == "copy" for t in back)
+    verify_schedule(s, parse_spec(spec))
 
 
 def test_refuses_other_topologies() -> None:
@@ -267,8 +280,6 @@ OTHER = ["torus:6x4", "torus:6x6", "torus:10x4", "torus:7", "torus:12"]
 @pytest.mark.parametrize("variant", ["bandwidth", "latency"])
 @pytest.mark.parametrize("spec", POW2 + OTHER)
 def test_compile_allreduce(spec: str, variant: str) -> None:
-    if variant == "latency" and spec in OTHER:
-        pytest.skip("Swing (L) is not described for non-power-of-two p (swing.md 1.8); the frontend refuses it")
     assert compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"variant": variant}).report.ok
 
 
