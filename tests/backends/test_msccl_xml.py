@@ -281,3 +281,19 @@ def test_reader_loads_corpus_file(path: Path) -> None:
     assert p.program.nchunksperloop == int(attrs["nchunksperloop"])
     assert sorted(g.id for g in p.program.gpus) == list(range(p.program.ngpus))
     assert all(d.kind != "error" for d in p.diagnostics), p.diagnostics[:3]
+
+
+@pytest.mark.parametrize("alg,spec", [("ring", "ring:4"), ("multitree", "torus:4x4"), ("swing", "torus:4x4")])
+def test_canonical_fast_reader_equals_lxml_reader(alg: str, spec: str) -> None:
+    """collc's own layout is read by regular expressions; any other layout by lxml: same Program."""
+    prog = lower(build_schedule(alg, parse_spec(spec), CollKind.ALLREDUCE, inplace=True), LowerOptions())
+    text = to_xml(prog)
+    fast = parse_xml(text)
+    # one extra space in one step line: no longer the canonical layout, so lxml reads it
+    slow = parse_xml(text.replace('"/>\n', '" />\n', 1))
+    assert fast.program == slow.program == prog
+    assert fast.diagnostics == slow.diagnostics == ()
+    # a step outside any tb is not the canonical layout, and lxml reports the stray element
+    broken = text.replace("    </tb>\n", "", 1)
+    with pytest.raises(EmitError, match="well-formed"):
+        parse_xml(broken)
