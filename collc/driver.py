@@ -10,6 +10,7 @@ receive threadblocks, which cannot deadlock (every tb runs in step order).
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,23 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
 
     ``progress`` (if given) is called with the name of each stage as it starts.
     """
+    # The IR and the Program are millions of small acyclic objects at 4096 ranks: the
+    # cyclic collector would rescan them over and over for nothing, so it pauses here.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _compile(topology, algorithm, kind, inplace=inplace, root=root, params=params, chunks=chunks,
+                        instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
+                        max_bytes=max_bytes, name=name, progress=progress, shard=shard)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None, root: int | None,
+             params: Mapping[str, str] | None, chunks: int, instances: int, proto: Proto, dialect: Dialect,
+             min_bytes: int, max_bytes: int, name: str, progress: Callable[[str], None] | None,
+             shard: bool) -> Compiled:
     clock = time.perf_counter
     timings: dict[str, float] = {}
     tell = progress or (lambda stage: None)

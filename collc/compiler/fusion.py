@@ -78,8 +78,9 @@ def fuse(plan: TbPlan) -> FusedPlan:
         # the access timeline is needed only for slots that a candidate pair moves
         cands = [a.op for tb in tbs for a, b in zip(tb.ops, tb.ops[1:]) if _candidate(a.op, b.op)]
         tl = _Timeline(tbs, cands) if cands else None
-        out_slots = {(b.value, i) for b, i in (coll.physical(rank, Buffer.OUTPUT, e[0])
-                                               for e in coll.expected(rank))} if cands else set()
+        pb, base = coll.alias(rank, Buffer.OUTPUT)
+        outs = coll.obligated_outputs(rank)
+        out_iv = (pb.value, base + outs.start, base + outs.stop)
         fused_tbs: list[FusedTb] = []
         for tb in tbs:
             items: list[Item] = []
@@ -89,7 +90,7 @@ def fuse(plan: TbPlan) -> FusedPlan:
                 cur = ops[k].op
                 nxt = ops[k + 1].op if k + 1 < len(ops) else None
                 if nxt is not None and tl is not None and _candidate(cur, nxt) and tl.quiet_between(cur, nxt):
-                    items.append(_fused(cur, nxt, tl, out_slots))
+                    items.append(_fused(cur, nxt, tl, out_iv))
                     k += 2
                     continue
                 items.append(_single(cur))
@@ -139,7 +140,7 @@ class _Timeline:
                     return False
         return True
 
-    def dead_after(self, recv: RankOp, after: tuple[int, ...], out_slots: set[Slot]) -> bool:
+    def dead_after(self, recv: RankOp, after: tuple[int, ...], out_iv: Interval) -> bool:
         """Every received slot is next overwritten, or never read again and not an output."""
         for iv in recv.wr:
             for g in self.part.segments(iv):
@@ -150,16 +151,16 @@ class _Timeline:
                         return False
                 else:
                     b, lo, hi = self.part.bounds(g)
-                    if any((b, x) in out_slots for x in range(lo, hi)):
+                    if b == out_iv[0] and lo < out_iv[2] and out_iv[1] < hi:   # holds output
                         return False
         return True
 
 
-def _fused(recv: RankOp, send: RankOp, tl: _Timeline, out_slots: set[Slot]) -> Item:
+def _fused(recv: RankOp, send: RankOp, tl: _Timeline, out_iv: Interval) -> Item:
     if not recv.reduce:
         return Item(StepType.RECV_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt,
                     (), recv.wr)
-    if tl.dead_after(recv, order_key(send), out_slots):
+    if tl.dead_after(recv, order_key(send), out_iv):
         return Item(StepType.RECV_REDUCE_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff,
                     recv.cnt, recv.wr, ())
     return Item(StepType.RECV_REDUCE_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff,

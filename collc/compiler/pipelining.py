@@ -65,7 +65,7 @@ def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:
             out.append(t)
             continue
         parts = -(-t.count // max_cnt)
-        src, dst = list(t.src_idx), list(t.dst_idx)
+        src, dst = t.src_idx, t.dst_idx    # a range slices into ranges, in O(1)
         bounds = [t.count * k // parts for k in range(parts + 1)]
         for a, b in zip(bounds, bounds[1:]):
             out.append(replace(t, src_idx=make_slots(src[a:b]), dst_idx=make_slots(dst[a:b])))

@@ -170,6 +170,13 @@ class Collective:
             return []
         return [(i, i, everyone) for i in range(c)]
 
+    def obligated_outputs(self, rank: int) -> range:
+        """The output indices ``expected(rank)`` constrains, without listing them: all of
+        them, or none on the non-roots of reduce."""
+        if self.kind is CollKind.REDUCE and rank != self.root:
+            return range(0)
+        return range(self.output_chunks)
+
     def contributions(self, rank: int) -> dict[int, frozenset[Contribution]]:
         """The same obligations as explicit contribution sets (small collectives only)."""
         return {idx: frozenset((q, origin) for q in ranks) for idx, origin, ranks in self.expected(rank)}

@@ -32,6 +32,12 @@ def make_slots(indices: Iterable[int]) -> Slots:
     return items
 
 
+def _lowest(idx: Slots) -> int:
+    if isinstance(idx, range):   # min() would walk the whole range
+        return idx[0] if idx.step > 0 else idx[-1]
+    return min(idx)
+
+
 class Op(str, Enum):
     COPY = "copy"
     REDUCE = "reduce"
@@ -54,7 +60,7 @@ class Transfer:
             raise ScheduleError(f"negative step or lane in {self}")
         if len(self.src_idx) != len(self.dst_idx) or len(self.src_idx) == 0:
             raise ScheduleError(f"transfer needs equal, non-empty source and destination chunk lists: {self}")
-        if min(self.src_idx) < 0 or min(self.dst_idx) < 0:
+        if _lowest(self.src_idx) < 0 or _lowest(self.dst_idx) < 0:
             raise ScheduleError(f"negative chunk index in {self}")
         if self.src == self.dst and self.src_buf == self.dst_buf and set(self.src_idx) & set(self.dst_idx):
             raise ScheduleError(f"local transfer onto its own chunks: {self}")

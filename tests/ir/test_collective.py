@@ -213,3 +213,10 @@ def test_collective_is_frozen_and_describes_itself() -> None:
         coll.nranks = 4  # type: ignore[misc]
     text = coll.describe()
     assert "reduce on 8 ranks" in text and "in-place" in text and "root 3" in text
+
+
+@pytest.mark.parametrize("kind", list(CollKind))
+def test_obligated_outputs_are_the_expected_indices(kind: CollKind) -> None:
+    coll = Collective(kind, N, C, False, 1 if kind.rooted else None)
+    for r in range(N):
+        assert list(coll.obligated_outputs(r)) == sorted(idx for idx, _, _ in coll.expected(r))
