@@ -476,7 +476,8 @@ class _Conn:
 
 
 class _Tb:
-    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "waiting", "done", "ready")
+    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "waiting", "done", "ready",
+                 "out", "inn", "rx", "k_in", "k_out", "k_space_in", "k_space_out", "k_flag")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
@@ -485,8 +486,36 @@ class _Tb:
         self.ready = False          # dependencies of the current step are met
         self.flag = -1
         self.publishes: list[tuple[int, np.ndarray | None]] = []
-        self.waiting = ""
+        self.waiting: tuple[str, int, int] = ("", 0, 0)   # why it is blocked, formatted on report
         self.done = not tb.steps
+        # set up by simulate(): its connections, their receiver, and its wait-list keys
+        self.out: _Conn | None = None
+        self.inn: _Conn | None = None
+        self.rx: _Tb | None = None
+        self.k_in: tuple[object, ...] = ()
+        self.k_out: tuple[object, ...] = ()
+        self.k_space_in: tuple[object, ...] = ()
+        self.k_space_out: tuple[object, ...] = ()
+        self.k_flag: tuple[object, ...] = ()
+
+
+# step-type flags of the simulation loop
+_F_RECV, _F_SEND, _F_LOCAL, _F_READ, _F_WRITE, _F_PLAIN, _F_COMBINE = 1, 2, 4, 8, 16, 32, 64
+
+
+def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
+    """Why a tb is blocked, in the final state of the simulation."""
+    what, a, b = st.waiting
+    t = st.tb
+    if what == "dep":
+        target = tbs.get((st.gid, a))
+        return f"waits for tb {a} step {b} (flag {target.flag if target else -1})"
+    if what == "recv":
+        return f"waits to receive from gpu {t.recv} on chan {t.chan}"
+    if what == "space":
+        avail = st.out.avail if st.out is not None else 0
+        return f"waits for space to send to gpu {t.send} on chan {t.chan} ({avail} pieces in flight)"
+    return "blocked"
 
 
 def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
@@ -574,10 +603,6 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             else:
                 reads.setdefault(key, []).append((tbs_.idx, pos))
 
-    def wake(key: tuple[object, ...]) -> None:
-        for w in waiters.pop(key, []):
-            runnable.append(w)
-
     def deps_ok(st: _Tb, step: Step) -> bool:
         if step.depid < 0 or step.depid == st.tb.id and step.deps < st.pc:
             return True
@@ -591,8 +616,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 assert clk is not None and snap is not None
                 np.maximum(clk, snap, out=clk)
             return True
-        st.waiting = f"waits for tb {step.depid} step {step.deps} (flag {target.flag})"
-        waiters.setdefault(("flag", st.gid, step.depid), []).append(st)
+        st.waiting = ("dep", step.depid, step.deps)
+        waiters.setdefault(target.k_flag, []).append(st)
         return False
 
     def read(gid: int, buf: str, off: int, n: int) -> Any:
@@ -611,7 +636,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         else:
             row[base + off:base + off + len(values)] = values
 
-    def combine(gid: int, where: _Where, a: Any, b: Any) -> Any:
+    def combine(gid: int, st: _Tb, ty: StepType, a: Any, b: Any) -> Any:
+        where = _Where(st.tb.id, st.pc, ty)
         if numeric:
             out_num: NumVec = a.plus(b)
             if not (a.ok.all() and b.ok.all()) and len(data_errors) < MAX_LISTED:
@@ -637,10 +663,32 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         return [(pb, base + j) for j in range(off, off + n)]
 
     runnable: deque[_Tb] = deque(order)
+    for st in order:
+        t = st.tb
+        st.k_flag = ("flag", st.gid, t.id)
+        if t.send >= 0:
+            key = (st.gid, t.send, t.chan)
+            st.out = fifo.setdefault(key, _Conn())
+            st.k_out, st.k_space_out = ("data",) + key, ("space",) + key
+        if t.recv >= 0:
+            key = (t.recv, st.gid, t.chan)
+            st.inn = fifo.setdefault(key, _Conn())
+            st.k_in, st.k_space_in = ("data",) + key, ("space",) + key
     receiver = {(t.tb.recv, t.gid, t.tb.chan): t for t in order if t.tb.recv >= 0}
+    for st in order:
+        if st.tb.send >= 0:
+            st.rx = receiver.get((st.gid, st.tb.send, st.tb.chan))
+    flags_of = {t: (_F_RECV if t in RECVS else 0) | (_F_SEND if t in SENDS else 0)
+                | (_F_LOCAL if t in (StepType.NOP, StepType.COPY, StepType.REDUCE) else 0)
+                | (_F_READ if t in READS_SRC and t is not StepType.REDUCE else 0)
+                | (_F_WRITE if t in WRITES_DST else 0) | (_F_PLAIN if t in PLAIN_RECV else 0)
+                | (_F_COMBINE if t in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY,
+                                       StepType.RECV_REDUCE_COPY_SEND) else 0)
+                for t in StepType}
     total_pieces = 0
-    local_types = (StepType.NOP, StepType.COPY, StepType.REDUCE)
     mac = model.mac
+    full = model.piece_slots(mac)
+    nslots = model.slots
     while runnable:
         st = runnable.popleft()
         steps = st.tb.steps
@@ -651,89 +699,96 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     break
                 st.ready = True
             ty = step.type
-            n_pieces = 1 if ty in local_types else -(-step.cnt // mac)
+            fl = flags_of[ty]
+            cnt = step.cnt
+            n_pieces = 1 if fl & _F_LOCAL else -(-cnt // mac)
             # Process as many pieces as can go without blocking: sequentially the tb would
             # do exactly these, and no other tb acts in between.
             k = n_pieces - st.piece
-            send_key = (st.gid, st.tb.send, st.tb.chan)
-            recv_key = (st.tb.recv, st.gid, st.tb.chan)
-            if ty in RECVS:
-                conn_in = fifo.get(recv_key)
-                k = min(k, conn_in.avail if conn_in is not None else 0)
-                if k == 0:
-                    st.waiting = f"waits to receive from gpu {st.tb.recv} on chan {st.tb.chan}"
-                    waiters.setdefault(("data",) + recv_key, []).append(st)
-                    break
-            if ty in SENDS:
-                conn_out = fifo.get(send_key)
-                if conn_out is None:
-                    conn_out = fifo[send_key] = _Conn()
-                free = model.slots - conn_out.used
-                fits = min(k, free // model.piece_slots(mac))
-                last = n_pieces - 1
-                if fits < k and st.piece + fits == last:
-                    # only the step's last piece can be smaller than a full one
-                    tail_slots = model.piece_slots(step.cnt - last * mac)
-                    fits += tail_slots <= free - fits * model.piece_slots(mac)
-                # Hand-off: a receiver parked on a plain receive of this connection consumes
-                # every piece of its step as it arrives, so the sender may run ahead by that
-                # much (the same end state as the piece-by-piece ping-pong, in one move).
-                rx = receiver.get(send_key)
-                if rx is not None and rx.ready and not rx.done and rx.tb.steps[rx.pc].type in PLAIN_RECV:
-                    rx_left = -(-rx.tb.steps[rx.pc].cnt // mac) - rx.piece - conn_out.avail
-                    fits = max(fits, min(k, rx_left))
-                k = fits
-                if k == 0:
-                    st.waiting = (f"waits for space to send to gpu {st.tb.send} on chan {st.tb.chan} "
-                                  f"({conn_out.avail} pieces in flight)")
-                    waiters.setdefault(("space",) + send_key, []).append(st)
-                    break
+            if fl & _F_RECV:
+                conn_in = st.inn
+                assert conn_in is not None
+                if conn_in.avail < k:
+                    k = conn_in.avail
+                    if k == 0:
+                        st.waiting = ("recv", 0, 0)
+                        waiters.setdefault(st.k_in, []).append(st)
+                        break
+            if fl & _F_SEND:
+                conn_out = st.out
+                assert conn_out is not None
+                free = nslots - conn_out.used
+                fits = free // full
+                if fits < k:
+                    last = n_pieces - 1
+                    if st.piece + fits == last:
+                        # only the step's last piece can be smaller than a full one
+                        fits += model.piece_slots(cnt - last * mac) <= free - fits * full
+                    # Hand-off: a receiver parked on a plain receive of this connection consumes
+                    # every piece of its step as it arrives, so the sender may run ahead by that
+                    # much (the same end state as the piece-by-piece ping-pong, in one move).
+                    rx = st.rx
+                    if rx is not None and rx.ready and not rx.done and flags_of[rx.tb.steps[rx.pc].type] & _F_PLAIN:
+                        rx_left = -(-rx.tb.steps[rx.pc].cnt // mac) - rx.piece - conn_out.avail
+                        if rx_left > fits:
+                            fits = rx_left
+                    if fits < k:
+                        k = fits
+                    if k <= 0:
+                        st.waiting = ("space", 0, 0)
+                        waiters.setdefault(st.k_space_out, []).append(st)
+                        break
             lo = st.piece * mac
-            hi = step.cnt if ty in local_types else min(step.cnt, (st.piece + k) * mac)
+            hi = cnt if fl & _F_LOCAL else min(cnt, (st.piece + k) * mac)
             n = hi - lo
-            where = _Where(st.tb.id, st.pc, ty)
             payload: Any = []
-            if ty in RECVS:
-                payload, snaps = fifo[recv_key].pop(k, model)
+            if fl & _F_RECV:
+                assert conn_in is not None
+                payload, snaps = conn_in.pop(k, model)
                 if k_dim:
                     clk = clocks[st.idx]
                     assert clk is not None
                     for snap in snaps:
                         np.maximum(clk, snap, out=clk)
-                wake(("space",) + recv_key)
+                w = waiters.pop(st.k_space_in, None)
+                if w:
+                    runnable.extend(w)
                 if data and len(payload) != n:
-                    data_errors.append(f"gpu {st.gid} {where}: received {len(payload)} chunks, expected {n}")
+                    data_errors.append(f"gpu {st.gid} {_Where(st.tb.id, st.pc, ty)}: received {len(payload)} "
+                                       f"chunks, expected {n}")
                     payload = NumVec.concat([payload, NumVec.blank(n)])[:n] if numeric \
                         else (payload + [None] * n)[:n]
             if data:
                 tracked = st.idx in interesting
                 src: Any = []
-                if ty in READS_SRC and ty is not StepType.REDUCE:
+                if fl & _F_READ:
                     src = read(st.gid, step.srcbuf, step.srcoff + lo, n)
                     if tracked:
                         access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
                 if ty is StepType.SEND or ty is StepType.COPY:
                     payload = src
-                elif ty in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND):
-                    payload = combine(st.gid, where, src, payload)
+                elif fl & _F_COMBINE:
+                    payload = combine(st.gid, st, ty, src, payload)
                 elif ty is StepType.REDUCE:
                     acc = read(st.gid, step.dstbuf, step.dstoff, n)
                     src = read(st.gid, step.srcbuf, step.srcoff, n)
                     if tracked:
                         access(st, slots(st.gid, step.srcbuf, step.srcoff, n), False, st.pc)
-                    payload = combine(st.gid, where, acc, src)
-                if ty is StepType.COPY and slots(st.gid, step.srcbuf, step.srcoff, n) == \
-                        slots(st.gid, step.dstbuf, step.dstoff, n):
+                    payload = combine(st.gid, st, ty, acc, src)
+                if ty is StepType.COPY and phys(st.gid, step.srcbuf, step.srcoff) == \
+                        phys(st.gid, step.dstbuf, step.dstoff):
                     pass  # in place the copy is onto itself (e.g. allgather's input slice): no write
-                elif ty in WRITES_DST:
+                elif fl & _F_WRITE:
                     write(st.gid, step.dstbuf, step.dstoff + lo, payload)
                     if tracked:
                         access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
-            if ty in SENDS:
+            if fl & _F_SEND:
+                assert conn_out is not None
                 snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
-                tail = n - (k - 1) * mac
-                fifo[send_key].push(k, payload if data else [], tail, snap_out, model)
-                wake(("data",) + send_key)
+                conn_out.push(k, payload if data else [], n - (k - 1) * mac, snap_out, model)
+                w = waiters.pop(st.k_out, None)
+                if w:
+                    runnable.extend(w)
             total_pieces += k
             st.piece += k
             if st.piece >= n_pieces:
@@ -745,17 +800,20 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 if step.hasdep:
                     st.flag = st.pc
                     st.publishes.append((st.pc, clocks[st.idx].copy() if k_dim else None))  # type: ignore[union-attr]
-                    wake(("flag", st.gid, st.tb.id))
+                    w = waiters.pop(st.k_flag, None)
+                    if w:
+                        runnable.extend(w)
                 st.piece = 0
                 st.ready = False
                 st.pc += 1
                 if st.pc >= len(steps):
                     st.done = True
-                    st.waiting = ""
                     # waiters on a finished tb re-check once and then block for good
-                    wake(("flag", st.gid, st.tb.id))
+                    w = waiters.pop(st.k_flag, None)
+                    if w:
+                        runnable.extend(w)
 
-    blocked = [f"gpu {st.gid} tb {st.tb.id} step {st.pc} ({st.tb.steps[st.pc].type.value}): {st.waiting}"
+    blocked = [f"gpu {st.gid} tb {st.tb.id} step {st.pc} ({st.tb.steps[st.pc].type.value}): {_why(st, tbs)}"
                for st in order if not st.done]
     finished = not blocked
     order_warnings: list[str] = []
