@@ -340,6 +340,14 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
                 push(now + f.rem / r, _FINISH, f, f.ver)
         dirty.clear()
 
+    def arrive(c: int) -> None:
+        """A piece reached the receiving end of connection ``c``."""
+        arrived[c] += 1
+        r = rwait[c]
+        if r >= 0:
+            rwait[c] = -1
+            todo.append(r)
+
     def run(tb: int) -> None:
         nonlocal finished, end_time
         prog = steps[tb]
@@ -449,17 +457,9 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
                 if wire[c] > 0.0:
                     push(now + wire[c], _ARRIVE, c, 0)
                 else:
-                    arrived[c] += 1
-                    r = rwait[c]
-                    if r >= 0:
-                        rwait[c] = -1
-                        todo.append(r)
+                    arrive(c)
             elif kind == _ARRIVE:
-                arrived[obj] += 1
-                r = rwait[obj]
-                if r >= 0:
-                    rwait[obj] = -1
-                    todo.append(r)
+                arrive(obj)
             elif kind == _START:
                 start_flow(obj)
             else:

@@ -126,6 +126,17 @@ def test_alpha_and_hop_latency_add_per_message() -> None:
     assert _one("switch:4", "direct", CollKind.ALLGATHER, 4000, hop_latency_us=0.5) == pytest.approx(sw + 1.0)
 
 
+def test_wire_latency_is_pipelined_and_alpha_is_the_senders() -> None:
+    # two 1000-byte messages back to back on one tb at 1000 B/us: the second starts when the
+    # first's last byte is on the wire, so the hop latency is paid once, alpha once per message
+    prog = _program(2, 4, {0: [(1, -1, [_send(1), _send(1)])], 1: [(-1, 0, [_recv(1), _recv(1)])]})
+    topo = parse_spec("complete:2")
+    assert simulate_program(prog, topo, [4000])[0].time_us == pytest.approx(2.0)
+    assert simulate_program(prog, topo, [4000], hop_latency_us=0.5)[0].time_us == pytest.approx(2.5)
+    assert simulate_program(prog, topo, [4000], alpha_us=0.25, hop_latency_us=0.5)[0].time_us == \
+        pytest.approx(3.0)
+
+
 def test_reduce_cost_slows_reductions() -> None:
     # ring:4 allreduce at 4000 bytes: 1000-byte chunks; rrs, rrs, rrcs on the critical path
     base = _one("ring:4", "ring", CollKind.ALLREDUCE, 4000)
