@@ -27,11 +27,12 @@ __all__ = ["Partition"]
 class Partition:
     """Segments numbered 0..len-1; an interval used to build it is a run of whole segments."""
 
-    __slots__ = ("_cuts", "_base", "_owner", "_n")
+    __slots__ = ("_cuts", "_base", "_owner", "_n", "_memo")
 
     def __init__(self, intervals: Iterable[Interval]) -> None:
+        ivs = set(intervals)
         ends: dict[str, set[int]] = {}
-        for b, lo, hi in intervals:
+        for b, lo, hi in ivs:
             s = ends.get(b)
             if s is None:
                 ends[b] = s = set()
@@ -48,12 +49,18 @@ class Partition:
             n += len(cuts) - 1
             self._owner.extend([b] * (len(cuts) - 1))
         self._n = n
+        # ops reuse the same intervals many times: look each one up once
+        self._memo: dict[Interval, range] = {iv: self._lookup(iv) for iv in ivs}
 
     def __len__(self) -> int:
         return self._n
 
     def segments(self, iv: Interval) -> range:
         """The segments that make up ``iv`` (which must be one of the intervals given)."""
+        r = self._memo.get(iv)
+        return r if r is not None else self._lookup(iv)
+
+    def _lookup(self, iv: Interval) -> range:
         b, lo, hi = iv
         cuts = self._cuts[b]
         base = self._base[b]
