@@ -1,0 +1,21 @@
+"""collc.driver: the compiled program is the lowered one, whole or in shards."""
+
+from __future__ import annotations
+
+import pytest
+
+from collc.compiler.pipeline import LowerOptions, lower
+from collc.driver import compile_xml
+from collc.frontends.registry import build_schedule
+from collc.ir.collective import CollKind
+from collc.topology import parse_spec
+
+
+@pytest.mark.parametrize("alg,spec,shard", [("ring", "ring:8", False), ("swing", "torus:4x4", True),
+                                             ("multitree", "torus:4x4", False)])
+def test_compiled_program_equals_the_lowered_program(alg: str, spec: str, shard: bool) -> None:
+    built = compile_xml(parse_spec(spec), alg, CollKind.ALLREDUCE, shard=shard)
+    assert built.report.ok
+    pair = alg != "multitree"   # MultiTree lowers to one tb per directed link
+    opts = LowerOptions(pair=pair, check_pairing=False, shard=shard)
+    assert built.program == lower(build_schedule(alg, parse_spec(spec), CollKind.ALLREDUCE, True), opts)
