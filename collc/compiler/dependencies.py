@@ -16,77 +16,80 @@ dependency points to an earlier logical position, so the dependency graph
 
 from __future__ import annotations
 
-from collc.compiler.fusion import FusedPlan
+from collc.compiler.fusion import FusedPlan, FusedTb
 from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.compiler.segments import Partition
-from collc.ir.collective import Buffer
+from collc.ir.collective import Buffer, Collective
 
 
 def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
                   min_bytes: int = 0, max_bytes: int = 0) -> Program:
     coll = plan.base.plan.collective
-    gpus: list[Gpu] = []
-    for rank, tbs in enumerate(plan.tbs):
-        order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
-                        for it_i, item in enumerate(tb.items)))
-        part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
-        # per segment (all its slots alike): the last writer and, per tb, the last reader since
-        last_writer: list[tuple[int, int] | None] = [None] * len(part)
-        readers: list[dict[int, int]] = [{} for _ in range(len(part))]
-        deps: dict[tuple[int, int], dict[int, int]] = {}
-        satisfied: list[dict[int, int]] = [{} for _ in tbs]
-        for _, tb_i, it_i in order:
-            item = tbs[tb_i].items[it_i]
-            need: dict[int, int] = {}
-            rsegs = [g for iv in item.reads for g in part.segments(iv)]
-            wsegs = [g for iv in item.writes for g in part.segments(iv)]
-            for g in rsegs:
-                w = last_writer[g]
-                if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
-                    need[w[0]] = w[1]
-            for g in wsegs:
-                w = last_writer[g]
-                if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
-                    need[w[0]] = w[1]
-                for t, i in readers[g].items():
-                    if t != tb_i and need.get(t, -1) < i:
-                        need[t] = i
-            for g in rsegs:
-                readers[g][tb_i] = it_i      # items of a tb come in increasing order
-            for g in wsegs:
-                last_writer[g] = (tb_i, it_i)
-                readers[g] = {}
-            sat = satisfied[tb_i]
-            kept = {t: i for t, i in need.items() if sat.get(t, -1) < i}
-            sat.update(kept)
-            if kept:
-                deps[(tb_i, it_i)] = kept
-        # step index of each item after inserting nops
-        index: list[list[int]] = []
-        for tb_i, tb in enumerate(tbs):
-            pos, idx = 0, []
-            for it_i in range(len(tb.items)):
-                pos += max(0, len(deps.get((tb_i, it_i), {})) - 1)
-                idx.append(pos)
-                pos += 1
-            index.append(idx)
-        targets = {(t, index[t][i]) for d in deps.values() for t, i in d.items()}
-        out_tbs: list[Threadblock] = []
-        for tb_i, tb in enumerate(tbs):
-            steps: list[Step] = []
-            for it_i, item in enumerate(tb.items):
-                dl = sorted((t, index[t][i]) for t, i in deps.get((tb_i, it_i), {}).items())
-                for dep_tb, dep_step in dl[:-1]:
-                    steps.append(Step(len(steps), StepType.NOP, "i", -1, "o", -1, 0, dep_tb, dep_step,
-                                      int((tb_i, len(steps)) in targets)))
-                depid, dep_s = dl[-1] if dl else (-1, -1)
-                steps.append(Step(len(steps), item.type, item.srcbuf, item.srcoff, item.dstbuf, item.dstoff,
-                                  item.cnt, depid, dep_s, int((tb_i, len(steps)) in targets)))
-            out_tbs.append(Threadblock(tb_i, tb.send, tb.recv, tb.chan, tuple(steps)))
-        # a buffer folded into the other by in-place aliasing is never named in the XML
-        i_chunks = 0 if coll.alias(rank, Buffer.INPUT)[0] is not Buffer.INPUT else coll.input_chunks
-        o_chunks = 0 if coll.alias(rank, Buffer.OUTPUT)[0] is not Buffer.OUTPUT else coll.output_chunks
-        gpus.append(Gpu(rank, i_chunks, o_chunks, plan.base.plan.scratch[rank], tuple(out_tbs)))
+    gpus = [build_gpu(coll, rank, tbs, plan.base.plan.scratch[rank]) for rank, tbs in enumerate(plan.tbs)]
     return Program(name=name, proto=proto, nchannels=plan.base.nchannels, nchunksperloop=coll.nchunksperloop,
                    ngpus=coll.nranks, coll=coll.kind.value, inplace=int(inplace), outofplace=int(not inplace),
                    min_bytes=min_bytes, max_bytes=max_bytes, gpus=tuple(gpus))
+
+
+def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: int) -> Gpu:
+    """The dependencies, nops and steps of one rank (the pass works rank by rank)."""
+    order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
+                    for it_i, item in enumerate(tb.items)))
+    part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
+    # per segment (all its slots alike): the last writer and, per tb, the last reader since
+    last_writer: list[tuple[int, int] | None] = [None] * len(part)
+    readers: list[dict[int, int]] = [{} for _ in range(len(part))]
+    deps: dict[tuple[int, int], dict[int, int]] = {}
+    satisfied: list[dict[int, int]] = [{} for _ in tbs]
+    for _, tb_i, it_i in order:
+        item = tbs[tb_i].items[it_i]
+        need: dict[int, int] = {}
+        rsegs = [g for iv in item.reads for g in part.segments(iv)]
+        wsegs = [g for iv in item.writes for g in part.segments(iv)]
+        for g in rsegs:
+            w = last_writer[g]
+            if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
+                need[w[0]] = w[1]
+        for g in wsegs:
+            w = last_writer[g]
+            if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
+                need[w[0]] = w[1]
+            for t, i in readers[g].items():
+                if t != tb_i and need.get(t, -1) < i:
+                    need[t] = i
+        for g in rsegs:
+            readers[g][tb_i] = it_i      # items of a tb come in increasing order
+        for g in wsegs:
+            last_writer[g] = (tb_i, it_i)
+            readers[g] = {}
+        sat = satisfied[tb_i]
+        kept = {t: i for t, i in need.items() if sat.get(t, -1) < i}
+        sat.update(kept)
+        if kept:
+            deps[(tb_i, it_i)] = kept
+    # step index of each item after inserting nops
+    index: list[list[int]] = []
+    for tb_i, tb in enumerate(tbs):
+        pos, idx = 0, []
+        for it_i in range(len(tb.items)):
+            pos += max(0, len(deps.get((tb_i, it_i), {})) - 1)
+            idx.append(pos)
+            pos += 1
+        index.append(idx)
+    targets = {(t, index[t][i]) for d in deps.values() for t, i in d.items()}
+    out_tbs: list[Threadblock] = []
+    for tb_i, tb in enumerate(tbs):
+        steps: list[Step] = []
+        for it_i, item in enumerate(tb.items):
+            dl = sorted((t, index[t][i]) for t, i in deps.get((tb_i, it_i), {}).items())
+            for dep_tb, dep_step in dl[:-1]:
+                steps.append(Step(len(steps), StepType.NOP, "i", -1, "o", -1, 0, dep_tb, dep_step,
+                                  int((tb_i, len(steps)) in targets)))
+            depid, dep_s = dl[-1] if dl else (-1, -1)
+            steps.append(Step(len(steps), item.type, item.srcbuf, item.srcoff, item.dstbuf, item.dstoff,
+                              item.cnt, depid, dep_s, int((tb_i, len(steps)) in targets)))
+        out_tbs.append(Threadblock(tb_i, tb.send, tb.recv, tb.chan, tuple(steps)))
+    # a buffer folded into the other by in-place aliasing is never named in the XML
+    i_chunks = 0 if coll.alias(rank, Buffer.INPUT)[0] is not Buffer.INPUT else coll.input_chunks
+    o_chunks = 0 if coll.alias(rank, Buffer.OUTPUT)[0] is not Buffer.OUTPUT else coll.output_chunks
+    return Gpu(rank, i_chunks, o_chunks, scratch, tuple(out_tbs))

@@ -18,7 +18,7 @@ from collc.compiler.program import StepType
 from collc.compiler.scratch import Interval, Kind, RankOp, Slot
 from collc.compiler.segments import Partition
 from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
-from collc.ir.collective import Buffer
+from collc.ir.collective import Buffer, Collective
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,31 +73,33 @@ def _candidate(cur: RankOp, nxt: RankOp | None) -> bool:
 
 def fuse(plan: TbPlan) -> FusedPlan:
     coll = plan.plan.collective
-    out: list[tuple[FusedTb, ...]] = []
-    for rank, tbs in enumerate(plan.tbs):
-        # the access timeline is needed only for slots that a candidate pair moves
-        cands = [a.op for tb in tbs for a, b in zip(tb.ops, tb.ops[1:]) if _candidate(a.op, b.op)]
-        tl = _Timeline(tbs, cands) if cands else None
-        pb, base = coll.alias(rank, Buffer.OUTPUT)
-        outs = coll.obligated_outputs(rank)
-        out_iv = (pb.value, base + outs.start, base + outs.stop)
-        fused_tbs: list[FusedTb] = []
-        for tb in tbs:
-            items: list[Item] = []
-            ops = tb.ops
-            k = 0
-            while k < len(ops):
-                cur = ops[k].op
-                nxt = ops[k + 1].op if k + 1 < len(ops) else None
-                if nxt is not None and tl is not None and _candidate(cur, nxt) and tl.quiet_between(cur, nxt):
-                    items.append(_fused(cur, nxt, tl, out_iv))
-                    k += 2
-                    continue
-                items.append(_single(cur))
-                k += 1
-            fused_tbs.append(FusedTb(tb.send, tb.recv, tb.chan, tuple(items)))
-        out.append(tuple(fused_tbs))
-    return FusedPlan(plan, tuple(out))
+    return FusedPlan(plan, tuple(fuse_rank(coll, rank, tbs) for rank, tbs in enumerate(plan.tbs)))
+
+
+def fuse_rank(coll: Collective, rank: int, tbs: tuple[PlannedTb, ...]) -> tuple[FusedTb, ...]:
+    """Fusion of one rank's tbs (the pass works rank by rank)."""
+    # the access timeline is needed only for slots that a candidate pair moves
+    cands = [a.op for tb in tbs for a, b in zip(tb.ops, tb.ops[1:]) if _candidate(a.op, b.op)]
+    tl = _Timeline(tbs, cands) if cands else None
+    pb, base = coll.alias(rank, Buffer.OUTPUT)
+    outs = coll.obligated_outputs(rank)
+    out_iv = (pb.value, base + outs.start, base + outs.stop)
+    fused_tbs: list[FusedTb] = []
+    for tb in tbs:
+        items: list[Item] = []
+        ops = tb.ops
+        k = 0
+        while k < len(ops):
+            cur = ops[k].op
+            nxt = ops[k + 1].op if k + 1 < len(ops) else None
+            if nxt is not None and tl is not None and _candidate(cur, nxt) and tl.quiet_between(cur, nxt):
+                items.append(_fused(cur, nxt, tl, out_iv))
+                k += 2
+                continue
+            items.append(_single(cur))
+            k += 1
+        fused_tbs.append(FusedTb(tb.send, tb.recv, tb.chan, tuple(items)))
+    return tuple(fused_tbs)
 
 
 class _Timeline:

@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from collc.compiler.dependencies import build_program
-from collc.compiler.fusion import fuse
+from collc.compiler.dependencies import build_gpu
+from collc.compiler.fusion import fuse_rank
 from collc.compiler.limits import LIMITS, Dialect
 from collc.compiler.pipelining import cap_counts, split_chunks
-from collc.compiler.program import Program, Proto
-from collc.compiler.scratch import Kind, OpPlan, expand
-from collc.compiler.threadblocks import assign_channels, assign_threadblocks
+from collc.compiler.program import Gpu, Program, Proto
+from collc.compiler.scratch import Kind, OpPlan, RankOp, expand
+from collc.compiler.threadblocks import channel_ops, rank_threadblocks
 from collc.compiler.verify import simulate, size_model
 from collc.errors import LoweringError
 from collc.ir.schedule import Schedule
@@ -66,28 +66,45 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
         verify_schedule(sched)
     t1 = clock()
     plan = expand(sched)
+    coll, lanes = sched.collective, sched.lanes
+    del sched      # the ops hold all that later passes need (memory at 4096 ranks)
     t2 = clock()
-    lanes = sched.lanes
     groups = estimate_groups(plan, lim.max_steps_per_tb, max(1, lim.max_channels // lanes))
     spent = {"channels": 0.0, "threadblocks": 0.0, "fusion": 0.0, "dependencies": 0.0}
+    by_rank: list[list[RankOp]] = [[] for _ in range(coll.nranks)]
+    for op in plan.ops:
+        by_rank[op.rank].append(op)
+    name = opts.name or program_name(schedule)
 
     def assign(pair: bool, groups: int) -> Program:
+        # rank by rank, so that only one rank's intermediate plans are alive at a time
         while True:
-            a = clock()
-            chops = assign_channels(plan, groups)
-            b = clock()
-            tbp = assign_threadblocks(plan, chops, pair)
-            c = clock()
-            fused = fuse(tbp)
-            d = clock()
-            prog = build_program(fused, opts.proto, schedule.collective.inplace,
-                                 opts.name or program_name(schedule), opts.min_bytes, opts.max_bytes)
-            e = clock()
-            for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
-                spent[k] += v
-            worst = max(((len(t.steps), g.id, t.id) for g in prog.gpus for t in g.tbs), default=(0, 0, 0))
-            if worst[0] <= lim.max_steps_per_tb:
-                return prog
+            gpus: list[Gpu] = []
+            nchannels = 1
+            worst = (0, 0, 0)
+            for rank in range(coll.nranks):
+                a = clock()
+                chops = channel_ops(by_rank[rank], groups)
+                b = clock()
+                tbs = rank_threadblocks(rank, chops, pair)
+                c = clock()
+                fused = fuse_rank(coll, rank, tbs)
+                d = clock()
+                gpu = build_gpu(coll, rank, fused, plan.scratch[rank])
+                e = clock()
+                for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
+                    spent[k] += v
+                nchannels = max([nchannels] + [t.chan + 1 for t in tbs])
+                worst = max([worst] + [(len(t.steps), gpu.id, t.id) for t in gpu.tbs])
+                if worst[0] > lim.max_steps_per_tb:
+                    break
+                gpus.append(gpu)
+            else:
+                return Program(name=name, proto=opts.proto, nchannels=nchannels,
+                               nchunksperloop=coll.nchunksperloop, ngpus=coll.nranks, coll=coll.kind.value,
+                               inplace=int(schedule.collective.inplace),
+                               outofplace=int(not schedule.collective.inplace), min_bytes=opts.min_bytes,
+                               max_bytes=opts.max_bytes, gpus=tuple(gpus))
             if lanes * groups * 2 > lim.max_channels:
                 raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} steps, above the "
                                     f"{opts.dialect.value} limit of {lim.max_steps_per_tb} per tb, even spread "
@@ -101,7 +118,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
         # each in step order, cannot: fall back to them when the executor model says so.
         a = clock()
         model = size_model(opts.proto, prog.nchunksperloop, opts.max_bytes or None)
-        blocked = not simulate(prog, sched.collective, model, data=False, races=False).finished
+        blocked = not simulate(prog, coll, model, data=False, races=False).finished
         spent["threadblocks"] += clock() - a  # the pairing decision belongs to that pass
         if blocked:
             prog = assign(False, groups)

@@ -21,6 +21,7 @@ direction) is used by at most one tb per rank, ops in a tb are sorted by
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from collc.compiler.scratch import Kind, OpPlan, RankOp
@@ -55,7 +56,11 @@ def order_key(op: RankOp) -> tuple[int, ...]:
 
 
 def assign_channels(plan: OpPlan, groups: int) -> list[ChannelOp]:
-    return [ChannelOp(op, op.lane * groups + op.chunk % groups) for op in plan.ops]
+    return channel_ops(plan.ops, groups)
+
+
+def channel_ops(ops: Iterable[RankOp], groups: int) -> list[ChannelOp]:
+    return [ChannelOp(op, op.lane * groups + op.chunk % groups) for op in ops]
 
 
 def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True) -> TbPlan:
@@ -63,48 +68,49 @@ def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True)
     by_rank: list[list[ChannelOp]] = [[] for _ in range(n)]
     for c in chops:
         by_rank[c.op.rank].append(c)
+    out = tuple(rank_threadblocks(rank, by_rank[rank], pair) for rank in range(n))
+    return TbPlan(plan, out, max([1] + [t.chan + 1 for tbs in out for t in tbs]))
+
+
+def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True) -> tuple[PlannedTb, ...]:
+    """The tbs of one rank from its channel-assigned ops (the pass works rank by rank)."""
     # a message's local gather/scatter copies follow the message's channel
-    msg_chan: dict[tuple[int, tuple[int, ...]], int] = {}
+    msg_chan: dict[tuple[int, ...], int] = {}
     for c in chops:
         if c.op.kind in (Kind.SEND, Kind.RECV):
-            msg_chan[(c.op.rank, c.op.key)] = c.chan
-    out: list[tuple[PlannedTb, ...]] = []
-    nchannels = 1
-    for rank in range(n):
-        send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-        recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-        local: list[ChannelOp] = []
-        attached: dict[tuple[str, int, int], list[ChannelOp]] = defaultdict(list)
-        for c in by_rank[rank]:
-            op = c.op
-            if op.kind is Kind.SEND:
-                send_ops[(op.peer, c.chan)].append(c)
-            elif op.kind is Kind.RECV:
-                recv_ops[(op.peer, c.chan)].append(c)
-            elif (rank, op.key[:2]) in msg_chan:
-                role = "send" if op.phase == 0 else "recv"
-                attached[(role, op.key[0], op.key[1])].append(replace(c, chan=msg_chan[(rank, op.key[:2])]))
-            else:
-                local.append(replace(c, chan=0))
-        pairs = _pair_peers(send_ops, recv_ops) if pair else {}
-        tbs: list[PlannedTb] = []
-        used_send: set[tuple[int, int]] = set()
-        for (rpeer, chan), spair in sorted(pairs.items()):
-            used_send.add((spair, chan))
-            tbs.append(_tb(spair, rpeer, chan, send_ops[(spair, chan)] + recv_ops[(rpeer, chan)], attached))
-        for (rpeer, chan), ops in sorted(recv_ops.items()):
-            if (rpeer, chan) not in pairs:
-                tbs.append(_tb(-1, rpeer, chan, ops, attached))
-        for (speer, chan), ops in sorted(send_ops.items()):
-            if (speer, chan) not in used_send:
-                tbs.append(_tb(speer, -1, chan, ops, attached))
-        local.sort(key=lambda c: order_key(c.op))
-        for start in range(0, len(local), LOCAL_TB_OPS):  # several local tbs if there are many
-            tbs.append(PlannedTb(-1, -1, 0, tuple(local[start:start + LOCAL_TB_OPS])))
-        tbs.sort(key=lambda t: (t.chan, t.send, t.recv, order_key(t.ops[0].op) if t.ops else ()))
-        nchannels = max([nchannels] + [t.chan + 1 for t in tbs])
-        out.append(tuple(tbs))
-    return TbPlan(plan, tuple(out), nchannels)
+            msg_chan[c.op.key] = c.chan
+    send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
+    recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
+    local: list[ChannelOp] = []
+    attached: dict[tuple[str, int, int], list[ChannelOp]] = defaultdict(list)
+    for c in chops:
+        op = c.op
+        if op.kind is Kind.SEND:
+            send_ops[(op.peer, c.chan)].append(c)
+        elif op.kind is Kind.RECV:
+            recv_ops[(op.peer, c.chan)].append(c)
+        elif op.key[:2] in msg_chan:
+            role = "send" if op.phase == 0 else "recv"
+            attached[(role, op.key[0], op.key[1])].append(replace(c, chan=msg_chan[op.key[:2]]))
+        else:
+            local.append(replace(c, chan=0))
+    pairs = _pair_peers(send_ops, recv_ops) if pair else {}
+    tbs: list[PlannedTb] = []
+    used_send: set[tuple[int, int]] = set()
+    for (rpeer, chan), spair in sorted(pairs.items()):
+        used_send.add((spair, chan))
+        tbs.append(_tb(spair, rpeer, chan, send_ops[(spair, chan)] + recv_ops[(rpeer, chan)], attached))
+    for (rpeer, chan), ops in sorted(recv_ops.items()):
+        if (rpeer, chan) not in pairs:
+            tbs.append(_tb(-1, rpeer, chan, ops, attached))
+    for (speer, chan), ops in sorted(send_ops.items()):
+        if (speer, chan) not in used_send:
+            tbs.append(_tb(speer, -1, chan, ops, attached))
+    local.sort(key=lambda c: order_key(c.op))
+    for start in range(0, len(local), LOCAL_TB_OPS):  # several local tbs if there are many
+        tbs.append(PlannedTb(-1, -1, 0, tuple(local[start:start + LOCAL_TB_OPS])))
+    tbs.sort(key=lambda t: (t.chan, t.send, t.recv, order_key(t.ops[0].op) if t.ops else ()))
+    return tuple(tbs)
 
 
 def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
