@@ -550,8 +550,13 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     if data:
         for g in p.gpus:
             c = coll.input_chunks
+            # only the buffers the runtime really allocates: in place, one holds the other
+            sizes: dict[str, int] = {}
             for buf, size in (("i", max(g.i_chunks, c)), ("o", max(g.o_chunks, coll.output_chunks)),
                               ("s", g.s_chunks)):
+                pb, base = amap[(g.id, buf)]
+                sizes[pb] = max(sizes.get(pb, 0), base + size)
+            for buf, size in sizes.items():
                 mem[(g.id, buf)] = NumVec.blank(size) if numeric else [None] * size
             pb, base = amap[(g.id, "i")]
             if numeric:
