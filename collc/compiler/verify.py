@@ -445,6 +445,14 @@ class _Conn:
         self.used += (k - 1) * model.piece_slots(model.mac) + model.piece_slots(tail)
 
     def pop(self, j: int, model: SizeModel) -> tuple[Any, list[np.ndarray]]:
+        run = self.runs[0]
+        if run[0] == j and run[1] == 0:     # the common case: exactly one whole run
+            self.runs.popleft()
+            n, _, payload, tail, snap = run
+            assert isinstance(n, int) and isinstance(tail, int)
+            self.used -= (n - 1) * model.piece_slots(model.mac) + model.piece_slots(tail)
+            self.avail -= j
+            return payload, [snap] if isinstance(snap, np.ndarray) else []
         parts: list[Any] = []
         snaps: list[np.ndarray] = []
         full = model.piece_slots(model.mac)
@@ -625,11 +633,13 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         waiters.setdefault(target.k_flag, []).append(st)
         return False
 
-    def read(gid: int, buf: str, off: int, n: int) -> Any:
+    def read(gid: int, buf: str, off: int, n: int, keep: bool = False) -> Any:
+        """``keep``: the value outlives this step (it goes into a FIFO), so copy it."""
         pb, base = amap[(gid, buf)]
         row = mem[(gid, pb)]
-        if numeric:   # copy: the slot may be overwritten while the value sits in a FIFO
-            return NumVec(row.v[base + off:base + off + n].copy(), row.ok[base + off:base + off + n].copy())
+        if numeric:
+            a, b = base + off, base + off + n
+            return NumVec(row.v[a:b].copy(), row.ok[a:b].copy()) if keep else NumVec(row.v[a:b], row.ok[a:b])
         return row[base + off:base + off + n]
 
     def write(gid: int, buf: str, off: int, values: Any) -> None:
@@ -642,24 +652,23 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             row[base + off:base + off + len(values)] = values
 
     def combine(gid: int, st: _Tb, ty: StepType, a: Any, b: Any) -> Any:
-        where = _Where(st.tb.id, st.pc, ty)
         if numeric:
             out_num: NumVec = a.plus(b)
-            if not (a.ok.all() and b.ok.all()) and len(data_errors) < MAX_LISTED:
-                data_errors.append(f"gpu {gid} {where}: reduces uninitialized data")
+            if not out_num.ok.all() and len(data_errors) < MAX_LISTED:
+                data_errors.append(f"gpu {gid} {_Where(st.tb.id, st.pc, ty)}: reduces uninitialized data")
             return out_num
         out: list[int | None] = []
         for x, y in zip(a, b):
             if x is None or y is None:
                 if len(data_errors) < MAX_LISTED:
-                    data_errors.append(f"gpu {gid} {where}: reduces uninitialized data")
+                    data_errors.append(f"gpu {gid} {_Where(st.tb.id, st.pc, ty)}: reduces uninitialized data")
                 out.append(x if y is None else y)
                 continue
             try:
                 out.append(dom.reduce(x, y))
             except DataError as exc:
                 if len(data_errors) < MAX_LISTED:
-                    data_errors.append(f"gpu {gid} {where}: {exc}")
+                    data_errors.append(f"gpu {gid} {_Where(st.tb.id, st.pc, ty)}: {exc}")
                 out.append(x)
         return out
 
@@ -767,7 +776,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 tracked = st.idx in interesting
                 src: Any = []
                 if fl & _F_READ:
-                    src = read(st.gid, step.srcbuf, step.srcoff + lo, n)
+                    src = read(st.gid, step.srcbuf, step.srcoff + lo, n, ty is StepType.SEND)
                     if tracked:
                         access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
                 if ty is StepType.SEND or ty is StepType.COPY:

@@ -167,8 +167,8 @@ class NumVec:
         return NumVec(np.zeros(n, dtype=np.uint64), np.zeros(n, dtype=bool))
 
     def plus(self, other: NumVec) -> NumVec:
-        with np.errstate(over="ignore"):
-            return NumVec(self.v + other.v, self.ok & other.ok)
+        # uint64 arrays wrap modulo 2^64 silently (numpy warns only for scalars)
+        return NumVec(self.v + other.v, self.ok & other.ok)
 
 
 EXACT_LIMIT = 1 << 20   # ranks x chunks above which data checks are numeric by default (1024 ranks x 1024)
