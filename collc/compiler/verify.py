@@ -848,11 +848,11 @@ def _numeric_postcondition(coll: Collective, mem: dict[tuple[int, str], Any],
         if r not in gpus:
             continue
         outs, want = expectation(r)
-        if not outs:
+        if len(outs) == 0:
             continue
         pb, base = amap[(r, "o")]
         row = mem[(r, pb)]
-        idx = np.array(outs, dtype=np.int64) + base
+        idx = outs + base
         got_ok = row.ok[idx]
         bad = np.nonzero(~got_ok | (row.v[idx] != want))[0]
         for k in bad[:MAX_LISTED - len(errors)]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from collc.ir.collective import Collective
+from collc.ir.collective import CollKind, Collective
 
 
 
@@ -191,8 +191,31 @@ class NumericExpectation:
             self._colsum = total
         return self._colsum
 
-    def __call__(self, rank: int) -> tuple[list[int], np.ndarray]:
+    def __call__(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
         """(output chunk indices, expected values) of ``rank``'s obligations."""
+        coll = self.coll
+        n, c, kind = coll.nranks, coll.chunk_factor, coll.kind
+        # the collectives' own shapes, vectorised (Collective.expected spells out the same)
+        if kind is CollKind.ALLREDUCE or (kind is CollKind.REDUCE and rank == coll.root):
+            return np.arange(c, dtype=np.int64), self.colsum()
+        if kind is CollKind.REDUCESCATTER:
+            return np.arange(c, dtype=np.int64), self.colsum()[rank * c:(rank + 1) * c]
+        if kind is CollKind.REDUCE:
+            return np.arange(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+        if kind is CollKind.ALLGATHER:
+            q = np.repeat(np.arange(n, dtype=np.uint64), c)
+            return np.arange(n * c, dtype=np.int64), leaf_at(self.seed, q, np.tile(np.arange(c, dtype=np.uint64), n))
+        if kind is CollKind.ALLTOALL:
+            q = np.repeat(np.arange(n, dtype=np.uint64), c)
+            i = np.tile(np.arange(rank * c, (rank + 1) * c, dtype=np.uint64), n)
+            return np.arange(n * c, dtype=np.int64), leaf_at(self.seed, q, i)
+        if kind is CollKind.BROADCAST and coll.root is not None:
+            return np.arange(c, dtype=np.int64), leaf_at(self.seed, np.full(c, coll.root, dtype=np.uint64),
+                                                         np.arange(c, dtype=np.uint64))
+        return self.general(rank)
+
+    def general(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
+        """The same from ``Collective.expected`` (any obligations; the reference for the fast paths)."""
         obligations = self.coll.expected(rank)
         n = self.coll.nranks
         want = np.zeros(len(obligations), dtype=np.uint64)
@@ -209,4 +232,4 @@ class NumericExpectation:
                 with np.errstate(over="ignore"):
                     want[k] = leaf_at(self.seed, np.array(list(o[2]), dtype=np.uint64),
                                       np.full(len(o[2]), o[1], dtype=np.uint64)).sum(dtype=np.uint64)
-        return [o[0] for o in obligations], want
+        return np.array([o[0] for o in obligations], dtype=np.int64), want

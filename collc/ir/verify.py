@@ -165,9 +165,9 @@ def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
     for r in range(n):
         ob, obase = alias[r][Buffer.OUTPUT]
         outs, want = expectation(r)
-        if not outs:
+        if len(outs) == 0:
             continue
-        idx = np.array(outs, dtype=np.int64) + obase
+        idx = outs + obase
         bad = np.nonzero(~ok[ob][r, idx] | (vals[ob][r, idx] != want))[0]
         if len(bad):
             raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {outs[int(bad[0])]} holds a "

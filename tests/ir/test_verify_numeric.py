@@ -9,8 +9,9 @@ import pytest
 from collc.errors import CollcError, VerifyError
 from collc.frontends.registry import algorithms, build_schedule
 from collc.ir import verify
-from collc.ir.collective import CollKind
+from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Op, Schedule
+from collc.ir.symbolic import NumericExpectation
 from collc.ir.verify import verify_schedule
 from collc.topology import parse_spec
 
@@ -59,3 +60,14 @@ def test_auto_switches_to_numeric_for_big_schedules(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(verify, "_verify_numeric", lambda s, seed=1: called.append(True))
     verify_schedule(_ring())
     assert called == [True]
+
+
+@pytest.mark.parametrize("kind", list(CollKind))
+@pytest.mark.parametrize("inplace", [False, True])
+def test_vectorised_expectations_equal_the_general_ones(kind: CollKind, inplace: bool) -> None:
+    coll = Collective(kind, 5, 3, inplace, 2 if kind.rooted else None)
+    exp = NumericExpectation(coll, seed=7)
+    for r in range(5):
+        fast, general = exp(r), exp.general(r)
+        assert fast[0].tolist() == general[0].tolist()
+        assert fast[1].tolist() == general[1].tolist()
