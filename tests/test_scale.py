@@ -27,7 +27,7 @@ def test_multitree_on_a_16x16_torus() -> None:
 
 def test_multitree_on_a_32x32_torus_exceeds_the_parser_budget() -> None:
     # ~4000 steps per rank: more XML nodes than the runtime parser loads for one rank
-    with pytest.raises(LoweringError, match="XML nodes exceed the parser's budget"):
+    with pytest.raises(LoweringError, match="XML nodes .* exceed the parser's budget"):
         compile_xml(parse_spec("torus:32x32"), "multitree", CollKind.ALLREDUCE)
 
 

@@ -163,10 +163,14 @@ def enforce_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None
         if len(g.tbs) > lim.max_tbs_per_gpu:
             raise LoweringError(f"gpu {g.id}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
                                 f"{lim.max_tbs_per_gpu} per GPU")
-        nodes = 1 + gpus_per_file + len(g.tbs) + sum(len(t.steps) for t in g.tbs)
+        nsteps = sum(len(t.steps) for t in g.tbs)
+        nodes = 1 + gpus_per_file + len(g.tbs) + nsteps
         if nodes > lim.max_nodes_per_rank:
-            raise LoweringError(f"gpu {g.id}: {nodes} XML nodes exceed the parser's budget of "
-                                f"{lim.max_nodes_per_rank} per rank")
+            hint = ("; one file per rank (--shard-per-rank) would fit"
+                    if not shard and 2 + len(g.tbs) + nsteps <= lim.max_nodes_per_rank else "")
+            raise LoweringError(f"gpu {g.id}: {nodes} XML nodes (<algo>, {gpus_per_file} <gpu>, {len(g.tbs)} <tb>, "
+                                f"{nsteps} <step>) exceed the parser's budget of {lim.max_nodes_per_rank} per "
+                                f"rank{hint}")
         if g.s_chunks > lim.max_offset or g.i_chunks > lim.max_offset + 1 or g.o_chunks > lim.max_offset + 1:
             raise LoweringError(f"gpu {g.id}: buffers of {max(g.i_chunks, g.o_chunks, g.s_chunks)} chunks exceed "
                                 f"the int16 offset limit {lim.max_offset}")

@@ -430,7 +430,8 @@ def test_enforce_limits_node_budget(ring_program: Program) -> None:
     g0 = ring_program.gpus[0]
     tbs = tuple(replace(g0.tbs[0], id=k, send=-1, recv=-1) for k in range(600))  # 600 * 8 nodes
     prog = replace(ring_program, gpus=(replace(g0, tbs=tbs),) + ring_program.gpus[1:])
-    with pytest.raises(LoweringError, match=r"gpu 0: \d+ XML nodes exceed the parser's budget of 4096"):
+    with pytest.raises(LoweringError, match=r"gpu 0: \d+ XML nodes \(<algo>, 4 <gpu>, 600 <tb>, 4200 <step>\) "
+                                            r"exceed the parser's budget of 4096"):
         enforce_limits(prog, Dialect.EXECUTOR)
 
 
