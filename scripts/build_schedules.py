@@ -41,6 +41,20 @@ SETS += [
     ("hypercube16-executor", "allreduce-rhd-inplace", "hypercube:4", "recursive-halving-doubling",
      CollKind.ALLREDUCE, {}),
 ]
+# 8x8 tori.  Swing: L below 128 KiB, B from there (where the event model puts the crossover
+# with the paper's links: 50 GB/s, 0.1 us per message, 0.3 us per hop; `collc tune` redoes it
+# for other links), and its reduce-scatter and allgather.  MultiTree: its three collectives.
+_SW, _MT = "torus8x8-swing-executor", "torus8x8-multitree-executor"
+SETS += [
+    (_SW, "allreduce-swing-latency-inplace", "torus:8x8", "swing", CollKind.ALLREDUCE,
+     {"params": {"variant": "latency"}, "max_bytes": 128 * 1024 - 1}),
+    (_SW, "allreduce-swing-bandwidth-inplace", "torus:8x8", "swing", CollKind.ALLREDUCE, {"min_bytes": 128 * 1024}),
+    (_SW, "reducescatter-swing-outofplace", "torus:8x8", "swing", CollKind.REDUCESCATTER, {}),
+    (_SW, "allgather-swing-outofplace", "torus:8x8", "swing", CollKind.ALLGATHER, {}),
+    (_MT, "allreduce-multitree-inplace", "torus:8x8", "multitree", CollKind.ALLREDUCE, {}),
+    (_MT, "reducescatter-multitree-outofplace", "torus:8x8", "multitree", CollKind.REDUCESCATTER, {}),
+    (_MT, "allgather-multitree-outofplace", "torus:8x8", "multitree", CollKind.ALLGATHER, {}),
+]
 
 
 def _command(stem: str, spec: str, alg: str, kind: CollKind, opts: dict[str, object]) -> str:
@@ -51,13 +65,20 @@ def _command(stem: str, spec: str, alg: str, kind: CollKind, opts: dict[str, obj
     assert isinstance(dialect, Dialect)
     if dialect is not Dialect.EXECUTOR:
         flags.append(f"--dialect {dialect.value}")
+    params = opts.get("params", {})
+    assert isinstance(params, dict)
+    flags += [f"--param {k}={v}" for k, v in sorted(params.items())]
+    if opts.get("min_bytes"):
+        flags.append(f"--min-bytes {opts['min_bytes']}")
+    if opts.get("max_bytes"):
+        flags.append(f"--max-bytes {opts['max_bytes']}")
     return "collc build " + " ".join(flags) + f" -o {stem}.xml"
 
 
 def render() -> tuple[dict[Path, str], str]:
     files: dict[Path, str] = {}
-    rows = ["| directory | file | collective | ranks | dialect | steps | tbs/gpu | built with |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| directory | file | collective | ranks | dialect | steps | tbs/gpu | bytes | built with |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for directory, stem, spec, alg, kind, opts in SETS:
         result = compile_xml(parse_spec(spec), alg, kind, **opts)  # type: ignore[arg-type]
         if not result.report.ok:
@@ -68,6 +89,7 @@ def render() -> tuple[dict[Path, str], str]:
         assert isinstance(dialect, Dialect)
         rows.append(f"| `{directory}` | `{stem}.xml` | {p.coll} | {p.ngpus} | {dialect.value} | "
                     f"{result.schedule.nsteps} | {max(len(g.tbs) for g in p.gpus)} | "
+                    f"{p.min_bytes or 0}..{p.max_bytes or 'any'} | "
                     f"`{_command(stem, spec, alg, kind, opts)}` |")
     manifest = "\n".join([
         "# Prebuilt schedules",
@@ -75,8 +97,11 @@ def render() -> tuple[dict[Path, str], str]:
         "Every file here was built by `python scripts/build_schedules.py` and passes `collc check` "
         "(parser rules, limits, send/receive matching, executor simulation with symbolic data) for its dialect.",
         "Each directory is one `MSCCL_ALGO_DIR` (executor, RCCL) and holds only XML files; legacy files are "
-        "listed in `MSCCL_XML_FILES` instead. Message-size windows are open (`minBytes=0`, `maxBytes=0`): "
-        "the runtime picks the file for every size of that collective and placement.",
+        "listed in `MSCCL_XML_FILES` instead. Message-size windows (bytes, inclusive) are open unless the table "
+        "says otherwise, and never overlap within a directory: the runtime picks one file for every size of a "
+        "collective and placement. The Swing allreduce switches from L to B at 128 KiB, where the event model "
+        "puts the crossover with the paper's links (50 GB/s, 0.1 us per message, 0.3 us per hop); run "
+        "`collc tune` to place it for your links.",
         "",
         *rows,
         "",

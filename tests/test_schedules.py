@@ -38,3 +38,19 @@ def test_schedules_are_current() -> None:
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "build_schedules.py"), "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_windows_do_not_overlap_within_a_directory() -> None:
+    # one MSCCL_ALGO_DIR must select exactly one file per collective, placement and size
+    for d in (REPO / "schedules").iterdir():
+        if not d.is_dir():
+            continue
+        seen: dict[tuple[str, str], list[tuple[int, float]]] = {}
+        for f in sorted(d.glob("*.xml")):
+            p = read_xml(f).program
+            lo, hi = p.min_bytes or 0, p.max_bytes or float("inf")
+            for place, on in (("inplace", p.inplace), ("outofplace", p.outofplace)):
+                if on:
+                    windows = seen.setdefault((p.coll, place), [])
+                    assert all(hi < a or b < lo for a, b in windows), f"{f.name} overlaps in {d.name}"
+                    windows.append((lo, hi))
