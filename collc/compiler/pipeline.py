@@ -4,7 +4,12 @@
 
     pipelining -> scratch -> channels -> threadblocks -> fusion -> dependencies -> limits
 
-and returns a ``Program``.  The channel pass is retried with more channel groups
+and returns a ``Program``.  After the scratch pass the remaining passes depend only on
+one rank's ops, so ``lower`` runs them rank by rank (``channel_ops``,
+``rank_threadblocks``, ``fuse_rank``, ``build_gpu``): only one rank's intermediate plans
+are alive at a time, which keeps a 4096-rank lowering in memory.  The whole-plan forms
+(``assign_threadblocks``, ``fuse``, ``build_program``) remain for tests and tools.
+The channel pass is retried with more channel groups
 while some tb exceeds the dialect's per-tb step limit.  Threadblocks pair a
 receive peer with a send peer when that enables fusion; if the executor model
 (``collc.compiler.verify.simulate``, no data) finds that pairing blocks, the
