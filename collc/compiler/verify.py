@@ -578,11 +578,12 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     # ---- race tracking: vector clocks over tbs that share a slot with another tb
     interesting: dict[int, int] = {}
     if races:
-        interesting = _shared_slot_tbs(p, coll, order)
-        if len(interesting) * len(order) > race_budget:
-            race_list.append(f"race check skipped: {len(interesting)} shared-slot tbs x {len(order)} tbs "
-                             f"exceeds the exact-check budget")
-            interesting = {}
+        found = _shared_slot_tbs(p, coll, order, race_budget // max(1, len(order)))
+        if found is None:
+            race_list.append(f"race check skipped: more than {race_budget // max(1, len(order))} shared-slot tbs "
+                             f"x {len(order)} tbs exceeds the exact-check budget of {race_budget} tb-pairs")
+        else:
+            interesting = found
     k_dim = len(interesting)
     clocks: list[np.ndarray | None] = [np.zeros(k_dim, dtype=np.int32) if k_dim else None for _ in order]
     last_write: dict[tuple[int, str, int], tuple[int, int]] = {}
@@ -862,26 +863,29 @@ def _numeric_postcondition(coll: Collective, mem: dict[tuple[int, str], Any],
             return
 
 
-def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb]) -> dict[int, int]:
-    """Tbs that touch a slot which another tb of the same GPU writes: index -> clock component.
+def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb], most: int) -> dict[int, int] | None:
+    """Tbs that touch a slot which another tb of the same GPU writes: index -> clock component;
+    None as soon as there are more than ``most`` (the race check would not fit its budget).
 
     Slots are tracked per segment (``Partition``): every slot of a segment has the same users.
     """
     amap = {(g.id, b.value): (pb.value, base) for g in p.gpus for b in Buffer for pb, base in [coll.alias(g.id, b)]}
-    by_gpu: dict[int, list[tuple[int, Interval, bool]]] = {}
+    by_gpu: dict[int, list[_Tb]] = {}
     for st in order:
-        ivs = by_gpu.setdefault(st.gid, [])
-        for step in st.tb.steps:
-            if step.cnt <= 0:
-                continue
-            t = step.type
-            for buf, off, used, w in ((step.srcbuf, step.srcoff, t in READS_SRC, False),
-                                      (step.dstbuf, step.dstoff, t in WRITES_DST, True)):
-                if used:
-                    pb, base = amap[(st.gid, buf)]
-                    ivs.append((st.idx, (pb, base + off, base + off + step.cnt), w))
+        by_gpu.setdefault(st.gid, []).append(st)
     chosen: set[int] = set()
-    for ivs in by_gpu.values():
+    for gid, sts in by_gpu.items():
+        ivs: list[tuple[int, Interval, bool]] = []
+        for st in sts:
+            for step in st.tb.steps:
+                if step.cnt <= 0:
+                    continue
+                t = step.type
+                for buf, off, used, w in ((step.srcbuf, step.srcoff, t in READS_SRC, False),
+                                          (step.dstbuf, step.dstoff, t in WRITES_DST, True)):
+                    if used:
+                        pb, base = amap[(gid, buf)]
+                        ivs.append((st.idx, (pb, base + off, base + off + step.cnt), w))
         part = Partition(iv for _, iv, _ in ivs)
         user = [-1] * len(part)
         shared = [False] * len(part)
@@ -898,6 +902,8 @@ def _shared_slot_tbs(p: Program, coll: Collective, order: list[_Tb]) -> dict[int
         for idx, iv, _ in ivs:
             if idx not in chosen and any(shared[g] and written[g] for g in part.segments(iv)):
                 chosen.add(idx)
+        if len(chosen) > most:
+            return None
     return {idx: n for n, idx in enumerate(sorted(chosen))}
 
 
