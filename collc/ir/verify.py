@@ -14,7 +14,7 @@ import numpy as np
 
 from collc.errors import VerifyError
 from collc.ir.collective import Buffer
-from collc.ir.schedule import Op, Schedule
+from collc.ir.schedule import Op, Schedule, Transfer
 from collc.ir.symbolic import EXACT_LIMIT, DataError, ExactDomain, NumericExpectation, leaf_values
 
 if TYPE_CHECKING:
@@ -117,6 +117,9 @@ def verify_schedule(schedule: Schedule, topology: Topology | None = None, data_c
                                   f"{dom.describe(got)}, expected {dom.describe_expect(want)}")
 
 
+LONG = 32   # chunks per transfer from which a step is checked transfer by transfer (slices)
+
+
 def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
     """The same step semantics on random 64-bit values (numpy), for very large schedules."""
     coll = schedule.collective
@@ -128,6 +131,7 @@ def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
     vals = {b: np.zeros((n, sizes[b]), dtype=np.uint64) for b in phys}
     ok = {b: np.zeros((n, sizes[b]), dtype=bool) for b in phys}
     stamp = {b: np.full((n, sizes[b]), -1, dtype=np.int32) for b in phys}   # step of the last copy-in
+    rstamp = {b: np.full((n, sizes[b]), -1, dtype=np.int32) for b in phys}  # step of the last reduction
     for r in range(n):
         pb, base = alias[r][Buffer.INPUT]
         vals[pb][r, base:base + coll.input_chunks] = leaf_values(seed, r, coll.input_chunks)
@@ -139,28 +143,107 @@ def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
             return pb, slice(base + idx.start, base + idx.stop)
         return pb, np.asarray(idx, dtype=np.int64) + base
 
+    def step_by_transfer(step_no: int, transfers: tuple[Transfer, ...]) -> None:
+        """One step transfer by transfer (slices: fast for long transfers); names any problem."""
+        moves = []
+        for t in transfers:   # all reads of the step first
+            sb, si = index(t.src, t.src_buf, t.src_idx)
+            moves.append((t, vals[sb][t.src, si].copy(), ok[sb][t.src, si].copy()))
+        for t, v, good in moves:
+            db, di = index(t.dst, t.dst_buf, t.dst_idx)
+            if t.op is Op.COPY:
+                if (stamp[db][t.dst, di] == step_no).any():
+                    raise VerifyError(f"step {step_no}: two transfers write rank {t.dst} {t.dst_buf.value} "
+                                      f"chunks in the same step")
+                if (rstamp[db][t.dst, di] == step_no).any():
+                    raise VerifyError(f"step {step_no}: rank {t.dst} {t.dst_buf.value} chunks are copied and "
+                                      f"reduced into in the same step")
+                stamp[db][t.dst, di] = step_no
+                vals[db][t.dst, di] = v
+                ok[db][t.dst, di] = good
+            else:
+                if (stamp[db][t.dst, di] == step_no).any():
+                    raise VerifyError(f"step {step_no}: rank {t.dst} {t.dst_buf.value} chunks are copied and "
+                                      f"reduced into in the same step")
+                if not (good.all() and ok[db][t.dst, di].all()):
+                    raise VerifyError(f"step {step_no}: rank {t.dst} reduces uninitialized data")
+                vals[db][t.dst, di] += v
+                rstamp[db][t.dst, di] = step_no
+
+    def flat(ranks: list[int], bufs: list[Buffer], idxs: list[range | tuple[int, ...]]) -> tuple[
+            np.ndarray, np.ndarray, np.ndarray]:
+        """(physical buffer code, rank, slot) of every chunk the given transfer ends name."""
+        lens = np.fromiter((len(i) for i in idxs), dtype=np.int64, count=len(idxs))
+        code = np.empty(len(idxs), dtype=np.int64)
+        first = np.empty(len(idxs), dtype=np.int64)
+        for k, (r, b, i) in enumerate(zip(ranks, bufs, idxs)):
+            pb, base = alias[r][b]
+            code[k] = order[pb]
+            first[k] = base + (i.start if isinstance(i, range) else 0)
+        # slot of each chunk: first + its position within the transfer (tuples filled in below)
+        offs = np.cumsum(lens) - lens
+        slot = np.repeat(first - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
+        for k, i in enumerate(idxs):
+            if not isinstance(i, range):
+                o = int(offs[k])
+                slot[o:o + len(i)] = np.asarray(i, dtype=np.int64) + first[k]
+        return np.repeat(code, lens), np.repeat(np.asarray(ranks, dtype=np.int64), lens), slot
+
+    order = {b: k for k, b in enumerate(sorted(phys, key=lambda b: b.value))}
+    codes = {k: b for b, k in order.items()}
     with np.errstate(over="ignore"):
         for step_no, transfers in enumerate(schedule.steps):
-            moves = []
-            for t in transfers:   # all reads of the step first
-                sb, si = index(t.src, t.src_buf, t.src_idx)
-                moves.append((t, vals[sb][t.src, si].copy(), ok[sb][t.src, si].copy()))
-            for t, v, good in moves:
-                db, di = index(t.dst, t.dst_buf, t.dst_idx)
-                if t.op is Op.COPY:
-                    if (stamp[db][t.dst, di] == step_no).any():
-                        raise VerifyError(f"step {step_no}: two transfers write rank {t.dst} {t.dst_buf.value} "
-                                          f"chunks in the same step")
-                    stamp[db][t.dst, di] = step_no
-                    vals[db][t.dst, di] = v
-                    ok[db][t.dst, di] = good
+            if not transfers:
+                continue
+            if sum(len(t.src_idx) for t in transfers) >= LONG * len(transfers):
+                step_by_transfer(step_no, transfers)
+                continue
+            # short transfers: the whole step at once in flat arrays
+            scode, srank, sslot = flat([t.src for t in transfers], [t.src_buf for t in transfers],
+                                       [t.src_idx for t in transfers])
+            dcode, drank, dslot = flat([t.dst for t in transfers], [t.dst_buf for t in transfers],
+                                       [t.dst_idx for t in transfers])
+            reduce = np.repeat(np.fromiter((t.op is Op.REDUCE for t in transfers), dtype=bool, count=len(transfers)),
+                               [len(t.src_idx) for t in transfers])
+            # all reads of the step first
+            v = np.empty(len(scode), dtype=np.uint64)
+            good = np.empty(len(scode), dtype=bool)
+            for k, b in codes.items():
+                m = scode == k
+                v[m] = vals[b][srank[m], sslot[m]]
+                good[m] = ok[b][srank[m], sslot[m]]
+            # the step is well formed: no slot copied twice, or copied and reduced into; reductions
+            # read initialized data.  Otherwise the transfer-by-transfer pass names the problem.
+            # Collisions without sorting: every chunk written stamps its own id into its slot, and a
+            # chunk that reads back another id shares the slot with another write of this step.
+            ids = -2 - np.arange(len(dcode), dtype=np.int32)   # never a step number, nor -1
+            back = np.empty(len(dcode), dtype=np.int32)
+            for k, b in codes.items():
+                m = dcode == k
+                stamp[b][drank[m], dslot[m]] = ids[m]
+                back[m] = stamp[b][drank[m], dslot[m]]
+            shared = back != ids
+            bad = bool((shared & ~reduce).any()) or not bool(reduce[-2 - back[shared & reduce]].all())
+            if not bad and reduce.any():
+                dst_ok = np.empty(int(reduce.sum()), dtype=bool)
+                rc, rr, rs = dcode[reduce], drank[reduce], dslot[reduce]
+                for k, b in codes.items():
+                    m = rc == k
+                    dst_ok[m] = ok[b][rr[m], rs[m]]
+                bad = not (good[reduce].all() and dst_ok.all())
+            if bad:
+                step_by_transfer(step_no, transfers)
+                raise AssertionError("the transfer-by-transfer pass must name the problem")  # pragma: no cover
+            several = bool((shared & reduce).any())   # several reductions into one slot: add them all
+            for k, b in codes.items():
+                m = (dcode == k) & ~reduce
+                vals[b][drank[m], dslot[m]] = v[m]
+                ok[b][drank[m], dslot[m]] = good[m]
+                m = (dcode == k) & reduce
+                if several:
+                    np.add.at(vals[b], (drank[m], dslot[m]), v[m])
                 else:
-                    if (stamp[db][t.dst, di] == step_no).any():
-                        raise VerifyError(f"step {step_no}: rank {t.dst} {t.dst_buf.value} chunks are copied and "
-                                          f"reduced into in the same step")
-                    if not (good.all() and ok[db][t.dst, di].all()):
-                        raise VerifyError(f"step {step_no}: rank {t.dst} reduces uninitialized data")
-                    vals[db][t.dst, di] += v
+                    vals[b][drank[m], dslot[m]] += v[m]
     expectation = NumericExpectation(coll, seed)
     for r in range(n):
         ob, obase = alias[r][Buffer.OUTPUT]
@@ -168,7 +251,7 @@ def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
         if len(outs) == 0:
             continue
         idx = outs + obase
-        bad = np.nonzero(~ok[ob][r, idx] | (vals[ob][r, idx] != want))[0]
-        if len(bad):
-            raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {outs[int(bad[0])]} holds a "
+        wrong = np.nonzero(~ok[ob][r, idx] | (vals[ob][r, idx] != want))[0]
+        if len(wrong):
+            raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {outs[int(wrong[0])]} holds a "
                               f"wrong value (numeric check: a contribution is missing, doubled or uninitialized)")

@@ -9,7 +9,7 @@ import pytest
 from collc.errors import CollcError, VerifyError
 from collc.frontends.registry import algorithms, build_schedule
 from collc.ir import verify
-from collc.ir.collective import CollKind, Collective
+from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Op, Schedule
 from collc.ir.symbolic import NumericExpectation
 from collc.ir.verify import verify_schedule
@@ -30,11 +30,28 @@ def test_numeric_accepts_what_exact_accepts(name: str, kind: CollKind, spec: str
     verify_schedule(s, topo, data_check="numeric")
 
 
+@pytest.fixture(params=[1, 10**9], ids=["by-transfer", "flat"])
+def step_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run a test with every step checked transfer by transfer, then with every step flat."""
+    monkeypatch.setattr(verify, "LONG", request.param)
+
+
+@pytest.mark.parametrize("name, spec", [("swing", "torus:4x4"), ("ring", "ring:8"), ("multitree", "torus:4x4"),
+                                        ("direct", "switch:4")])
+@pytest.mark.parametrize("kind", [CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER])
+def test_both_step_paths_accept_correct_schedules(name: str, spec: str, kind: CollKind, step_path: None) -> None:
+    try:
+        s = build_schedule(name, parse_spec(spec), kind, inplace=False)
+    except CollcError:
+        pytest.skip("not applicable")
+    verify_schedule(s, data_check="numeric")
+
+
 def _ring() -> Schedule:
     return build_schedule("ring", parse_spec("ring:4"), CollKind.ALLREDUCE, inplace=True)
 
 
-def test_numeric_catches_a_missing_and_a_doubled_contribution() -> None:
+def test_numeric_catches_a_missing_and_a_doubled_contribution(step_path: None) -> None:
     s = _ring()
     first_reduce = next(i for i, t in enumerate(s.transfers) if t.op is Op.REDUCE)
     dropped = list(s.transfers)
@@ -46,12 +63,37 @@ def test_numeric_catches_a_missing_and_a_doubled_contribution() -> None:
         verify_schedule(Schedule(s.collective, tuple(doubled), s.provenance), data_check="numeric")
 
 
-def test_numeric_catches_two_copies_into_one_slot() -> None:
+def test_numeric_catches_two_copies_into_one_slot(step_path: None) -> None:
     s = _ring()
     last = s.transfers[-1]
     twin = replace(last, src=(last.src + 2) % 4)
     with pytest.raises(VerifyError, match="two transfers write"):
         verify_schedule(Schedule(s.collective, s.transfers + (twin,), s.provenance), data_check="numeric")
+
+
+@pytest.mark.parametrize("shift", [1, 2, 3])   # the reduce sorts before or after the copy
+def test_numeric_catches_a_copy_and_a_reduce_into_one_slot_and_uninitialized_reads(shift: int,
+                                                                                 step_path: None) -> None:
+    s = _ring()
+    last = s.transfers[-1]   # a copy of the allgather phase
+    if (last.src + shift) % 4 == last.dst:
+        pytest.skip("a rank does not send to itself")
+    clash = replace(last, src=(last.src + shift) % 4, op=Op.REDUCE)
+    with pytest.raises(VerifyError, match="copied and reduced into"):
+        verify_schedule(Schedule(s.collective, s.transfers + (clash,), s.provenance), data_check="numeric")
+    # a reduction that reads scratch nobody wrote
+    stray = replace(s.transfers[0], src_buf=Buffer.SCRATCH, src_idx=range(0, s.transfers[0].count),
+                    op=Op.REDUCE, step=s.nsteps)
+    with pytest.raises(VerifyError, match="uninitialized"):
+        verify_schedule(Schedule(s.collective, s.transfers + (stray,), s.provenance, scratch_chunks=4),
+                        data_check="numeric")
+
+
+def test_numeric_reduces_several_messages_into_one_slot_in_one_step(step_path: None) -> None:
+    # direct reduce-scatter: every rank adds all others' pieces into its slot in one step
+    s = build_schedule("direct", parse_spec("switch:4"), CollKind.REDUCESCATTER, inplace=False)
+    verify_schedule(s, data_check="numeric")
+    verify_schedule(s, data_check="exact")
 
 
 def test_auto_switches_to_numeric_for_big_schedules(monkeypatch: pytest.MonkeyPatch) -> None:
