@@ -15,7 +15,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from collc.compiler.program import StepType
-from collc.compiler.scratch import Interval, Kind, RankOp, Slot
+from collc.compiler.scratch import Interval, Kind, RankOp
 from collc.compiler.segments import Partition
 from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
 from collc.ir.collective import Buffer, Collective

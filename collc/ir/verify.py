@@ -178,7 +178,7 @@ def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
         first = np.empty(len(idxs), dtype=np.int64)
         for k, (r, b, i) in enumerate(zip(ranks, bufs, idxs)):
             pb, base = alias[r][b]
-            code[k] = order[pb]
+            code[k] = code_of[pb]
             first[k] = base + (i.start if isinstance(i, range) else 0)
         # slot of each chunk: first + its position within the transfer (tuples filled in below)
         offs = np.cumsum(lens) - lens
@@ -189,8 +189,8 @@ def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
                 slot[o:o + len(i)] = np.asarray(i, dtype=np.int64) + first[k]
         return np.repeat(code, lens), np.repeat(np.asarray(ranks, dtype=np.int64), lens), slot
 
-    order = {b: k for k, b in enumerate(sorted(phys, key=lambda b: b.value))}
-    codes = {k: b for b, k in order.items()}
+    code_of = {b: k for k, b in enumerate(sorted(phys, key=lambda b: b.value))}
+    codes = {k: b for b, k in code_of.items()}
     with np.errstate(over="ignore"):
         for step_no, transfers in enumerate(schedule.steps):
             if not transfers:
