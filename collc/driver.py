@@ -84,7 +84,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         raise VerifyError(f"{algorithm} cannot run {kind.value} on {topology.name}: {exc}") from None
     timings.update(frontend=t1 - t0, verify_schedule=clock() - t1)
     result: Compiled | None = None
-    for pair in ((True, False) if get_algorithm(algorithm).pair_tbs else (False,)):
+    for pair in ((True, False) if get_algorithm(algorithm).pair_tbs or schedule.tb_pairs else (False,)):
         # the full check below decides pairing, so lower() need not simulate it first
         opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=False,

@@ -25,10 +25,14 @@ def test_multitree_on_a_16x16_torus() -> None:
     assert compile_xml(parse_spec("torus:16x16"), "multitree", CollKind.ALLREDUCE).report.ok
 
 
-def test_multitree_on_a_32x32_torus_exceeds_the_parser_budget() -> None:
-    # ~4000 steps per rank: more XML nodes than the runtime parser loads for one rank
+def test_multitree_on_a_32x32_torus_fits_the_parser_with_fused_tbs() -> None:
+    # one tb per link would need ~4270 XML nodes per rank; fused forwards bring it under 4096
     with pytest.raises(LoweringError, match="XML nodes .* exceed the parser's budget"):
-        compile_xml(parse_spec("torus:32x32"), "multitree", CollKind.ALLREDUCE)
+        compile_xml(parse_spec("torus:32x32"), "multitree", CollKind.ALLREDUCE, shard=True,
+                    params={"threadblocks": "link"})
+    result = compile_xml(parse_spec("torus:32x32"), "multitree", CollKind.ALLREDUCE, shard=True)
+    assert result.report.ok and result.schedule.tb_pairs
+    assert max(2 + len(g.tbs) + sum(len(t.steps) for t in g.tbs) for g in result.program.gpus) <= 4096
 
 
 def test_sharded_2048_ranks() -> None:

@@ -72,9 +72,19 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     t1 = clock()
     plan = expand(sched)
     coll, lanes = sched.collective, sched.lanes
+    hints: list[dict[tuple[int, int], int]] = [{} for _ in range(coll.nranks)]
+    for rank, lane, a, b in sched.tb_pairs:
+        hints[rank][(lane, a)] = b
     del sched      # the ops hold all that later passes need (memory at 4096 ranks)
     t2 = clock()
-    groups = estimate_groups(plan, lim.max_steps_per_tb, max(1, lim.max_channels // lanes))
+    most = max(1, lim.max_channels // lanes)
+    if any(hints):
+        # hinted pairs fuse only where nothing else of the tb comes between the receive and the
+        # send: spread over as many channels as the dialect's channels and tbs allow
+        per_group = max(len(h) for h in hints)      # paired tbs per rank and channel group
+        groups = max(1, min(most, lim.max_tbs_per_gpu // per_group))
+    else:
+        groups = estimate_groups(plan, lim.max_steps_per_tb, most)
     spent = {"channels": 0.0, "threadblocks": 0.0, "fusion": 0.0, "dependencies": 0.0}
     by_rank: list[list[RankOp]] = [[] for _ in range(coll.nranks)]
     for op in plan.ops:
@@ -91,7 +101,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
                 a = clock()
                 chops = channel_ops(by_rank[rank], groups)
                 b = clock()
-                tbs = rank_threadblocks(rank, chops, pair)
+                tbs = rank_threadblocks(rank, chops, pair, hints[rank])
                 c = clock()
                 fused = fuse_rank(coll, rank, tbs)
                 d = clock()
@@ -110,11 +120,11 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
                                inplace=int(schedule.collective.inplace),
                                outofplace=int(not schedule.collective.inplace), min_bytes=opts.min_bytes,
                                max_bytes=opts.max_bytes, gpus=tuple(gpus))
-            if lanes * groups * 2 > lim.max_channels:
+            if lanes * (groups + 1) > lim.max_channels:
                 raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} steps, above the "
                                     f"{opts.dialect.value} limit of {lim.max_steps_per_tb} per tb, even spread "
                                     f"over {lanes * groups} channels: use fewer --chunks or --instances")
-            groups *= 2
+            groups = min(2 * groups, lim.max_channels // lanes)
 
     prog = assign(opts.pair, groups)
     if opts.pair and opts.check_pairing and any(t.send >= 0 and t.recv >= 0 for g in prog.gpus for t in g.tbs):
@@ -135,7 +145,8 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
 
 
 def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
-    """Smallest power-of-two channel-group count whose busiest connection fits in one tb.
+    """Smallest power-of-two channel-group count whose busiest connection fits in one tb
+    (at most ``most``, the groups that the dialect's channels allow for the lanes).
 
     A lower bound on the tb program (nops and unfused pairs come on top); ``lower``
     doubles further if the real program still exceeds the limit.
@@ -151,7 +162,7 @@ def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
     while groups < most:
         if np.bincount(ids * groups + chunks % groups).max() <= max_steps * 3 // 4:
             break
-        groups *= 2
+        groups = min(2 * groups, most)   # powers of two, then as many as the channels allow
     return groups
 
 

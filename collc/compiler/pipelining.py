@@ -11,7 +11,8 @@ pieces of a transfer are separate transfers, which lets the runtime overlap step
 
 Guarantees: the result computes the same collective (the layout of each rank's
 block is preserved because sub-chunks of chunk ``x`` stay inside ``x``), steps are
-unchanged, and lanes are ``instance * old_lanes + old_lane``.
+unchanged, and lanes are ``instance * old_lanes + old_lane`` (tb pair hints follow
+their lane into every instance).
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ def split_chunks(schedule: Schedule, parts: int = 1, instances: int = 1) -> Sche
                                lane=inst * lanes + t.lane))
     coll = replace(schedule.collective, chunk_factor=schedule.collective.chunk_factor * m)
     params = schedule.provenance.params + (("chunks", str(parts)), ("instances", str(instances)))
+    pairs = tuple((rank, inst * lanes + lane, a, b) for inst in range(instances)
+                  for rank, lane, a, b in schedule.tb_pairs)
     return Schedule(coll, tuple(out), replace(schedule.provenance, params=params),
-                    scratch_chunks=schedule.scratch_chunks * m)
+                    scratch_chunks=schedule.scratch_chunks * m, tb_pairs=pairs)
 
 
 def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:
@@ -69,4 +72,5 @@ def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:
         bounds = [t.count * k // parts for k in range(parts + 1)]
         for a, b in zip(bounds, bounds[1:]):
             out.append(replace(t, src_idx=make_slots(src[a:b]), dst_idx=make_slots(dst[a:b])))
-    return Schedule(schedule.collective, tuple(out), schedule.provenance, schedule.scratch_chunks)
+    return Schedule(schedule.collective, tuple(out), schedule.provenance, schedule.scratch_chunks,
+                    schedule.tb_pairs)

@@ -72,8 +72,14 @@ def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True)
     return TbPlan(plan, out, max([1] + [t.chan + 1 for tbs in out for t in tbs]))
 
 
-def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True) -> tuple[PlannedTb, ...]:
-    """The tbs of one rank from its channel-assigned ops (the pass works rank by rank)."""
+def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
+                      hints: dict[tuple[int, int], int] | None = None) -> tuple[PlannedTb, ...]:
+    """The tbs of one rank from its channel-assigned ops (the pass works rank by rank).
+
+    ``hints`` (the schedule's ``tb_pairs`` of this rank, ``(lane, recv peer) -> send
+    peer``), when given and ``pair`` is set, decide the pairing instead of the greedy
+    matching.
+    """
     # a message's local gather/scatter copies follow the message's channel
     msg_chan: dict[tuple[int, ...], int] = {}
     for c in chops:
@@ -94,7 +100,12 @@ def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True) -> t
             attached[(role, op.key[0], op.key[1])].append(replace(c, chan=msg_chan[op.key[:2]]))
         else:
             local.append(replace(c, chan=0))
-    pairs = _pair_peers(send_ops, recv_ops) if pair else {}
+    if not pair:
+        pairs: dict[tuple[int, int], int] = {}
+    elif hints:
+        pairs = _hinted_pairs(send_ops, recv_ops, hints)
+    else:
+        pairs = _pair_peers(send_ops, recv_ops)
     tbs: list[PlannedTb] = []
     used_send: set[tuple[int, int]] = set()
     for (rpeer, chan), spair in sorted(pairs.items()):
@@ -120,6 +131,18 @@ def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
         role = "send" if c.op.kind is Kind.SEND else "recv"
         allops.extend(attached.get((role, c.op.key[0], c.op.key[1]), []))
     return PlannedTb(send, recv, chan, tuple(sorted(allops, key=lambda c: order_key(c.op))))
+
+
+def _hinted_pairs(send_ops: dict[tuple[int, int], list[ChannelOp]],
+                  recv_ops: dict[tuple[int, int], list[ChannelOp]],
+                  hints: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
+    """The schedule's pairing: receive peer -> send peer per channel, where both exist."""
+    pairs: dict[tuple[int, int], int] = {}
+    for (rpeer, chan), ops in recv_ops.items():
+        speer = hints.get((ops[0].op.lane, rpeer))
+        if speer is not None and (speer, chan) in send_ops:
+            pairs[(rpeer, chan)] = speer
+    return pairs
 
 
 def _pair_peers(send_ops: dict[tuple[int, int], list[ChannelOp]],

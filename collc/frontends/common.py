@@ -28,6 +28,7 @@ class Builder:
     collective: Collective
     transfers: list[Transfer] = field(default_factory=list)
     scratch: int = 0
+    tb_pairs: list[tuple[int, int, int, int]] = field(default_factory=list)
 
     def move(self, step: int, src: int, dst: int, sbuf: Buffer, sidx: range | list[int] | tuple[int, ...],
              dbuf: Buffer, didx: range | list[int] | tuple[int, ...], reduce: bool = False, lane: int = 0) -> None:
@@ -36,7 +37,7 @@ class Builder:
 
     def schedule(self, algorithm: str, params: dict[str, object], topology: str, reference: str) -> Schedule:
         prov = Provenance(algorithm, tuple(sorted((k, str(v)) for k, v in params.items())), topology, reference)
-        return Schedule(self.collective, tuple(self.transfers), prov, self.scratch)
+        return Schedule(self.collective, tuple(self.transfers), prov, self.scratch, tuple(self.tb_pairs))
 
 
 def prefix_copy(b: Builder, src: Buffer, dst: Buffer, count: int, ranks: range | list[int]) -> int:

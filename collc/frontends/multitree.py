@@ -596,6 +596,156 @@ def check_trees(trees: Trees, topology: Topology) -> None:
 
 
 # ---------------------------------------------------------------------- schedules
+# ---------------------------------------------------------------------- fused threadblocks
+#: A transfer of one phase: (tree root, sender, receiver).
+Edge3 = tuple[int, int, int]
+
+TB_MODES = ("auto", "link", "fused")
+
+#: XML nodes a runtime parses per rank (msccl-runtime.md 1.4: MAX_NODES in every runtime).
+PARSER_NODES = 4096
+
+
+def _link_tbs_overflow(n: int, rs: Trees | None, ag: Trees | None) -> bool:
+    """Would one tb per link (no fused steps) overflow a rank's parser budget?
+
+    Per rank: one step per send and receive, a tb per 64 of them (the executor's
+    step limit) and a margin of one in 32 for dependency nops.
+    """
+    ops = [0] * n
+    for trees in (rs, ag):
+        if trees is not None:
+            for edges in trees.edges:
+                for p, c, _ in edges:
+                    ops[p] += 1
+                    ops[c] += 1
+    most = max(ops)
+    return most + -(-most // 64) + most // 32 + 2 > PARSER_NODES
+
+
+def turn_order(topology: Topology) -> list[list[int]]:
+    """Per rank, its neighbours in the cyclic order that defines the fused tbs' turns.
+
+    On a grid every ``-1`` neighbour, then every ``+1`` neighbour (N, W, S, E on a
+    2-D torus), so that a turn of half the degree goes straight through; elsewhere
+    :func:`neighbour_order`.
+    """
+    nb = neighbour_order(topology)
+    dims = _grid_dims(topology)
+    if dims is None:
+        return nb
+    return [order[0:2 * len(dims):2] + order[1:2 * len(dims):2] + order[2 * len(dims):]
+            if len(order) >= 2 * len(dims) else order for order in nb]
+
+
+class FusedTbs:
+    """Lanes and tb pairs under which most forwarding ranks fuse a receive with a send.
+
+    A rank ``v`` forwards tree ``r``'s chunk from ``a`` to ``b``: in reduce-scatter
+    from its last child to its parent (``rrs``), in allgather from its parent to its
+    first child (``rcs``).  The two transfers land in one tb, and can fuse, when both
+    use a lane of *turn* ``k``, ``b`` being the ``k``-th neighbour after ``a`` in
+    ``v``'s :func:`turn_order`: every lane of turn ``k`` pairs each neighbour with
+    the ``k``-th after it, on every rank (the schedule's ``tb_pairs``).
+
+    1. ``forwards``: chained forwards share a transfer, so a forward is kept only
+       when its incoming transfer has no turn yet or already the same one.
+    2. ``allot``: turns get lanes in proportion to their forwards (two lanes per
+       turn on average), so that straight-through turns, the most common on tori,
+       do not crowd their channels; a tree's forwards of one turn share one of its
+       lanes.
+    3. ``lanes``: every other transfer goes to the least loaded lane of its link.
+    """
+
+    def __init__(self, order: Sequence[Sequence[int]]) -> None:
+        self.order = order
+        self.index = [{u: i for i, u in enumerate(o)} for o in order]
+        self.turns = max(len(o) for o in order) - 1
+        self.turn_of: list[dict[Edge3, int]] = []
+        self.fused = 0
+        self.lanes_of_turn: list[list[int]] = []
+
+    def forwards(self, trees: Trees, reduce: bool) -> int:
+        """Step 1 for one phase's trees; returns the number of forwards kept."""
+        turn_of: dict[Edge3, int] = {}
+        kept = 0
+        for r, edges in enumerate(trees.edges):
+            first: dict[int, tuple[int, int]] = {}    # node -> (t, child) of its earliest child edge
+            tie: set[int] = set()
+            for p, c, t in edges:
+                cur = first.get(p)
+                if cur is None or t < cur[0]:
+                    first[p] = (t, c)
+                    tie.discard(p)
+                elif t == cur[0]:
+                    tie.add(p)
+            # allgather: top-down (edges come parents first); reduce-scatter: bottom-up
+            for p, v, _ in (reversed(edges) if reduce else edges):
+                if v not in first or v in tie:
+                    continue
+                c = first[v][1]
+                a, b = (c, p) if reduce else (p, c)            # v receives from a, sends to b
+                ia, ib = self.index[v].get(a), self.index[v].get(b)
+                if ia is None or ib is None:
+                    continue
+                turn = (ib - ia) % len(self.order[v])
+                e_in, e_out = (r, a, v), (r, v, b)
+                if turn_of.get(e_in, turn) != turn or e_out in turn_of:
+                    continue
+                turn_of[e_in] = turn_of[e_out] = turn
+                kept += 1
+        self.turn_of.append(turn_of)
+        self.fused += kept
+        return kept
+
+    def allot(self) -> int:
+        """Step 2: lanes per turn (largest remainders, at least one each); returns the lane count."""
+        demand = [0] * (self.turns + 1)
+        for turn_of in self.turn_of:
+            for turn in turn_of.values():
+                demand[turn] += 1
+        total = 2 * self.turns
+        weight = sum(demand) or 1
+        share = [total * d / weight for d in demand[1:]]
+        count = [max(1, int(x)) for x in share]
+        for k in sorted(range(self.turns), key=lambda k: (count[k] - share[k], k)):
+            if sum(count) >= total:
+                break
+            count[k] += 1
+        self.lanes_of_turn = [[]]
+        start = 0
+        for c in count:
+            self.lanes_of_turn.append(list(range(start, start + c)))
+            start += c
+        return start
+
+    def lanes(self, trees: Trees, phase: int, reduce: bool, load: dict[tuple[int, int, int], int]
+              ) -> dict[Edge3, int]:
+        """Step 3 for one phase (``phase`` indexes the ``forwards`` calls)."""
+        nlanes = sum(len(x) for x in self.lanes_of_turn)
+        turn_of = self.turn_of[phase]
+        out: dict[Edge3, int] = {}
+        for r, edges in enumerate(trees.edges):
+            mix = (r * 2654435761 >> 11) & 0xFFFF      # decorrelates the lane from r % channel groups
+            for p, c, _ in edges:
+                e = (r, c, p) if reduce else (r, p, c)
+                turn = turn_of.get(e)
+                if turn is not None:
+                    choices = self.lanes_of_turn[turn]
+                    lane = choices[mix % len(choices)]
+                else:
+                    lane = min(range(nlanes), key=lambda k: (load.get((e[1], e[2], k), 0), k))
+                out[e] = lane
+                load[(e[1], e[2], lane)] = load.get((e[1], e[2], lane), 0) + 1
+        return out
+
+    def pairs(self) -> list[tuple[int, int, int, int]]:
+        """``tb_pairs``: on every rank, lane ``l`` of turn ``k`` pairs neighbour ``i`` with ``i + k``."""
+        return [(v, lane, o[i], o[(i + k) % len(o)])
+                for v, o in enumerate(self.order) for k in range(1, len(o))
+                for lane in self.lanes_of_turn[k] for i in range(len(o))]
+
+
 def _symmetric(topology: Topology) -> bool:
     """True when every link has a reverse link of the same multiplicity, so the
     trees of the transposed topology are the same trees."""
@@ -608,22 +758,38 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     if n < 2:
         raise ScheduleError("multitree needs at least 2 ranks")
     rule, order, cap = opts.get("rule", "any"), opts.get("order", "ascending"), opts.get("cap", 0)
-    if not isinstance(rule, str) or not isinstance(order, str) or not isinstance(cap, int):
-        raise ScheduleError(f"multitree: bad parameters rule={rule!r}, order={order!r}, cap={cap!r}")
+    mode = opts.get("threadblocks", "auto")
+    if not isinstance(rule, str) or not isinstance(order, str) or not isinstance(cap, int) or mode not in TB_MODES:
+        raise ScheduleError(f"multitree: bad parameters rule={rule!r}, order={order!r}, cap={cap!r}, "
+                            f"threadblocks={mode!r}")
     kind = request.kind
     ag = build_trees(topology, rule, order, cap) if kind is not CollKind.REDUCESCATTER else None
     rs = ag if ag is not None and _symmetric(topology) else None
     if rs is None and kind is not CollKind.ALLGATHER:
         rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
+    fusing = FusedTbs(turn_order(topology))
+    if mode == "auto":
+        mode = "fused" if _link_tbs_overflow(n, rs, ag) else "link"
+    ln_rs: dict[Edge3, int] = {}
+    ln_ag: dict[Edge3, int] = {}
+    if mode == "fused" and fusing.turns >= 1:
+        phases = [(trees, reduce) for trees, reduce in ((rs, True), (ag, False)) if trees is not None]
+        for trees, reduce in phases:
+            fusing.forwards(trees, reduce)
+        fusing.allot()
+        load: dict[tuple[int, int, int], int] = {}
+        lanes = [fusing.lanes(trees, i, reduce, load) for i, (trees, reduce) in enumerate(phases)]
+        ln_rs = lanes[0] if rs is not None else {}
+        ln_ag = lanes[-1] if ag is not None else {}
     if kind is CollKind.ALLREDUCE:
         assert rs is not None and ag is not None
         b = Builder(Collective(kind, n, n, request.inplace))
         start = prefix_copy(b, I, O, n, range(n))
         for r in range(n):
             for p, c, t in rs.edges[r]:
-                b.move(start + rs.steps - t, c, p, O, [r], O, [r], reduce=True)
+                b.move(start + rs.steps - t, c, p, O, [r], O, [r], reduce=True, lane=ln_rs.get((r, c, p), 0))
             for p, c, t in ag.edges[r]:
-                b.move(start + rs.steps + t - 1, p, c, O, [r], O, [r])
+                b.move(start + rs.steps + t - 1, p, c, O, [r], O, [r], lane=ln_ag.get((r, p, c), 0))
     elif kind is CollKind.ALLGATHER:
         assert ag is not None
         b = Builder(Collective(kind, n, 1, request.inplace))
@@ -633,7 +799,8 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         for r, tree_edges in enumerate(ag.edges):
             for p, c, t in tree_edges:
                 # the root reads its input (in place it is o[r]); others forward o[r]
-                b.move(t - 1, p, c, I if p == r else O, [0] if p == r else [r], O, [r])
+                b.move(t - 1, p, c, I if p == r else O, [0] if p == r else [r], O, [r],
+                       lane=ln_ag.get((r, p, c), 0))
     elif kind is CollKind.REDUCESCATTER:
         assert rs is not None
         b = Builder(Collective(kind, n, 1, request.inplace))
@@ -649,9 +816,12 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
             for p, c, t in tree_edges:
                 # in place o[0] of rank r is i[r]; out of place the root accumulates in o[0]
                 dst_buf, dst_idx = (O, [0]) if p == r and not request.inplace else (work, [r])
-                b.move(start + rs.steps - t, c, p, work, [r], dst_buf, dst_idx, reduce=True)
+                b.move(start + rs.steps - t, c, p, work, [r], dst_buf, dst_idx, reduce=True,
+                       lane=ln_rs.get((r, c, p), 0))
     else:  # pragma: no cover - the registry filters collectives
         raise ScheduleError(f"multitree does not implement {kind.value}")
+    if ln_rs or ln_ag:
+        b.tb_pairs = fusing.pairs()
     return b.schedule("multitree", opts, topology.name, REFERENCE)
 
 
@@ -675,7 +845,10 @@ register(Algorithm(
     params=(Param("rule", str, "any", "when a step ends: any (paper) or last (artifact)", RULES),
             Param("order", str, "ascending", "turn order: ascending roots, or priority (artifact sort=True)",
                   ORDERS),
-            Param("cap", int, 0, "sends and receives per rank per step (NI links); 0 = no limit")),
+            Param("cap", int, 0, "sends and receives per rank per step (NI links); 0 = no limit"),
+            Param("threadblocks", str, "auto", "link: one tb per directed link (fastest); fused: a tb "
+                  "receives on one link and sends on another so forwards fuse (fewer XML steps); auto: "
+                  "link unless a rank would exceed the parser's 4096 nodes", TB_MODES)),
     example="collc build --topology torus:4x4 --algorithm multitree --collective allreduce -o mt.xml",
     report=_report,
     # a tb per directed link, transfers in step order (multitree.md 2.3): pairing a

@@ -7,6 +7,11 @@ step land together.  A transfer whose ``src`` equals ``dst`` is a local copy or
 reduce.  ``lane`` separates independent replicas (instances, or the two
 directions of a bidirectional ring) so that lowering may give each its own
 channels.
+
+``tb_pairs`` is an optional lowering hint: ``(rank, lane, a, b)`` asks that on
+``rank`` the threadblock receiving from ``a`` on a channel of ``lane`` be the one
+sending to ``b`` on that channel, so that a chunk received from ``a`` and forwarded
+to ``b`` can become one fused step.  It never changes what the schedule computes.
 """
 
 from __future__ import annotations
@@ -93,6 +98,7 @@ class Schedule:
     transfers: tuple[Transfer, ...]
     provenance: Provenance
     scratch_chunks: int = 0
+    tb_pairs: tuple[tuple[int, int, int, int], ...] = ()   # (rank, lane, recv peer, send peer)
     _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -113,6 +119,17 @@ class Schedule:
         for t in ordered:
             groups[t.step].append(t)
         object.__setattr__(self, "_by_step", tuple(tuple(g) for g in groups))
+        recv_of: set[tuple[int, int, int]] = set()
+        send_of: set[tuple[int, int, int]] = set()
+        for rank, lane, a, b in self.tb_pairs:
+            if not all(0 <= x < n for x in (rank, a, b)) or lane < 0 or a == rank or b == rank:
+                raise ScheduleError(f"tb pair {(rank, lane, a, b)}: ranks must be in 0..{n - 1}, peers not "
+                                    f"the rank itself, lane >= 0")
+            if (rank, lane, a) in recv_of or (rank, lane, b) in send_of:
+                raise ScheduleError(f"tb pair {(rank, lane, a, b)}: rank {rank} lane {lane} pairs peer "
+                                    f"{a if (rank, lane, a) in recv_of else b} twice")
+            recv_of.add((rank, lane, a))
+            send_of.add((rank, lane, b))
 
     @property
     def nsteps(self) -> int:

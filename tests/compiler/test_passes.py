@@ -15,7 +15,7 @@ from collc.compiler.pipeline import PASSES, LowerOptions, enforce_limits, lower
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Program, Proto, Step, StepType
 from collc.compiler.scratch import Kind, OpPlan, expand
-from collc.compiler.threadblocks import TbPlan, assign_channels, assign_threadblocks, order_key
+from collc.compiler.threadblocks import TbPlan, assign_channels, assign_threadblocks, order_key, rank_threadblocks
 from collc.compiler.verify import check_parsed
 from collc.errors import LoweringError
 from collc.frontends.registry import build_schedule
@@ -264,6 +264,25 @@ def test_pairing_puts_forwarding_in_one_tb() -> None:
     assert [(t.send, t.recv) for t in tbs[0]] == [(1, 3)]
     unpaired = tb_plan(SCHEDULES["ring-allreduce-ring4"](), pair=False).tbs
     assert sorted((t.send, t.recv) for t in unpaired[0]) == [(-1, 3), (1, -1)]
+
+
+def test_tb_pair_hints_decide_the_pairing() -> None:
+    base = SCHEDULES["ring-allreduce-ring4"]()
+    # ask rank 0 to pair its receive from 3 with nothing it sends to: no pair; rank 1 as the ring does
+    s = replace(base, tb_pairs=((0, 0, 3, 2), (1, 0, 0, 2)))
+    plan = expand(s)
+    chops = assign_channels(plan, 1)
+    r0 = rank_threadblocks(0, [c for c in chops if c.op.rank == 0], True, {(0, 3): 2})
+    assert sorted((t.send, t.recv) for t in r0) == [(-1, 3), (1, -1)]
+    r1 = rank_threadblocks(1, [c for c in chops if c.op.rank == 1], True, {(0, 0): 2})
+    assert [(t.send, t.recv) for t in r1] == [(2, 0)]
+    assert lower(s, LowerOptions(check_pairing=False)).gpus[0].tbs != lower(base).gpus[0].tbs
+
+
+def test_split_chunks_copies_tb_pair_hints_into_every_instance() -> None:
+    s = replace(SCHEDULES["ring-allreduce-ring4"](), tb_pairs=((1, 0, 0, 2),))
+    assert split_chunks(s, 2, 3).tb_pairs == ((1, 0, 0, 2), (1, 1, 0, 2), (1, 2, 0, 2))
+    assert cap_counts(split_chunks(s, 2, 1), 1).tb_pairs == ((1, 0, 0, 2),)
 
 
 # ======================================================================= fusion

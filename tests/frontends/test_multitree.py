@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 import collc.frontends.multitree  # noqa: F401  (registers "multitree")
 from collc.driver import compile_xml
 from collc.errors import ScheduleError
-from collc.frontends.multitree import Trees, build_trees, check_trees, eccentricities, neighbour_order
+from collc.frontends.multitree import (FusedTbs, Trees, _link_tbs_overflow, build_trees, check_trees,
+                                      eccentricities, neighbour_order, turn_order)
 from collc.frontends.registry import build_schedule, get
 from collc.ir.collective import Buffer, CollKind
 from collc.ir.schedule import Op
@@ -181,7 +182,7 @@ def test_neighbour_order() -> None:
 def test_params_through_registry() -> None:
     alg = get("multitree")
     assert alg.collectives == frozenset(KINDS)
-    assert {p.name for p in alg.params} == {"rule", "order", "cap"}
+    assert {p.name for p in alg.params} == {"rule", "order", "cap", "threadblocks"}
     s = build_schedule("multitree", parse_spec("mesh:4x4"), CollKind.ALLGATHER, params={"rule": "last"})
     assert s.nsteps == 10 and ("rule", "last") in s.provenance.params
     s = build_schedule("multitree", parse_spec("torus:4x4"), CollKind.ALLGATHER, params={"cap": "1"})
@@ -194,6 +195,7 @@ def test_params_through_registry() -> None:
     ({"cap": "x"}, "not an integer"),
     ({"cap": "-1"}, ">= 0"),
     ({"depth": "2"}, "no parameter"),
+    ({"threadblocks": "many"}, "choose one of auto, link, fused"),
 ])
 def test_bad_params(params: dict[str, str], message: str) -> None:
     with pytest.raises(ScheduleError, match=message):
@@ -252,6 +254,107 @@ def test_small_topologies(spec: str) -> None:
         for inplace in (False, True):
             verify_schedule(build_schedule("multitree", topo, kind, inplace), topo)
     assert compile_xml(topo, "multitree", CollKind.ALLREDUCE).report.ok
+
+
+# ---------------------------------------------------------------------- fused threadblocks
+def test_turn_order_puts_straight_through_at_half_the_degree() -> None:
+    assert neighbour_order(parse_spec("torus:4x4"))[0] == [12, 4, 3, 1]      # N, S, W, E
+    assert turn_order(parse_spec("torus:4x4"))[0] == [12, 3, 4, 1]           # N, W, S, E
+    assert turn_order(parse_spec("torus:4x4x4"))[0] == [48, 12, 3, 16, 4, 1]
+    assert turn_order(parse_spec("mesh:3x3"))[4] == [1, 3, 7, 5]
+    assert turn_order(parse_spec("mesh:3x3"))[0] == [3, 1]                    # a corner: as found
+    assert turn_order(parse_spec("ring:5")) == neighbour_order(parse_spec("ring:5"))
+
+
+def fused_tbs(spec: str) -> tuple[Trees, FusedTbs]:
+    topo = parse_spec(spec)
+    trees = build_trees(topo)
+    fusing = FusedTbs(turn_order(topo))
+    fusing.forwards(trees, True)
+    fusing.forwards(trees, False)
+    fusing.allot()
+    return trees, fusing
+
+
+def test_fused_tbs_pairs_are_permutations_per_lane() -> None:
+    _, fusing = fused_tbs("torus:4x4")
+    pairs = fusing.pairs()
+    nlanes = sum(len(x) for x in fusing.lanes_of_turn)
+    assert nlanes == 6 and all(fusing.lanes_of_turn[1:])
+    assert len(pairs) == 16 * nlanes * 4
+    order = turn_order(parse_spec("torus:4x4"))
+    for v in range(16):
+        for lane in range(nlanes):
+            mine = [(a, b) for r, ln, a, b in pairs if r == v and ln == lane]
+            assert sorted(a for a, _ in mine) == sorted(order[v]) == sorted(b for _, b in mine)
+            assert all(a != b for a, b in mine)
+
+
+@pytest.mark.parametrize("reduce", [True, False])
+def test_fused_tbs_put_kept_forwards_on_their_turn(reduce: bool) -> None:
+    topo = parse_spec("torus:8x8")
+    trees, fusing = fused_tbs("torus:8x8")
+    turn_of = fusing.turn_of[0 if reduce else 1]
+    lanes = fusing.lanes(trees, 0 if reduce else 1, reduce, {})
+    order = turn_order(topo)
+    kept = 0
+    for r, edges in enumerate(trees.edges):
+        assert len([e for e in lanes if e[0] == r]) == len(edges)       # every transfer has a lane
+        children: dict[int, list[tuple[int, int]]] = {}
+        for p, c, t in edges:
+            children.setdefault(p, []).append((t, c))
+        for p, v, _ in edges:
+            if v in children:
+                c = min(children[v])[1]
+                a, b = (c, p) if reduce else (p, c)
+                turn = (order[v].index(b) - order[v].index(a)) % 4
+                if turn_of.get((r, a, v)) == turn_of.get((r, v, b)) == turn:
+                    kept += 1
+                    assert lanes[(r, a, v)] == lanes[(r, v, b)] in fusing.lanes_of_turn[turn]
+    # chains only lose a forward where two turns meet; straight through is the most common turn
+    internal = sum(len({p for p, _, _ in e}) - 1 for e in trees.edges)
+    assert kept >= fusing.fused // 2 > internal // 4
+    assert len(fusing.lanes_of_turn[2]) == max(len(x) for x in fusing.lanes_of_turn)
+
+
+def test_fused_threadblocks_fuse_forwards_and_check() -> None:
+    topo = parse_spec("torus:8x8")
+    link = compile_xml(topo, "multitree", CollKind.ALLREDUCE)
+    fused = compile_xml(topo, "multitree", CollKind.ALLREDUCE, params={"threadblocks": "fused"})
+    assert link.report.ok and fused.report.ok
+    assert not link.schedule.tb_pairs and fused.schedule.tb_pairs     # auto is link at 64 ranks
+
+    def count(prog: object, kinds: set[str]) -> int:
+        return sum(s.type.value in kinds for g in prog.gpus for t in g.tbs for s in t.steps)  # type: ignore
+
+    assert count(link.program, {"rrs", "rcs"}) == 0
+    assert count(fused.program, {"rrs"}) > 8 * 64 and count(fused.program, {"rcs"}) > 8 * 64
+    assert count(fused.program, {"s", "r", "rrc", "rrs", "rcs", "nop"}) < count(link.program, {"s", "r", "rrc", "nop"})
+    for g in fused.program.gpus:   # every paired tb pairs as a hint says
+        hinted = {(a, b) for r, _, a, b in fused.schedule.tb_pairs if r == g.id}
+        assert all((t.recv, t.send) in hinted for t in g.tbs if t.send >= 0 and t.recv >= 0)
+
+
+@pytest.mark.parametrize("kind", [CollKind.ALLGATHER, CollKind.REDUCESCATTER])
+def test_fused_threadblocks_other_collectives(kind: CollKind) -> None:
+    for inplace in (False, True):
+        result = compile_xml(parse_spec("torus:4x4"), "multitree", kind, inplace=inplace,
+                             params={"threadblocks": "fused"})
+        assert result.report.ok and result.schedule.tb_pairs
+
+
+def test_auto_threadblocks_predicts_the_parser_budget() -> None:
+    trees = build_trees(parse_spec("torus:8x8"))
+    assert not _link_tbs_overflow(64, trees, trees)
+
+    def star(n: int) -> Trees:   # every rank has n-1 children in every tree: n-1 + n-1 ops per phase
+        edges = tuple(tuple((r, c, 1) for c in range(n) if c != r) for r in range(n))
+        return Trees("k", n, 1, "any", "ascending", 0, edges, tuple(tuple((p, c) for p, c, _ in e)
+                                                                    for e in edges), ())
+
+    assert not _link_tbs_overflow(960, star(960), star(960))     # 3836 ops + 60 tbs + nops: fits
+    assert _link_tbs_overflow(1024, star(1024), star(1024))      # 4092 ops: does not
+    assert not _link_tbs_overflow(1024, star(1024), None)        # one phase only: fits
 
 
 # ---------------------------------------------------------------------- invariants on random graphs

@@ -170,6 +170,18 @@ def test_schedule_checks_ranks_and_buffer_bounds() -> None:
         allreduce2(t(0, 0, 1, I, [0], S, [0]))
 
 
+def test_schedule_checks_tb_pair_hints() -> None:
+    coll = Collective(CollKind.ALLGATHER, 3, 1, True)
+    prov = Provenance("x")
+    assert Schedule(coll, (), prov, tb_pairs=((0, 0, 1, 2), (0, 1, 1, 2), (1, 0, 0, 2))).tb_pairs
+    for bad, message in [((0, 0, 3, 1), "ranks must be in 0..2"), ((0, 0, 0, 1), "not the rank itself"),
+                         ((0, -1, 1, 2), "lane >= 0")]:
+        with pytest.raises(ScheduleError, match=message):
+            Schedule(coll, (), prov, tb_pairs=(bad,))
+    with pytest.raises(ScheduleError, match="rank 0 lane 0 pairs peer 1 twice"):
+        Schedule(coll, (), prov, tb_pairs=((0, 0, 1, 2), (0, 0, 1, 1)))
+
+
 def test_schedule_orders_transfers_and_groups_steps() -> None:
     late = t(2, 1, 0, I, [0], S, [0])
     early = t(0, 1, 0, I, [0], S, [0])
