@@ -719,9 +719,10 @@ class FusedTbs:
             start += c
         return start
 
-    def lanes(self, trees: Trees, phase: int, reduce: bool, load: dict[tuple[int, int, int], int]
+    def lanes(self, trees: Trees, phase: int, reduce: bool, load: dict[tuple[int, int], list[int]]
               ) -> dict[Edge3, int]:
-        """Step 3 for one phase (``phase`` indexes the ``forwards`` calls)."""
+        """Step 3 for one phase (``phase`` indexes the ``forwards`` calls); ``load`` counts
+        transfers per link and lane over the phases."""
         nlanes = sum(len(x) for x in self.lanes_of_turn)
         turn_of = self.turn_of[phase]
         out: dict[Edge3, int] = {}
@@ -729,14 +730,17 @@ class FusedTbs:
             mix = (r * 2654435761 >> 11) & 0xFFFF      # decorrelates the lane from r % channel groups
             for p, c, _ in edges:
                 e = (r, c, p) if reduce else (r, p, c)
+                counts = load.get(e[1:])
+                if counts is None:
+                    counts = load[e[1:]] = [0] * nlanes
                 turn = turn_of.get(e)
                 if turn is not None:
                     choices = self.lanes_of_turn[turn]
                     lane = choices[mix % len(choices)]
                 else:
-                    lane = min(range(nlanes), key=lambda k: (load.get((e[1], e[2], k), 0), k))
+                    lane = counts.index(min(counts))
                 out[e] = lane
-                load[(e[1], e[2], lane)] = load.get((e[1], e[2], lane), 0) + 1
+                counts[lane] += 1
         return out
 
     def pairs(self) -> list[tuple[int, int, int, int]]:
@@ -777,7 +781,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         for trees, reduce in phases:
             fusing.forwards(trees, reduce)
         fusing.allot()
-        load: dict[tuple[int, int, int], int] = {}
+        load: dict[tuple[int, int], list[int]] = {}
         lanes = [fusing.lanes(trees, i, reduce, load) for i, (trees, reduce) in enumerate(phases)]
         ln_rs = lanes[0] if rs is not None else {}
         ln_ag = lanes[-1] if ag is not None else {}
@@ -786,10 +790,11 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         b = Builder(Collective(kind, n, n, request.inplace))
         start = prefix_copy(b, I, O, n, range(n))
         for r in range(n):
+            one = range(r, r + 1)    # a range is taken as is (a list would be inspected)
             for p, c, t in rs.edges[r]:
-                b.move(start + rs.steps - t, c, p, O, [r], O, [r], reduce=True, lane=ln_rs.get((r, c, p), 0))
+                b.move(start + rs.steps - t, c, p, O, one, O, one, reduce=True, lane=ln_rs.get((r, c, p), 0))
             for p, c, t in ag.edges[r]:
-                b.move(start + rs.steps + t - 1, p, c, O, [r], O, [r], lane=ln_ag.get((r, p, c), 0))
+                b.move(start + rs.steps + t - 1, p, c, O, one, O, one, lane=ln_ag.get((r, p, c), 0))
     elif kind is CollKind.ALLGATHER:
         assert ag is not None
         b = Builder(Collective(kind, n, 1, request.inplace))
