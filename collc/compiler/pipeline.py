@@ -73,8 +73,8 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     plan = expand(sched)
     coll, lanes = sched.collective, sched.lanes
     hints: list[dict[tuple[int, int], int]] = [{} for _ in range(coll.nranks)]
-    for rank, lane, a, b in sched.tb_pairs:
-        hints[rank][(lane, a)] = b
+    for rank, lane, rpeer, speer in sched.tb_pairs:
+        hints[rank][(lane, rpeer)] = speer
     del sched      # the ops hold all that later passes need (memory at 4096 ranks)
     t2 = clock()
     most = max(1, lim.max_channels // lanes)
