@@ -11,7 +11,8 @@ send and receive sequences of every (a->b, chan) agree by construction.
 ``assign_threadblocks`` builds, per rank and channel, one tb per connection
 direction, and pairs a receive peer ``a`` with a send peer ``b`` in one tb when
 chunks received from ``a`` are forwarded to ``b`` at the next step (so fusion can
-make ``rcs``/``rrs``/``rrcs`` of them).  Local gather/scatter copies of a message
+make ``rcs``/``rrs``/``rrcs`` of them), or as the schedule's ``tb_pairs`` hints say
+when it has them.  Local gather/scatter copies of a message
 go into the tb of that message; other local ops go into a local-only tb.
 Guarantees: each tb has one send peer and one receive peer, each (peer, chan,
 direction) is used by at most one tb per rank, ops in a tb are sorted by

@@ -49,6 +49,13 @@ Parameters:
 * ``cap`` -- the NI capacity in links: sends and receives per rank per step, 0 for
   no limit beyond the links (the paper's torus/mesh runs); ``cap=1`` is the paper's
   one-NIC setting for fat tree, BiGraph and DGX-2.
+* ``threadblocks`` -- ``link``: one tb per directed link, transfers in step order
+  (multitree.md 2.3); ``fused``: lanes and ``tb_pairs`` hints (:class:`FusedTbs`)
+  under which a rank's receive and the send that forwards it share a tb and fuse
+  into one ``rrs``/``rcs`` step, for tori too large for one step per transfer
+  (4 (N-1) steps per rank; 32x32 needs it to fit the parser's 4096 XML nodes);
+  ``auto`` (default): ``link`` unless a rank would not fit.  Forwards only fuse
+  between direct neighbours, so on switch fabrics ``fused`` is ``link``.
 
 On a topology whose links are not all paired with a reverse link of the same
 multiplicity (``ring:8:uni``), reduce-scatter uses trees grown on the transposed
@@ -595,7 +602,6 @@ def check_trees(trees: Trees, topology: Topology) -> None:
                     raise ScheduleError(f"step {t}: rank {rank} {what} {count} times, cap {trees.cap}")
 
 
-# ---------------------------------------------------------------------- schedules
 # ---------------------------------------------------------------------- fused threadblocks
 #: A transfer of one phase: (tree root, sender, receiver).
 Edge3 = tuple[int, int, int]
@@ -750,6 +756,7 @@ class FusedTbs:
                 for lane in self.lanes_of_turn[k] for i in range(len(o))]
 
 
+# ---------------------------------------------------------------------- schedules
 def _symmetric(topology: Topology) -> bool:
     """True when every link has a reverse link of the same multiplicity, so the
     trees of the transposed topology are the same trees."""
