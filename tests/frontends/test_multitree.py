@@ -403,3 +403,14 @@ def test_invariants(topo: Topology, rule: str, order: str, cap: int) -> None:
         assert link is not None and count <= link.multiplicity
     assert t.steps == max(s for _, _, _, s in t.sequence) if n > 1 else t.steps == 0
     verify_schedule(build_schedule("multitree", topo, CollKind.ALLREDUCE, inplace=False), topo)
+
+
+@settings(database=None, deadline=None, max_examples=15)
+@given(topologies(), st.sampled_from(KINDS), st.booleans())
+def test_fused_threadblocks_check_on_random_topologies(topo: Topology, kind: CollKind, inplace: bool) -> None:
+    """Any topology: the hints are valid (Schedule checks them) and the lowered program passes the
+    full check (data, deadlock, races, limits); where no rank has two neighbours nothing is hinted."""
+    result = compile_xml(topo, "multitree", kind, inplace=inplace, params={"threadblocks": "fused"})
+    assert result.report.ok, [f.message[:200] for f in result.report.errors()][:3]
+    if max(len(o) for o in turn_order(topo)) < 2:
+        assert not result.schedule.tb_pairs
