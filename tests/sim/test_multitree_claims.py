@@ -48,9 +48,11 @@ def test_2d_ring_beats_ring_on_the_8x8_torus() -> None:
 
 
 @pytest.mark.xfail(strict=True, reason="not reproduced: in the fluid model 2D-ring's 28 dependent steps beat ring's "
-                                       "126 at small sizes (wire latency is pipelined) and its four ports edge out "
-                                       "ring's one at large sizes; the paper's loss comes from packet-level "
-                                       "contention of the 7-hop closing transfers in BookSim, which is not modelled")
+                                       "126 at small sizes (6.0 vs 2.8 GB/s at 32 KiB; a 7-hop closing transfer "
+                                       "delays each ring phase once, not every step) and at large sizes it moves "
+                                       "112 chunk units per link (two messages per mesh link and step) against "
+                                       "ring's 126 (16.5 vs 16.0 GB/s at 64 MiB); the paper's loss presumably "
+                                       "comes from packet-level effects of BookSim that a fluid model lacks")
 def test_2d_ring_loses_to_ring_on_the_8x8_mesh() -> None:
     result = run("mesh:8x8", ("ring", "ring-2d"))
     assert all(t < r for t, r in zip((x.busbw for x in result.series["ring-2d"]),
