@@ -221,8 +221,11 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
         if progress:
             progress(cand.label)
         try:
+            # only the timing is wanted: from 1024 ranks on, check the program as per-rank
+            # files (what such a job must use: one file cannot hold its ranks' XML nodes)
             built = compile_xml(topology, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
-                                chunks=cand.chunks, instances=cand.instances, proto=cand.proto)
+                                chunks=cand.chunks, instances=cand.instances, proto=cand.proto,
+                                shard=topology.nranks >= 1024)
         except CollcError as exc:
             result.failed[cand.label] = str(exc)
             continue
