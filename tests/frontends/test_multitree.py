@@ -343,6 +343,15 @@ def test_fused_threadblocks_other_collectives(kind: CollKind) -> None:
         assert result.report.ok and result.schedule.tb_pairs
 
 
+def test_fused_threadblocks_with_pieces_and_instances() -> None:
+    # pieces of a chunk take other channel groups, instances other lanes: hints follow both
+    result = compile_xml(parse_spec("torus:4x4"), "multitree", CollKind.ALLREDUCE, chunks=2, instances=2,
+                         params={"threadblocks": "fused"})
+    assert result.report.ok
+    types = [s.type.value for g in result.program.gpus for t in g.tbs for s in t.steps]
+    assert types.count("rrs") > 200 and types.count("rcs") > 200
+
+
 def test_auto_threadblocks_predicts_the_parser_budget() -> None:
     trees = build_trees(parse_spec("torus:8x8"))
     assert not _link_tbs_overflow(64, trees, trees)
