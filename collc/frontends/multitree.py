@@ -91,6 +91,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
@@ -99,7 +100,7 @@ from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
-__all__ = ["Trees", "build_trees", "check_trees", "neighbour_order", "eccentricities", "RULES", "ORDERS",
+__all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "RULES", "ORDERS",
            "REFERENCE"]
 
 REFERENCE = ("Huang et al., Communication Algorithm-Architecture Co-Design for Distributed Deep Learning "
@@ -112,6 +113,21 @@ Edge = tuple[int, int, int]
 
 
 # ---------------------------------------------------------------------- result
+class TableEntry(NamedTuple):
+    """One row of a node's schedule table (paper Fig. 5): ``R``educe or ``G``ather of a flow."""
+
+    op: str
+    flow: int
+    parent: int | None
+    children: tuple[int, ...]
+    step: int
+
+    def __str__(self) -> str:
+        parent = ("(root)" if self.op == "R" else "nil") if self.parent is None else f"p{self.parent}"
+        kids = "[" + ",".join(map(str, self.children)) + "]" if self.children else "-"
+        return f"{self.op} {self.flow} {parent} {kids} s{self.step}"
+
+
 @dataclass(frozen=True)
 class Trees:
     """The N spanning trees of Algorithm 1.
@@ -173,8 +189,40 @@ class Trees:
         """Tree ``root`` as child -> parent."""
         return {c: p for p, c, _ in self.edges[root]}
 
+    def schedule_table(self, node: int) -> list[TableEntry]:
+        """The node's schedule table, the NI hardware table of paper section IV (Fig. 5).
+
+        Per flow (tree) one Reduce entry (send the partial to the parent once the listed
+        children's partials are in; the root only collects) and, if the node has children,
+        one Gather entry (forward to them).  Steps are 1-based as in the paper: ``1..T``
+        reduce-scatter, ``T+1..2T`` allgather; a Reduce entry's step is when its message
+        goes out (the root's: when its last child's arrives), a Gather entry's when the
+        first child is sent to.  Ordered by step, the root's entry last in its step.
+        Assumes reduce-scatter runs on the same trees (symmetric links).
+        """
+        t_total = self.steps
+        reduce_: list[tuple[int, int, int, TableEntry]] = []
+        gather: list[tuple[int, int, TableEntry]] = []
+        for r, tree_edges in enumerate(self.edges):
+            kids = [(c, t) for p, c, t in tree_edges if p == node]
+            children = tuple(c for c, _ in kids)
+            if node == r:
+                if kids:
+                    step = t_total - min(t for _, t in kids) + 1
+                    reduce_.append((step, 1, r, TableEntry("R", r, None, children, step)))
+            else:
+                parent, t_in = next((p, t) for p, c, t in tree_edges if c == node)
+                step = t_total - t_in + 1
+                reduce_.append((step, 0, r, TableEntry("R", r, parent, children, step)))
+            if kids:
+                parent_g = None if node == r else self.parents(r)[node]
+                step = t_total + min(t for _, t in kids)
+                gather.append((step, r, TableEntry("G", r, parent_g, children, step)))
+        return [e for *_, e in sorted(reduce_)] + [e for *_, e in sorted(gather)]
+
     def report(self, show_tree: int | None = 0) -> list[str]:
-        """Human-readable summary: T, link use per step, heights, one tree's edges."""
+        """Human-readable summary: T, link use per step, heights, one tree's edges and
+        that rank's schedule table."""
         total = sum(len(e) for e in self.edges)
         lines = [f"multitree on {self.topology}: T = {self.steps} steps per phase "
                  f"(rule={self.rule}, order={self.order}, cap={self.cap or 'none'}), {total} tree edges",
@@ -188,6 +236,8 @@ class Trees:
                 by_step.setdefault(t, []).append(f"{p}->{c}{via}")
             lines.append(f"tree {show_tree}: " + " | ".join(f"t{t}: " + ", ".join(v)
                                                             for t, v in sorted(by_step.items())))
+            lines.append(f"rank {show_tree} schedule table (op flow parent children step): "
+                         + "; ".join(str(e) for e in self.schedule_table(show_tree)))
         return lines
 
 

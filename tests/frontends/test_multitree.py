@@ -47,6 +47,45 @@ def test_mesh_2x2_worked_example() -> None:
     assert t.links_used == (8, 4)
 
 
+FIG5 = {  # multitree.md 1.8: per-node schedule tables of the 2x2 mesh (op flow parent children step)
+    0: "R 3 p1 - s1; R 1 p1 - s2; R 2 p2 [1] s2; R 0 (root) [2,1] s2; G 0 nil [2,1] s3; G 2 p2 [1] s4",
+    1: "R 2 p0 - s1; R 0 p0 - s2; R 3 p3 [0] s2; R 1 (root) [3,0] s2; G 1 nil [3,0] s3; G 3 p3 [0] s4",
+    2: "R 1 p3 - s1; R 0 p0 [3] s2; R 3 p3 - s2; R 2 (root) [0,3] s2; G 2 nil [0,3] s3; G 0 p0 [3] s4",
+    3: "R 0 p2 - s1; R 1 p1 [2] s2; R 2 p2 - s2; R 3 (root) [1,2] s2; G 3 nil [1,2] s3; G 1 p1 [2] s4",
+}
+
+
+def test_mesh_2x2_schedule_tables() -> None:
+    """Fig. 5, row for row."""
+    t = trees_of("mesh:2x2")
+    for node, row in FIG5.items():
+        assert "; ".join(str(e) for e in t.schedule_table(node)) == row
+    assert t.report()[-1] == "rank 0 schedule table (op flow parent children step): " + FIG5[0]
+
+
+@pytest.mark.parametrize("spec", ["mesh:2x2", "torus:4x4", "mesh:4x4"])
+def test_schedule_tables_agree_with_the_schedule(spec: str) -> None:
+    """Every Reduce entry is the node's reduce-scatter send (1-based step), every Gather entry
+    its first allgather send; 2N entries less the allgather leaves."""
+    topo = parse_spec(spec)
+    t = trees_of(spec)
+    s = build_schedule("multitree", topo, CollKind.ALLREDUCE, inplace=True)
+    sends: dict[tuple[int, int, str], list[int]] = {}
+    for x in s.transfers:
+        sends.setdefault((x.src, x.src_idx[0], "R" if x.op is Op.REDUCE else "G"), []).append(x.step + 1)
+    for node in range(topo.nranks):
+        table = t.schedule_table(node)
+        assert len([e for e in table if e.op == "R"]) == topo.nranks
+        for e in table:
+            if e.op == "R" and e.parent is not None:
+                assert sends[(node, e.flow, "R")] == [e.step]
+            elif e.op == "G":
+                assert min(sends[(node, e.flow, "G")]) == e.step and len(sends[(node, e.flow, "G")]) == len(e.children)
+            else:   # the root's Reduce: when its last child's partial arrives
+                assert e.step == max(x.step + 1 for x in s.transfers if x.dst == node and x.op is Op.REDUCE
+                                     and x.src_idx[0] == e.flow)
+
+
 T0_4X4 = [(0, 12, 1), (0, 4, 1), (0, 3, 1), (0, 1, 1), (12, 8, 2), (12, 15, 2), (12, 13, 2), (3, 7, 2),
           (4, 5, 3), (3, 2, 3), (15, 11, 3), (8, 9, 4), (15, 14, 4), (2, 6, 4), (11, 10, 5)]
 
