@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import collc.frontends.multitree  # noqa: F401  (registers "multitree")
+from collc.compiler.program import Program
 from collc.driver import compile_xml
 from collc.errors import ScheduleError
 from collc.frontends.multitree import (FusedTbs, Trees, _link_tbs_overflow, build_trees, check_trees,
@@ -363,8 +364,8 @@ def test_fused_threadblocks_fuse_forwards_and_check() -> None:
     assert link.report.ok and fused.report.ok
     assert not link.schedule.tb_pairs and fused.schedule.tb_pairs     # auto is link at 64 ranks
 
-    def count(prog: object, kinds: set[str]) -> int:
-        return sum(s.type.value in kinds for g in prog.gpus for t in g.tbs for s in t.steps)  # type: ignore
+    def count(prog: Program, kinds: set[str]) -> int:
+        return sum(s.type.value in kinds for g in prog.gpus for t in g.tbs for s in t.steps)
 
     assert count(link.program, {"rrs", "rcs"}) == 0
     assert count(fused.program, {"rrs"}) > 8 * 64 and count(fused.program, {"rcs"}) > 8 * 64
