@@ -662,21 +662,32 @@ TB_MODES = ("auto", "link", "fused")
 PARSER_NODES = 4096
 
 
-def _link_tbs_overflow(n: int, rs: Trees | None, ag: Trees | None) -> bool:
-    """Would one tb per link (no fused steps) overflow a rank's parser budget?
+def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None) -> int:
+    """The most XML nodes a rank needs with one tb per link and peer (``threadblocks=link``).
 
-    Per rank: one step per send and receive, a tb per 64 of them (the executor's
-    step limit) and a margin of one in 32 for dependency nops.
+    Per rank: a step per send and receive, ``1/64`` of them for dependency nops, and a
+    tb per peer and direction times the channel groups the lowering takes so that a
+    connection holds at most 48 of its steps per tb (``estimate_groups``); plus the
+    ``<algo>`` and ``<gpu>`` nodes of a per-rank file.
     """
     ops = [0] * n
-    for trees in (rs, ag):
+    pair: dict[tuple[int, int], int] = {}
+    for trees, up in ((rs, True), (ag, False)):
         if trees is not None:
             for edges in trees.edges:
                 for p, c, _ in edges:
                     ops[p] += 1
                     ops[c] += 1
-    most = max(ops)
-    return most + -(-most // 64) + most // 32 + 2 > PARSER_NODES
+                    key = (c, p) if up else (p, c)
+                    pair[key] = pair.get(key, 0) + 1
+    groups = 1
+    while groups < 32 and -(-max(pair.values(), default=0) // groups) > 48:
+        groups *= 2
+    conns = [0] * n
+    for a, b in pair:
+        conns[a] += 1
+        conns[b] += 1
+    return max(o + conns[v] * groups + o // 64 + 2 for v, o in enumerate(ops))
 
 
 def turn_order(topology: Topology) -> list[list[int]]:
@@ -830,7 +841,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
     fusing = FusedTbs(turn_order(topology))
     if mode == "auto":
-        mode = "fused" if _link_tbs_overflow(n, rs, ag) else "link"
+        mode = "fused" if link_tbs_nodes(n, rs, ag) > PARSER_NODES else "link"
     ln_rs: dict[Edge3, int] = {}
     ln_ag: dict[Edge3, int] = {}
     if mode == "fused" and fusing.turns >= 1:
