@@ -101,7 +101,7 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 __all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "RULES", "ORDERS",
-           "REFERENCE"]
+           "REFERENCE", "FusedTbs", "turn_order", "link_tbs_nodes", "TB_MODES"]
 
 REFERENCE = ("Huang et al., Communication Algorithm-Architecture Co-Design for Distributed Deep Learning "
              "(MultiTree, ISCA'21), section III-C, Algorithm 1")
