@@ -903,7 +903,16 @@ def _report(topology: Topology, schedule: Schedule) -> list[str]:
     opts = dict(schedule.provenance.params)
     trees = build_trees(topology, rule=opts.get("rule", "any"), order=opts.get("order", "ascending"),
                         cap=int(opts.get("cap", "0")))
-    return trees.report()
+    lines = trees.report()
+    if not schedule.tb_pairs:
+        return lines + ["threadblocks: link (one per directed link and channel group)"]
+    fusing = FusedTbs(turn_order(topology))
+    kept = fusing.forwards(trees, True) + fusing.forwards(trees, False)
+    fusing.allot()
+    forwards = 2 * sum(len({p for p, _, _ in e}) - 1 for e in trees.edges)
+    return lines + [f"threadblocks: fused; {kept} of {forwards} forwards on the lane of their turn, lanes per "
+                    f"turn {', '.join(str(len(x)) for x in fusing.lanes_of_turn[1:])} (the lowering fuses those "
+                    f"whose receive and send are adjacent in their tb)"]
 
 
 register(Algorithm(

@@ -316,6 +316,17 @@ def fused_tbs(spec: str) -> tuple[Trees, FusedTbs]:
     return trees, fusing
 
 
+def test_report_names_the_threadblocks() -> None:
+    topo = parse_spec("torus:4x4")
+    report = get("multitree").report
+    assert report is not None
+    link = report(topo, build_schedule("multitree", topo, CollKind.ALLREDUCE, True))
+    assert link[-1] == "threadblocks: link (one per directed link and channel group)"
+    fused = report(topo, build_schedule("multitree", topo, CollKind.ALLREDUCE, True,
+                                        params={"threadblocks": "fused"}))
+    assert fused[-1].startswith("threadblocks: fused; 160 of 224 forwards on the lane of their turn")
+
+
 def test_fused_tbs_pairs_are_permutations_per_lane() -> None:
     _, fusing = fused_tbs("torus:4x4")
     pairs = fusing.pairs()
