@@ -206,6 +206,7 @@ class Trees:
         for r, tree_edges in enumerate(self.edges):
             kids = [(c, t) for p, c, t in tree_edges if p == node]
             children = tuple(c for c, _ in kids)
+            parent: int | None = None
             if node == r:
                 if kids:
                     step = t_total - min(t for _, t in kids) + 1
@@ -215,9 +216,8 @@ class Trees:
                 step = t_total - t_in + 1
                 reduce_.append((step, 0, r, TableEntry("R", r, parent, children, step)))
             if kids:
-                parent_g = None if node == r else self.parents(r)[node]
                 step = t_total + min(t for _, t in kids)
-                gather.append((step, r, TableEntry("G", r, parent_g, children, step)))
+                gather.append((step, r, TableEntry("G", r, parent, children, step)))
         return [e for *_, e in sorted(reduce_)] + [e for *_, e in sorted(gather)]
 
     def report(self, show_tree: int | None = 0) -> list[str]:
@@ -839,12 +839,13 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     rs = ag if ag is not None and _symmetric(topology) else None
     if rs is None and kind is not CollKind.ALLGATHER:
         rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
-    fusing = FusedTbs(turn_order(topology))
     if mode == "auto":
         mode = "fused" if link_tbs_nodes(n, rs, ag) > PARSER_NODES else "link"
     ln_rs: dict[Edge3, int] = {}
     ln_ag: dict[Edge3, int] = {}
-    if mode == "fused" and fusing.turns >= 1:
+    tb_pairs: list[tuple[int, int, int, int]] = []
+    fusing = FusedTbs(turn_order(topology)) if mode == "fused" else None
+    if fusing is not None and fusing.turns >= 1:
         phases = [(trees, reduce) for trees, reduce in ((rs, True), (ag, False)) if trees is not None]
         for trees, reduce in phases:
             fusing.forwards(trees, reduce)
@@ -853,6 +854,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         lanes = [fusing.lanes(trees, i, reduce, load) for i, (trees, reduce) in enumerate(phases)]
         ln_rs = lanes[0] if rs is not None else {}
         ln_ag = lanes[-1] if ag is not None else {}
+        tb_pairs = fusing.pairs()
     if kind is CollKind.ALLREDUCE:
         assert rs is not None and ag is not None
         b = Builder(Collective(kind, n, n, request.inplace))
@@ -893,8 +895,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                        lane=ln_rs.get((r, c, p), 0))
     else:  # pragma: no cover - the registry filters collectives
         raise ScheduleError(f"multitree does not implement {kind.value}")
-    if ln_rs or ln_ag:
-        b.tb_pairs = fusing.pairs()
+    b.tb_pairs = tb_pairs
     return b.schedule("multitree", opts, topology.name, REFERENCE)
 
 
