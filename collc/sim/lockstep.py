@@ -4,11 +4,15 @@ A Program (an XML file, ours or anyone's) has no step numbers, only per-threadbl
 order, dependencies and send/receive matching.  ``program_rounds`` recovers the
 lockstep structure the papers' model needs: a send goes out in the earliest round
 after everything it depends on is available, where a received message is available
-one round after it was sent, program order and dependencies add no round, and local
-copies and reductions are free.  Messages of the same round share links; the time is
+one round after it was sent, and after the previous send of its threadblock (a tb runs
+its steps one after the other, so two of its messages are never in flight together);
+otherwise program order and dependencies add no round, and local copies and
+reductions are free.  This recovers a lockstep schedule's steps from its program: a
+MultiTree program on a 4x4 torus has 2T = 10 rounds with every connection used at
+most once per round.  Messages of the same round share links; the time is
 ``sum over rounds of (alpha + max over links of bytes / capacity)``, as for a
-Schedule in ``collc.sim.analysis``.  Pipelined programs (``--chunks``) fall into
-consecutive rounds, which is how the model credits their overlap.
+Schedule in ``collc.sim.analysis``.  The pieces of a pipelined program (``--chunks``)
+are messages of their own: a tb sends them in consecutive rounds, each paying alpha.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ def program_rounds(program: Program) -> list[list[Message]]:
     waiting: dict[object, list[int]] = {}
     ready: deque[int] = deque(range(len(tbs)))
     finished = [False] * len(tbs)
+    last_send = [-1] * len(tbs)
     while ready:
         i = ready.popleft()
         if finished[i]:
@@ -64,7 +69,8 @@ def program_rounds(program: Program) -> list[list[Message]]:
                 arrival = max(start, sent[conn][n] + 1)
             finish = arrival
             if st.type in SENDS:
-                send_round = arrival
+                send_round = max(arrival, last_send[i] + 1)
+                last_send[i] = send_round
                 conn = (gid, tb.send, tb.chan)
                 sent.setdefault(conn, []).append(send_round)
                 while len(rounds) <= send_round:
