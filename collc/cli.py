@@ -12,7 +12,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -213,11 +213,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.is_dir() and not args.shard_per_rank:
         raise UsageError(f"-o {out} is a directory; give a file name (or use --shard-per-rank)")
-    with _progress(topo.nranks >= PROGRESS_RANKS) as tell:
+    with _progress(topo.nranks >= PROGRESS_RANKS) as stages:
         result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
                              chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
-                             dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=tell,
-                             shard=args.shard_per_rank)
+                             dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=stages.tell,
+                             shard=args.shard_per_rank, rank_progress=stages.ranks)
     if not result.report.ok:
         _print_report(result.report)
         print(f"collc: {out}: the lowered program fails its check; no file written", file=sys.stderr)
@@ -246,25 +246,33 @@ PROGRESS_RANKS = 128  # compiles this large take seconds: show the stages on a t
 STAGES = 5
 
 
+class _Stages:
+    """A tqdm bar over the compile stages, on an interactive stderr only; the lowering,
+    the longest stage at scale, also shows how many ranks it has done."""
+
+    def __init__(self, wanted: bool) -> None:
+        self.bar = tqdm(total=STAGES, unit="stage", leave=False, file=sys.stderr,
+                        disable=not (wanted and sys.stderr.isatty()),
+                        bar_format="{desc:<32} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+        self.stage = ""
+
+    def tell(self, stage: str) -> None:
+        if self.stage:
+            self.bar.update(1)
+        self.stage = stage
+        self.bar.set_description_str(stage)
+
+    def ranks(self, done: int, total: int) -> None:
+        self.bar.set_description_str(f"{self.stage} ({done}/{total} ranks)")
+
+
 @contextmanager
-def _progress(wanted: bool) -> Iterator[Callable[[str], None]]:
-    """A tqdm bar over the compile stages, on an interactive stderr only."""
-    bar = tqdm(total=STAGES, unit="stage", leave=False, file=sys.stderr,
-               disable=not (wanted and sys.stderr.isatty()),
-               bar_format="{desc:<24} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
-    started = False
-
-    def tell(stage: str) -> None:
-        nonlocal started
-        if started:
-            bar.update(1)
-        started = True
-        bar.set_description_str(stage)
-
+def _progress(wanted: bool) -> Iterator[_Stages]:
+    stages = _Stages(wanted)
     try:
-        yield tell
+        yield stages
     finally:
-        bar.close()
+        stages.bar.close()
 
 
 def _expand_paths(paths: Sequence[str]) -> list[Path]:

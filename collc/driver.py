@@ -47,10 +47,12 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
                 root: int | None = None, params: Mapping[str, str] | None = None, chunks: int = 1,
                 instances: int = 1, proto: Proto = Proto.SIMPLE, dialect: Dialect = Dialect.EXECUTOR,
                 min_bytes: int = 0, max_bytes: int = 0, name: str = "",
-                progress: Callable[[str], None] | None = None, shard: bool = False) -> Compiled:
+                progress: Callable[[str], None] | None = None, shard: bool = False,
+                rank_progress: Callable[[int, int], None] | None = None) -> Compiled:
     """Raise CollcError on impossible input; return the text and its check report.
 
-    ``progress`` (if given) is called with the name of each stage as it starts.
+    ``progress`` (if given) is called with the name of each stage as it starts, and
+    ``rank_progress`` with (ranks lowered, ranks) as the lowering goes (about 100 times).
     """
     # The IR and the Program are millions of small acyclic objects at 4096 ranks: the
     # cyclic collector would rescan them over and over for nothing, so it pauses here.
@@ -59,7 +61,8 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
     try:
         return _compile(topology, algorithm, kind, inplace=inplace, root=root, params=params, chunks=chunks,
                         instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
-                        max_bytes=max_bytes, name=name, progress=progress, shard=shard)
+                        max_bytes=max_bytes, name=name, progress=progress, shard=shard,
+                        rank_progress=rank_progress)
     finally:
         if enabled:
             gc.enable()
@@ -68,6 +71,7 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
 def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None, root: int | None,
              params: Mapping[str, str] | None, chunks: int, instances: int, proto: Proto, dialect: Dialect,
              min_bytes: int, max_bytes: int, name: str, progress: Callable[[str], None] | None,
+             rank_progress: Callable[[int, int], None] | None,
              shard: bool) -> Compiled:
     clock = time.perf_counter
     timings: dict[str, float] = {}
@@ -88,7 +92,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         # the full check below decides pairing, so lower() need not simulate it first
         opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=False,
-                            shard=shard, name=name)
+                            shard=shard, name=name, on_rank=rank_progress)
         tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
         program = lower(schedule, opts)

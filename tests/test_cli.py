@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collc.cli import EXAMPLES, main, parse_size
+from collc.cli import EXAMPLES, _Stages, main, parse_size
 from collc.errors import CollcError
 from collc.frontends.registry import algorithms
 from collc.ir.collective import CollKind
@@ -336,3 +336,14 @@ def test_parse_size(text: str, value: int) -> None:
 def test_parse_size_rejects(text: str) -> None:
     with pytest.raises(CollcError, match="cannot read size"):
         parse_size(text)
+
+
+def test_progress_bar_names_the_stage_and_the_ranks_lowered() -> None:
+    stages = _Stages(False)          # not a terminal: the bar draws nothing but keeps its text
+    stages.tell("frontend")
+    stages.tell("lower")
+    stages.ranks(512, 1024)
+    assert stages.bar.desc == "lower (512/1024 ranks)"
+    stages.tell("emit")
+    assert stages.bar.desc == "emit"
+    stages.bar.close()

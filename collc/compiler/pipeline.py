@@ -21,6 +21,7 @@ after the Schedule-level pass (used by the tests).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -52,6 +53,7 @@ class LowerOptions:
     check_pairing: bool = True   # simulate flow control to decide pairing (callers that check anyway skip it)
     shard: bool = False          # one file per rank will be written: no 1024-<gpu> file limit
     name: str = ""
+    on_rank: Callable[[int, int], None] | None = field(default=None, compare=False)  # (ranks done, of)
     verify_between: bool = False
     timings: dict[str, float] = field(default_factory=dict, compare=False)
 
@@ -97,7 +99,10 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
             gpus: list[Gpu] = []
             nchannels = 1
             worst = (0, 0, 0)
+            every = max(1, coll.nranks // 100)
             for rank in range(coll.nranks):
+                if opts.on_rank is not None and rank % every == 0:
+                    opts.on_rank(rank, coll.nranks)
                 a = clock()
                 chops = channel_ops(by_rank[rank], groups)
                 b = clock()
