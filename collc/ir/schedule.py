@@ -144,4 +144,6 @@ class Schedule:
 
     @property
     def lanes(self) -> int:
-        return 1 + max((t.lane for t in self.transfers), default=0)
+        """Lanes in use: by a transfer, or named by a tb pair hint."""
+        return 1 + max(max((t.lane for t in self.transfers), default=0),
+                       max((lane for _, lane, _, _ in self.tb_pairs), default=0))

@@ -283,6 +283,10 @@ def test_split_chunks_copies_tb_pair_hints_into_every_instance() -> None:
     s = replace(SCHEDULES["ring-allreduce-ring4"](), tb_pairs=((1, 0, 0, 2),))
     assert split_chunks(s, 2, 3).tb_pairs == ((1, 0, 0, 2), (1, 1, 0, 2), (1, 2, 0, 2))
     assert cap_counts(split_chunks(s, 2, 1), 1).tb_pairs == ((1, 0, 0, 2),)
+    # a hint may name a lane no transfer uses: it still counts, so instances do not collide
+    s = replace(SCHEDULES["ring-allreduce-ring4"](), tb_pairs=((1, 0, 0, 2), (1, 1, 0, 2)))
+    assert s.lanes == 2
+    assert split_chunks(s, 1, 2).tb_pairs == ((1, 0, 0, 2), (1, 1, 0, 2), (1, 2, 0, 2), (1, 3, 0, 2))
 
 
 # ======================================================================= fusion
