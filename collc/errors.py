@@ -24,6 +24,10 @@ class LoweringError(CollcError):
     """A Schedule cannot be lowered within the runtime's limits."""
 
 
+class NodeBudgetError(LoweringError):
+    """A rank of the lowered program needs more XML nodes than the runtime's parser stores."""
+
+
 class VerifyError(CollcError):
     """A Schedule failed its symbolic check (wrong data, double reduction, bad link)."""
 

@@ -12,11 +12,20 @@ dependency itself).  Every target step gets ``hasdep="1"``.
 Guarantees: ``s`` equals the position in the tb; no same-tb dependency; every
 dependency points to an earlier logical position, so the dependency graph
 (together with send->receive edges, which follow step order) is acyclic.
+
+A ``depid`` is an int8 on the device (at most 127).  When a rank has more tbs than
+that and a dependency targets one above it, the tbs are renumbered so that the
+targets come first (in their old order, the rest after them): tb ids carry no
+meaning beyond naming, so the program is the same, and it fits whenever at most
+128 of its tbs are targets.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from collc.compiler.fusion import FusedPlan, FusedTb
+from collc.compiler.limits import MAX_DEPID
 from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.compiler.segments import Partition
 from collc.ir.collective import Buffer, Collective
@@ -89,7 +98,19 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
             steps.append(Step(len(steps), item.type, item.srcbuf, item.srcoff, item.dstbuf, item.dstoff,
                               item.cnt, depid, dep_s, int((tb_i, len(steps)) in targets)))
         out_tbs.append(Threadblock(tb_i, tb.send, tb.recv, tb.chan, tuple(steps)))
+    if any(s.depid > MAX_DEPID for t in out_tbs for s in t.steps):
+        out_tbs = _targets_first(out_tbs)
     # a buffer folded into the other by in-place aliasing is never named in the XML
     i_chunks = 0 if coll.alias(rank, Buffer.INPUT)[0] is not Buffer.INPUT else coll.input_chunks
     o_chunks = 0 if coll.alias(rank, Buffer.OUTPUT)[0] is not Buffer.OUTPUT else coll.output_chunks
     return Gpu(rank, i_chunks, o_chunks, scratch, tuple(out_tbs))
+
+
+def _targets_first(tbs: list[Threadblock]) -> list[Threadblock]:
+    """The same tbs renumbered so that every dependency target has one of the lowest ids."""
+    targets = sorted({s.depid for t in tbs for s in t.steps if s.depid >= 0})
+    chosen = set(targets)
+    new = {old: k for k, old in enumerate(targets + [t.id for t in tbs if t.id not in chosen])}
+    moved = [replace(t, id=new[t.id], steps=tuple(replace(s, depid=new[s.depid]) if s.depid >= 0 else s
+                                                  for s in t.steps)) for t in tbs]
+    return sorted(moved, key=lambda t: t.id)

@@ -26,6 +26,13 @@ class Dialect(str, Enum):
         raise CollcError(f"unknown dialect {text!r} (choose executor, rccl or legacy)")
 
 
+#: Highest tb id a dependency may name (``depid`` is an int8 on the device).
+MAX_DEPID = 127
+
+#: Most parser nodes one rank may need in every dialect (:func:`parser_nodes`).
+MAX_PARSER_NODES = 4095
+
+
 @dataclass(frozen=True)
 class Limits:
     max_steps_per_tb: int
@@ -33,9 +40,9 @@ class Limits:
     max_channels: int
     max_tbs_per_channel: int = 32
     max_cnt: int = 71
-    max_depid: int = 127          # int8 on device
+    max_depid: int = MAX_DEPID    # int8 on device
     max_offset: int = 32767       # int16 on device
-    max_nodes_per_rank: int = 4096
+    max_nodes_per_rank: int = MAX_PARSER_NODES   # parser nodes of one rank (parser_nodes); the load fails at 4096
     max_children: int = 1024      # <gpu> per <algo>, <tb> per <gpu>, <step> per <tb>
     max_attrs: int = 16
     max_fused_reduce: int = 16
@@ -47,6 +54,24 @@ LIMITS: dict[Dialect, Limits] = {
     Dialect.RCCL: Limits(max_steps_per_tb=64, max_tbs_per_gpu=64, max_channels=128),
     Dialect.LEGACY: Limits(max_steps_per_tb=256, max_tbs_per_gpu=216, max_channels=32),
 }
+
+def parser_nodes(gpus_in_file: int, tbs: int, steps: int) -> int:
+    """The XML nodes that the runtimes' parser stores for one rank (MAX_NODES = 4096).
+
+    The parser stores a node only for an element that a handler takes: the ``<algo>``,
+    every ``<gpu>`` of the file whatever its id, and the ``<tb>`` and ``<step>``
+    children of the rank's own ``<gpu>`` (nops included).  Other ranks' subtrees,
+    unknown elements and comments are read into one reused slot; attributes cost no
+    node.  Before every read it fails if 4096 nodes are stored, and a read always
+    follows the last store, so :attr:`Limits.max_nodes_per_rank` (4095) is the most
+    that loads.  ``gpus_in_file`` is ``ngpus`` for a single file and 1 for a per-rank
+    shard.
+
+    >>> parser_nodes(1, 1, 4092), parser_nodes(2, 1, 4092)
+    (4095, 4096)
+    """
+    return 1 + gpus_in_file + tbs + steps
+
 
 # Runtime buffer geometry used to model slicing (msccl-runtime.md 1.5; NCCL defaults).
 NCCL_STEPS = 8

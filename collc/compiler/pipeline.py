@@ -28,13 +28,13 @@ import numpy as np
 
 from collc.compiler.dependencies import build_gpu
 from collc.compiler.fusion import fuse_rank
-from collc.compiler.limits import LIMITS, Dialect
+from collc.compiler.limits import LIMITS, Dialect, parser_nodes
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, RankOp, expand
-from collc.compiler.threadblocks import channel_ops, rank_threadblocks
+from collc.compiler.threadblocks import channel_ops, peer_spread, rank_threadblocks
 from collc.compiler.verify import simulate, size_model
-from collc.errors import LoweringError
+from collc.errors import LoweringError, NodeBudgetError
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
 
@@ -79,7 +79,12 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
         hints[rank][(lane, rpeer)] = speer
     del sched      # the ops hold all that later passes need (memory at 4096 ranks)
     t2 = clock()
-    most = max(1, lim.max_channels // lanes)
+    spread = peer_spread(plan.ops, coll.nranks)
+    if spread > 1 and lanes * spread > lim.max_channels:
+        raise LoweringError(f"a rank has more than 32 send or receive peers per channel: spreading them needs "
+                            f"{lanes * spread} channels, above the {opts.dialect.value} limit of "
+                            f"{lim.max_channels}")
+    most = max(1, lim.max_channels // (lanes * spread))
     if any(hints):
         # hinted pairs fuse only where nothing else of the tb comes between the receive and the
         # send: spread over as many channels as the dialect's channels and tbs allow
@@ -104,7 +109,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
                 if opts.on_rank is not None and rank % every == 0:
                     opts.on_rank(rank, coll.nranks)
                 a = clock()
-                chops = channel_ops(by_rank[rank], groups)
+                chops = channel_ops(by_rank[rank], groups, spread, coll.nranks)
                 b = clock()
                 tbs = rank_threadblocks(rank, chops, pair, hints[rank])
                 c = clock()
@@ -125,11 +130,11 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
                                inplace=int(schedule.collective.inplace),
                                outofplace=int(not schedule.collective.inplace), min_bytes=opts.min_bytes,
                                max_bytes=opts.max_bytes, gpus=tuple(gpus))
-            if lanes * (groups + 1) > lim.max_channels:
+            if lanes * spread * (groups + 1) > lim.max_channels:
                 raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} steps, above the "
                                     f"{opts.dialect.value} limit of {lim.max_steps_per_tb} per tb, even spread "
-                                    f"over {lanes * groups} channels: use fewer --chunks or --instances")
-            groups = min(2 * groups, lim.max_channels // lanes)
+                                    f"over {lanes * spread * groups} channels: use fewer --chunks or --instances")
+            groups = min(2 * groups, lim.max_channels // (lanes * spread))
 
     prog = assign(opts.pair, groups)
     if opts.pair and opts.check_pairing and any(t.send >= 0 and t.recv >= 0 for g in prog.gpus for t in g.tbs):
@@ -185,13 +190,13 @@ def enforce_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None
             raise LoweringError(f"gpu {g.id}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
                                 f"{lim.max_tbs_per_gpu} per GPU")
         nsteps = sum(len(t.steps) for t in g.tbs)
-        nodes = 1 + gpus_per_file + len(g.tbs) + nsteps
+        nodes = parser_nodes(gpus_per_file, len(g.tbs), nsteps)
         if nodes > lim.max_nodes_per_rank:
             hint = ("; one file per rank (--shard-per-rank) would fit"
-                    if not shard and 2 + len(g.tbs) + nsteps <= lim.max_nodes_per_rank else "")
-            raise LoweringError(f"gpu {g.id}: {nodes} XML nodes (<algo>, {gpus_per_file} <gpu>, {len(g.tbs)} <tb>, "
-                                f"{nsteps} <step>) exceed the parser's budget of {lim.max_nodes_per_rank} per "
-                                f"rank{hint}")
+                    if not shard and parser_nodes(1, len(g.tbs), nsteps) <= lim.max_nodes_per_rank else "")
+            raise NodeBudgetError(f"gpu {g.id}: {nodes} parser nodes (<algo>, {gpus_per_file} <gpu>, {len(g.tbs)} "
+                                f"<tb>, {nsteps} <step>); the runtime's parser loads at most "
+                                f"{lim.max_nodes_per_rank} per rank{hint}")
         if g.s_chunks > lim.max_offset or g.i_chunks > lim.max_offset + 1 or g.o_chunks > lim.max_offset + 1:
             raise LoweringError(f"gpu {g.id}: buffers of {max(g.i_chunks, g.o_chunks, g.s_chunks)} chunks exceed "
                                 f"the int16 offset limit {lim.max_offset}")
@@ -201,7 +206,10 @@ def enforce_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None
                 if peer >= 0:
                     per_chan[(t.chan, role)] = per_chan.get((t.chan, role), 0) + 1
             if t.id > lim.max_depid and any(s.depid == t.id for u in g.tbs for s in u.steps):
-                raise LoweringError(f"gpu {g.id} tb {t.id}: a dependency targets tb id above {lim.max_depid}")
+                targets = len({s.depid for u in g.tbs for s in u.steps if s.depid >= 0})
+                raise LoweringError(f"gpu {g.id} tb {t.id}: a dependency targets tb id above {lim.max_depid} "
+                                    f"(depid is an int8 in the runtime; {targets} tbs of this rank are "
+                                    f"dependency targets): use fewer --instances or --chunks")
             for s in t.steps:
                 if s.cnt > lim.max_cnt:
                     raise LoweringError(f"gpu {g.id} tb {t.id} step {s.s}: cnt {s.cnt} exceeds {lim.max_cnt}")

@@ -4,7 +4,12 @@
 a chunk keeps its channel along its whole path, so a chunk's hops through one rank
 land in one tb in order (the shape of the runtimes' own ring XMLs), and raising
 ``groups`` spreads a connection whose program would exceed the per-tb step limit
-over more channels.  Both ends of a message compute the same channel from the
+over more channels.  When a rank talks to more peers in one direction than a channel
+holds tbs (the runtime's 32 send and 32 receive tbs per channel, as in all-pairs
+exchanges on 64 ranks), each channel is further split into ``spread`` channels by the
+message's rank distance ``d = (dst - src) mod n``: class ``(d - 1) // 32``.  A rank's
+peers in one direction have distinct distances, so no class holds more than 32 of
+them, and both ends of a message compute the same class.  Both ends of a message compute the same channel from the
 same transfer, and a connection's messages are ordered by (step, transfer), so the
 send and receive sequences of every (a->b, chan) agree by construction.
 
@@ -56,12 +61,38 @@ def order_key(op: RankOp) -> tuple[int, ...]:
     return op.pos
 
 
-def assign_channels(plan: OpPlan, groups: int) -> list[ChannelOp]:
-    return channel_ops(plan.ops, groups)
+#: Send (and receive) tbs of one rank on one channel (MSCCL_MAX_NUM_THREAD_BLOCKS_PER_CHANNEL).
+PEERS_PER_CHANNEL = 32
 
 
-def channel_ops(ops: Iterable[RankOp], groups: int) -> list[ChannelOp]:
-    return [ChannelOp(op, op.lane * groups + op.chunk % groups) for op in ops]
+def assign_channels(plan: OpPlan, groups: int, spread: int = 1) -> list[ChannelOp]:
+    return channel_ops(plan.ops, groups, spread, plan.collective.nranks)
+
+
+def peer_spread(ops: Iterable[RankOp], nranks: int) -> int:
+    """Channels each channel group is split into so that no rank has more than
+    :data:`PEERS_PER_CHANNEL` send or receive peers on one channel (1 when none has)."""
+    peers: dict[tuple[int, int, bool], set[int]] = defaultdict(set)
+    for op in ops:
+        if op.kind is Kind.SEND or op.kind is Kind.RECV:
+            peers[(op.rank, op.lane, op.kind is Kind.SEND)].add(op.peer)
+    if max(map(len, peers.values()), default=0) <= PEERS_PER_CHANNEL:
+        return 1
+    return -(-(nranks - 1) // PEERS_PER_CHANNEL)
+
+
+def channel_ops(ops: Iterable[RankOp], groups: int, spread: int = 1, nranks: int = 1) -> list[ChannelOp]:
+    if spread == 1:
+        return [ChannelOp(op, op.lane * groups + op.chunk % groups) for op in ops]
+    out = []
+    for op in ops:
+        base = (op.lane * groups + op.chunk % groups) * spread
+        if op.kind is Kind.SEND:
+            base += ((op.peer - op.rank) % nranks - 1) // PEERS_PER_CHANNEL
+        elif op.kind is Kind.RECV:
+            base += ((op.rank - op.peer) % nranks - 1) // PEERS_PER_CHANNEL
+        out.append(ChannelOp(op, base))
+    return out
 
 
 def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True) -> TbPlan:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from collc.backends.msccl_xml import REQUIRED_ALGO, ParsedFile
-from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BUFF, SIMPLE_BUFF
+from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BUFF, SIMPLE_BUFF, parser_nodes
 from collc.compiler.program import READS_SRC, RECVS, SENDS, WRITES_DST, Program, Proto, Step, StepType, Threadblock
 from collc.compiler.scratch import Interval
 from collc.compiler.segments import Partition
@@ -161,10 +161,10 @@ def _check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool) -
         if len(g.tbs) > lim.max_tbs_per_gpu:
             rep.add("limit", f"{where}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
                              f"{lim.max_tbs_per_gpu} per GPU")
-        nodes = 1 + gpus_per_file + len(g.tbs) + sum(len(t.steps) for t in g.tbs)
+        nodes = parser_nodes(gpus_per_file, len(g.tbs), sum(len(t.steps) for t in g.tbs))
         if nodes > lim.max_nodes_per_rank:
-            rep.add("limit", f"{where}: {nodes} XML nodes for this rank exceed the parser's budget of "
-                             f"{lim.max_nodes_per_rank}")
+            rep.add("limit", f"{where}: {nodes} parser nodes for this rank (<algo>, {gpus_per_file} <gpu>, its "
+                             f"<tb> and <step>); the runtime's parser loads at most {lim.max_nodes_per_rank}")
         send_use: dict[tuple[int, int], int] = {}
         recv_use: dict[tuple[int, int], int] = {}
         per_chan_send: dict[int, set[int]] = {}

@@ -17,7 +17,7 @@ from collc.compiler.program import Program, Proto, Step, StepType
 from collc.compiler.scratch import Kind, OpPlan, expand
 from collc.compiler.threadblocks import TbPlan, assign_channels, assign_threadblocks, order_key, rank_threadblocks
 from collc.compiler.verify import check_parsed
-from collc.errors import LoweringError
+from collc.errors import LoweringError, NodeBudgetError
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Op, Provenance, Schedule, Transfer
@@ -453,8 +453,8 @@ def test_enforce_limits_node_budget(ring_program: Program) -> None:
     g0 = ring_program.gpus[0]
     tbs = tuple(replace(g0.tbs[0], id=k, send=-1, recv=-1) for k in range(600))  # 600 * 8 nodes
     prog = replace(ring_program, gpus=(replace(g0, tbs=tbs),) + ring_program.gpus[1:])
-    with pytest.raises(LoweringError, match=r"gpu 0: \d+ XML nodes \(<algo>, 4 <gpu>, 600 <tb>, 4200 <step>\) "
-                                            r"exceed the parser's budget of 4096"):
+    with pytest.raises(NodeBudgetError, match=r"gpu 0: 4805 parser nodes \(<algo>, 4 <gpu>, 600 <tb>, 4200 "
+                                              r"<step>\); the runtime's parser loads at most 4095 per rank"):
         enforce_limits(prog, Dialect.EXECUTOR)
 
 
