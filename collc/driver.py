@@ -22,7 +22,7 @@ from collc.compiler.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.program import Program, Proto
 from collc.compiler.verify import Report, check_parsed
-from collc.errors import VerifyError
+from collc.errors import NodeBudgetError, VerifyError
 from collc.frontends.registry import build_schedule, get as get_algorithm
 from collc.ir.collective import CollKind
 from collc.ir.schedule import Schedule
@@ -59,10 +59,25 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _compile(topology, algorithm, kind, inplace=inplace, root=root, params=params, chunks=chunks,
-                        instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
-                        max_bytes=max_bytes, name=name, progress=progress, shard=shard,
-                        rank_progress=rank_progress)
+        try:
+            return _compile(topology, algorithm, kind, inplace=inplace, root=root, params=params, chunks=chunks,
+                            instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
+                            max_bytes=max_bytes, name=name, progress=progress, shard=shard,
+                            rank_progress=rank_progress)
+        except NodeBudgetError:
+            # an automatic layout predicted a fit that the real count refutes: build once
+            # more with the layout the registration names, unless the user chose one
+            alg = get_algorithm(algorithm)
+            given = dict(params or {})
+            defaults = {p.name: str(p.default) for p in alg.params}
+            retry = {k: v for k, v in alg.budget_fallback.items()
+                     if given.get(k, defaults.get(k)) == defaults.get(k) != v}
+            if not retry:
+                raise
+            return _compile(topology, algorithm, kind, inplace=inplace, root=root, params={**given, **retry},
+                            chunks=chunks, instances=instances, proto=proto, dialect=dialect,
+                            min_bytes=min_bytes, max_bytes=max_bytes, name=name, progress=progress, shard=shard,
+                            rank_progress=rank_progress)
     finally:
         if enabled:
             gc.enable()
@@ -79,7 +94,8 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
     tell("frontend")
     t0 = clock()
     place = DEFAULT_INPLACE.get(kind, False) if inplace is None else inplace
-    schedule = build_schedule(algorithm, topology, kind, place, root, params)
+    schedule = build_schedule(algorithm, topology, kind, place, root, params,
+                              gpus_per_file=1 if shard else topology.nranks)
     t1 = clock()
     tell("verify schedule")
     try:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.driver import compile_xml
-from collc.frontends.registry import build_schedule
-from collc.ir.collective import CollKind
-from collc.topology import parse_spec
+from collc.errors import NodeBudgetError
+from collc.frontends.common import I, O, S, Builder
+from collc.frontends.registry import REGISTRY, Algorithm, Options, Param, build_schedule, register
+from collc.ir.collective import CollKind, Collective
+from collc.ir.schedule import Schedule
+from collc.topology import Topology, parse_spec
 
 
 @pytest.mark.parametrize("alg,spec,shard", [("ring", "ring:8", False), ("swing", "torus:4x4", True),
@@ -30,3 +35,43 @@ def test_progress_reports_stages_and_ranks() -> None:
     # every 2 ranks of 256 (about 100 updates), from 0 and increasing, per lowering attempt
     assert ranks[0] == (0, 256) and {t for _, t in ranks} == {256}
     assert 100 <= len(ranks) <= 2 * 128 and ranks[:128] == [(2 * k, 256) for k in range(128)]
+
+
+@pytest.fixture
+def padded_algorithm() -> Iterator[str]:
+    """A registered algorithm whose default ``auto`` layout overflows the parser's node budget
+    (a 2-rank allgather plus 4100 local copies on rank 0), like its ``heavy`` one, and whose
+    ``lean`` layout does not:
+    the driver's answer to an automatic layout whose prediction the lowered program refutes."""
+    def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
+        b = Builder(Collective(CollKind.ALLGATHER, 2, 1, request.inplace))
+        for r in range(2):
+            b.move(0, r, r, I, [0], O, [r])
+            b.move(0, r, 1 - r, I, [0], O, [r])
+        if opts["layout"] != "lean":
+            b.scratch = 4100
+            for k in range(4100):
+                b.move(1 + k, 0, 0, I, [0], S, [k])
+        return b.schedule("padded", opts, topology.name, "test fixture")
+
+    name = "test-padded"
+    register(Algorithm(name, frozenset({CollKind.ALLGATHER}), "2 ranks", "test", "test fixture", build,
+                       params=(Param("layout", str, "auto", "auto or lean", ("auto", "lean", "heavy")),),
+                       budget_fallback={"layout": "lean"}))
+    try:
+        yield name
+    finally:
+        del REGISTRY[name]
+
+
+@pytest.mark.parametrize("params", [{}, {"layout": "auto"}])
+def test_node_budget_fallback_rebuilds_with_the_registered_layout(padded_algorithm: str,
+                                                                  params: dict[str, str]) -> None:
+    built = compile_xml(parse_spec("switch:2"), padded_algorithm, CollKind.ALLGATHER, params=params)
+    assert built.report.ok
+    assert dict(built.schedule.provenance.params)["layout"] == "lean"
+
+
+def test_node_budget_fallback_never_overrides_the_user(padded_algorithm: str) -> None:
+    with pytest.raises(NodeBudgetError, match="gpu 0: .* parser nodes"):
+        compile_xml(parse_spec("switch:2"), padded_algorithm, CollKind.ALLGATHER, params={"layout": "heavy"})

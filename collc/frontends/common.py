@@ -36,7 +36,9 @@ class Builder:
                                        Op.REDUCE if reduce else Op.COPY, lane))
 
     def schedule(self, algorithm: str, params: dict[str, object], topology: str, reference: str) -> Schedule:
-        prov = Provenance(algorithm, tuple(sorted((k, str(v)) for k, v in params.items())), topology, reference)
+        # keys of the registry's own (``@...``) are context, not parameters of the schedule
+        prov = Provenance(algorithm, tuple(sorted((k, str(v)) for k, v in params.items() if k[:1] != "@")),
+                          topology, reference)
         return Schedule(self.collective, tuple(self.transfers), prov, self.scratch, tuple(self.tb_pairs))
 
 

@@ -53,8 +53,8 @@ Parameters:
   (multitree.md 2.3); ``fused``: lanes and ``tb_pairs`` hints (:class:`FusedTbs`)
   under which a rank's receive and the send that forwards it share a tb and fuse
   into one ``rrs``/``rcs`` step, for tori too large for one step per transfer
-  (4 (N-1) steps per rank; 32x32 needs it to fit the parser's 4096 XML nodes);
-  ``auto`` (default): ``link`` unless a rank would not fit.  Forwards only fuse
+  (4 (N-1) steps per rank; 32x32 needs it to fit the parser's 4095 nodes per rank);
+  ``auto`` (default): ``link`` unless a rank would not fit in the file written.  Forwards only fuse
   between direct neighbours, so on switch fabrics ``fused`` is ``link``.
 
 On a topology whose links are not all paired with a reverse link of the same
@@ -93,9 +93,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
+from collc.compiler.limits import MAX_PARSER_NODES, parser_nodes
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
-from collc.frontends.registry import Algorithm, Options, Param, register
+from collc.frontends.registry import FILE_GPUS, Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
@@ -658,17 +659,15 @@ Edge3 = tuple[int, int, int]
 
 TB_MODES = ("auto", "link", "fused")
 
-#: XML nodes a runtime parses per rank (msccl-runtime.md 1.4: MAX_NODES in every runtime).
-PARSER_NODES = 4096
-
-
-def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None) -> int:
-    """The most XML nodes a rank needs with one tb per link and peer (``threadblocks=link``).
+def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None, gpus_per_file: int = 1) -> int:
+    """The most parser nodes a rank needs with one tb per link and peer (``threadblocks=link``).
 
     Per rank: a step per send and receive, ``1/64`` of them for dependency nops, and a
     tb per peer and direction times the channel groups the lowering takes so that a
     connection holds at most 48 of its steps per tb (``estimate_groups``); plus the
-    ``<algo>`` and ``<gpu>`` nodes of a per-rank file.
+    ``<algo>`` and the file's ``gpus_per_file`` ``<gpu>`` nodes (:func:`parser_nodes`).
+    A prediction (within 3%): when the lowered program refutes it, the driver builds
+    again with ``threadblocks=fused`` (the registration's ``budget_fallback``).
     """
     ops = [0] * n
     pair: dict[tuple[int, int], int] = {}
@@ -687,7 +686,7 @@ def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None) -> int:
     for a, b in pair:
         conns[a] += 1
         conns[b] += 1
-    return max(o + conns[v] * groups + o // 64 + 2 for v, o in enumerate(ops))
+    return max(parser_nodes(gpus_per_file, conns[v] * groups, o + o // 64) for v, o in enumerate(ops))
 
 
 def turn_order(topology: Topology) -> list[list[int]]:
@@ -840,7 +839,9 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     if rs is None and kind is not CollKind.ALLGATHER:
         rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
     if mode == "auto":
-        mode = "fused" if link_tbs_nodes(n, rs, ag) > PARSER_NODES else "link"
+        file_gpus = opts.get(FILE_GPUS, n)
+        assert isinstance(file_gpus, int)
+        mode = "fused" if link_tbs_nodes(n, rs, ag, file_gpus) > MAX_PARSER_NODES else "link"
     ln_rs: dict[Edge3, int] = {}
     ln_ag: dict[Edge3, int] = {}
     tb_pairs: list[tuple[int, int, int, int]] = []
@@ -931,7 +932,7 @@ register(Algorithm(
             Param("cap", int, 0, "sends and receives per rank per step (NI links); 0 = no limit"),
             Param("threadblocks", str, "auto", "link: one tb per directed link (fastest); fused: a tb "
                   "receives on one link and sends on another so forwards fuse (fewer XML steps); auto: "
-                  "link unless a rank would exceed the parser's 4096 nodes", TB_MODES)),
+                  "link unless a rank would exceed the parser's 4095 nodes in the file written", TB_MODES)),
     example="collc build --topology torus:4x4 --algorithm multitree --collective allreduce -o mt.xml",
     report=_report,
     # a tb per directed link, transfers in step order (multitree.md 2.3): pairing a
@@ -939,4 +940,5 @@ register(Algorithm(
     # turns the data-driven trees back into lockstep steps (8x8 torus, 32 KiB, 16 GB/s,
     # 150 ns/hop in the event model: 5.7 us paired, 3.0 us unpaired)
     pair_tbs=False,
+    budget_fallback={"threadblocks": "fused"},
 ))

@@ -6,6 +6,13 @@ a ``Collective`` with chunk factor 1 giving kind, rank count, placement and root
 the frontend picks the chunk factor it needs.  ``build_schedule`` validates the
 request against the registration (collective supported, parameters known and
 well typed) before calling the frontend.
+
+Besides the user's parameters the options carry :data:`FILE_GPUS`: the number of
+``<gpu>`` elements of the file the schedule will be written into (``nranks`` for one
+file, 1 for per-rank shards).  The runtime's parser counts every one of them
+against each rank's node budget (``collc.compiler.limits.parser_nodes``), so a
+frontend whose layout depends on that budget reads it; it never reaches the
+Schedule's provenance.
 """
 
 from __future__ import annotations
@@ -19,6 +26,9 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 Options = dict[str, object]
+
+#: Option key set by :func:`build_schedule`, never by users (not an identifier, so no Param can take it).
+FILE_GPUS = "@gpus_per_file"
 BuildFn = Callable[[Topology, Collective, Options], Schedule]
 
 
@@ -63,6 +73,10 @@ class Algorithm:
     # pair a receive peer with a send peer in one tb (fused rcs/rrs ops); False keeps
     # every tb on one directed link so that no send waits behind an unrelated receive
     pair_tbs: bool = True
+    # parameters to build again with when the lowered program exceeds the parser's node
+    # budget and the user left each of them at its default (an ``auto`` layout that
+    # predicted a fit the real count refutes)
+    budget_fallback: Mapping[str, str] = field(default_factory=dict)
 
 
 REGISTRY: dict[str, Algorithm] = {}
@@ -88,7 +102,10 @@ def algorithms() -> list[Algorithm]:
 
 
 def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool = False,
-                   root: int | None = None, params: Mapping[str, str] | None = None) -> Schedule:
+                   root: int | None = None, params: Mapping[str, str] | None = None,
+                   gpus_per_file: int | None = None) -> Schedule:
+    """``gpus_per_file``: see :data:`FILE_GPUS` (default: one file when the parser allows
+    one, that is up to 1024 ranks, else per-rank shards)."""
     alg = get(name)
     if kind not in alg.collectives:
         have = ", ".join(sorted(k.value for k in alg.collectives))
@@ -106,6 +123,9 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
             raise ScheduleError(f"algorithm {name} has no parameter {key!r}"
                                 f"{' (it takes ' + ', '.join(known) + ')' if known else ' (it takes none)'}")
         opts[key] = known[key].parse(text)
+    if gpus_per_file is None:
+        gpus_per_file = topology.nranks if topology.nranks <= 1024 else 1
+    opts[FILE_GPUS] = gpus_per_file
     request = Collective(kind, topology.nranks, 1, inplace, root)
     return alg.build(topology, request, opts)
 
