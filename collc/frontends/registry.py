@@ -17,8 +17,11 @@ Schedule's provenance.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from collc.errors import ScheduleError
 from collc.ir.collective import Collective, CollKind
@@ -130,7 +133,19 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
     return alg.build(topology, request, opts)
 
 
+#: Modules of ``collc.frontends`` that register no algorithm (shared helpers); private
+#: ``_name`` modules are helpers too.  Every other module must register at least one.
+HELPER_MODULES = frozenset({"registry", "common"})
+
+
+def frontend_modules() -> list[str]:
+    """The names of the frontend modules, discovered from the package (sorted)."""
+    return sorted(m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+                  if m.name not in HELPER_MODULES and not m.name.startswith("_"))
+
+
 def _load() -> None:
-    """Import the frontend modules once; each registers its algorithms at import."""
-    from collc.frontends import (binomial_tree, direct, hdrm, multitree, recursive_doubling,  # noqa: F401
-                                 ring, ring2d, swing, torus_baselines, trees)
+    """Import every frontend module once; each registers its algorithms at import.  The
+    modules are found in the package, so a new family is one new module (no list to edit)."""
+    for name in frontend_modules():
+        importlib.import_module(f"collc.frontends.{name}")

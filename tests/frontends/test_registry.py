@@ -179,3 +179,22 @@ def test_provenance_records_algorithm_params_and_topology() -> None:
     assert s.provenance.topology == "ring:4"
     assert ("bidirectional", "True") in s.provenance.params
     assert s.provenance.reference
+
+
+# ---------------------------------------------------------------------- discovery
+def test_every_frontend_module_registers_an_algorithm() -> None:
+    """A module under collc/frontends/ is found without any list to edit, and registers."""
+    from collc.frontends.registry import frontend_modules
+    modules = {a.build.__module__.rsplit(".", 1)[1] for a in ALGOS}
+    assert set(frontend_modules()) == modules
+
+
+def test_the_registry_imports_no_frontend() -> None:
+    import ast
+    import inspect
+
+    import collc.frontends.registry as registry
+    tree = ast.parse(inspect.getsource(registry))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m for m in imported if m.startswith("collc.frontends")}, imported
