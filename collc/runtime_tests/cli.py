@@ -71,13 +71,15 @@ def format_log(log: BenchLog, color: bool = False) -> list[str]:
         cells = []
         first: Row | None = None
         for placement in ("out-of-place", "in-place"):
-            r = by_size[size].get(placement)
-            if r is None:
+            cell = by_size[size].get(placement)
+            if cell is None:
                 cells.append(f"{'-':>36s}")
                 continue
-            first = first or r
-            wrong = r.wrong if r.wrong is not None else (f"{r.error:g}" if r.error is not None else "N/A")
-            cells.append(f"{_num(r.time_us):>10s} {_num(r.algbw):>8s} {_num(r.busbw):>8s} {str(wrong):>7s}")
+            first = first or cell
+            wrong = cell.wrong if cell.wrong is not None else (f"{cell.error:g}" if cell.error is not None
+                                                               else "N/A")
+            cells.append(f"{_num(cell.time_us):>10s} {_num(cell.algbw):>8s} {_num(cell.busbw):>8s} "
+                         f"{str(wrong):>7s}")
         assert first is not None
         path = paths[size]
         if log.launches.get(size):
