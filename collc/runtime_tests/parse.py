@@ -25,10 +25,10 @@ See ``docs/runtime-tests.md`` for the rules and their sources.
 ... #  Rank  0 Group  0 Pid  1 on h device  0 [0x18] GPU
 ... #  Rank  1 Group  0 Pid  2 on h device  1 [0x19] GPU
 ... #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
-...            8             2     float     sum      -1    19.28    0.00    0.00      0    17.24    0.00    0.00      0
+...      1048576        262144     float     sum      -1    28.39   36.94   36.94      0    28.04   37.40   37.40      0
 ... ''', "x.txt")
 >>> log.collective, log.nranks, [(r.placement, r.time_us) for r in log.rows]
-('allreduce', 2, [('out-of-place', 19.28), ('in-place', 17.24)])
+('allreduce', 2, [('out-of-place', 28.39), ('in-place', 28.04)])
 >>> log.verdict.status
 'unknown'
 """
@@ -533,7 +533,7 @@ def parse_file(path: str | Path) -> BenchLog:
 def _infer_collective(log: BenchLog) -> None:
     if log.collective != "unknown" or not log.rows:
         return
-    r = max(log.rows, key=lambda x: x.size)
+    r = max(log.rows, key=lambda x: (x.algbw, x.size))   # tiny sizes print 0.00 bandwidths
     ts = TYPE_SIZES.get(r.dtype)
     n = log.nranks
     if not ts or not n or r.count == 0:
