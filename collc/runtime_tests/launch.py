@@ -301,6 +301,10 @@ def render(plans: list[RunPlan], o: Options) -> list[str]:
 def add_run_arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("--xml", action="append", default=[], metavar="PATH",
                    help="schedule file, directory (MSCCL_ALGO_DIR) or shard directory; repeat for files")
+    a.add_argument("--topology", default=None,
+                   help="instead of --xml: build the schedule for this topology (with --algorithm, --collective) "
+                        "into OUT/msccl-algorithms, checked, before launching")
+    a.add_argument("--algorithm", default=None, help="with --topology: the algorithm to build")
     a.add_argument("--runtime", choices=RUNTIMES, default="executor")
     a.add_argument("--launcher", choices=["mpirun", "srun"], default="mpirun")
     a.add_argument("--np", type=int, default=None, help="processes (default: the schedules' ngpus)")
@@ -360,7 +364,38 @@ def execute(plan: RunPlan) -> int:
     return proc.returncode
 
 
+def build_schedule(args: argparse.Namespace) -> str:
+    """``--topology``: build, check and write the schedule into ``OUT/msccl-algorithms``."""
+    from collc.backends.msccl_xml import write_atomic
+    from collc.compiler.limits import Dialect
+    from collc.driver import compile_xml
+    from collc.ir.collective import CollKind
+    from collc.topology import parse_spec
+
+    if args.xml:
+        raise LaunchError("give either --xml or --topology, not both")
+    if not args.algorithm or not args.collective:
+        raise LaunchError("--topology needs --algorithm and --collective")
+    topo = parse_spec(args.topology)
+    kind = CollKind.parse(args.collective)
+    result = compile_xml(topo, args.algorithm, kind, dialect=Dialect(args.runtime))
+    if not result.report.ok:
+        raise LaunchError(f"the {args.algorithm} {kind.value} schedule on {topo.name} fails its check: "
+                          f"{result.report.errors()[0].message}")
+    d = Path(args.out) / "msccl-algorithms"
+    d.mkdir(parents=True, exist_ok=True)
+    stale = [q.name for q in d.iterdir() if q.name != f"{args.algorithm}-{kind.value}.xml"]
+    if stale:
+        raise LaunchError(f"{d} holds {stale[0]}; the runtime would load it too: choose another --out")
+    path = d / f"{args.algorithm}-{kind.value}.xml"
+    write_atomic(path, result.text)
+    print(f"# built {path}: {kind.value} on {topo.nranks} ranks ({args.runtime} dialect), checked")
+    return str(d)
+
+
 def run_command(args: argparse.Namespace) -> int:
+    if args.topology:
+        args.xml = [build_schedule(args)]
     o = options_from(args)
     plans = plan_runs(o)
     if args.dry_run:

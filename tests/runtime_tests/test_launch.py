@@ -169,3 +169,15 @@ def test_mpirun_delivers_per_rank_environment(schedules: dict[str, Path], tmp_pa
     base_ranks = re.findall(r"RANKENV rank=(\d+) ([^\n]*?)(?=RANKENV|\n|$)", base)
     assert sorted(int(r) for r, _ in base_ranks) == [0, 1, 2, 3]
     assert all("MSCCL_ALGO_DIR" not in rest and "MSCCL_XML_FILES" not in rest for _, rest in base_ranks)
+
+
+def test_build_from_topology(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["bench", "run", "--topology", "switch:4", "--algorithm", "ring", "--collective", "allreduce",
+                 "--runtime", "rccl", "--out", str(out), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    built = out / "msccl-algorithms" / "ring-allreduce.xml"
+    assert built.is_file() and f"MSCCL_ALGO_DIR={(out / 'msccl-algorithms').resolve()}" in text
+    assert 'minBytes="0"' in built.read_text()          # the rccl dialect's header
+    assert main(["bench", "run", "--topology", "switch:4", "--algorithm", "ring", "--dry-run"]) == 2
+    assert "--algorithm and --collective" in capsys.readouterr().err
