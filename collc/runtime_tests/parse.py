@@ -314,6 +314,12 @@ def parse_text(text: str, path: str = "<text>") -> BenchLog:
             if rk:
                 ranks[int(rk.group("rank"))] = rk.group("host")
                 continue
+            ver = re.match(r"#\s*nccl-tests version (\S+).*?nccl-library=(\d+)", s)
+            if ver:   # newer nccl-tests: the library's version code, e.g. 22703 = 2.27.3
+                code = int(ver.group(2))
+                log.versions["nccl-tests"] = ver.group(1)
+                log.versions.setdefault("NCCL", f"{code // 10000}.{code % 10000 // 100}.{code % 100}")
+                continue
             ban = _BANNER.match(s)
             if ban:
                 _set_collective(log, ban.group("stem"), "banner")
