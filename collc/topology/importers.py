@@ -43,7 +43,7 @@ from pathlib import Path
 from lxml import etree  # type: ignore[import-untyped]
 
 from collc.errors import TopologyError
-from collc.topology.model import Link, Topology
+from collc.topology.model import MAX_CYCLE_SEARCH_RANKS, Link, Topology
 from collc.topology.spec import register_family
 
 __all__ = ["import_files", "import_text", "import_command", "NVLINK_BW", "PCI_BW"]
@@ -106,7 +106,22 @@ class _Graph:
         for r in range(1, topo.nranks):
             if not topo.rank_reachable(0, r) or not topo.rank_reachable(r, 0):
                 raise TopologyError(f"{name}: GPU {self.gpus[r]} is not connected to {self.gpus[0]}")
-        return topo
+        return Topology(name, topo.nranks, topo.links, topo.nswitches, topo.params,
+                        self._cycle(topo, {ids[k] for k in keep if k.endswith("nvswitch")}))
+
+    @staticmethod
+    def _cycle(topo: Topology, nvswitches: set[int]) -> tuple[int, ...]:
+        """A ring over NVLink/xGMI only (direct GPU links or through an NVSwitch) when one
+        exists on a machine small enough to search; else the ranks in order, which keeps
+        each host's GPUs together (every rank reaches every other, so any order is a cycle)."""
+        n = topo.nranks
+        fast = tuple(lk for lk in topo.links if (lk.src < n and lk.dst < n) or lk.src in nvswitches
+                     or lk.dst in nvswitches)
+        if 2 < n <= MAX_CYCLE_SEARCH_RANKS and fast:
+            found = Topology(topo.name, n, fast, topo.nswitches).hamiltonian_cycle()
+            if found is not None:
+                return found
+        return tuple(range(n))
 
 
 def _pci_bw(el: etree._Element) -> float:
@@ -294,16 +309,7 @@ def _import_xml(roots: Sequence[tuple[etree._Element, str]], name: str) -> Topol
     params = _finish_hosts(g, hosts, name)
     params.append(("dialect", "+".join(sorted(dialects))))
     topo = g.build(name, params)
-    return _with_cycle(topo)
-
-
-def _with_cycle(topo: Topology) -> Topology:
-    """Ranks in order form a cycle whenever every rank reaches every other (always, for an
-    imported machine); the model's own search is used for small machines instead, since it
-    prefers nothing but finds one quickly."""
-    if topo.nranks <= 16 or topo.cycle is not None:
-        return topo
-    return Topology(topo.name, topo.nranks, topo.links, topo.nswitches, topo.params, tuple(range(topo.nranks)))
+    return topo
 
 
 # --------------------------------------------------------------------------- smi matrices
@@ -370,7 +376,7 @@ def _import_nvidia_smi(text: str, name: str) -> Topology:
     _pcie_tree(g, gpus, relation)
     params = [("source", "nvidia-smi topo -m"),
               ("nics", ",".join(c for c in cols if not c.startswith("GPU")) or "none")]
-    return _with_cycle(g.build(name, params))
+    return g.build(name, params)
 
 
 def _pcie_tree(g: _Graph, gpus: list[str], rel: Callable[[str, str], str]) -> None:
@@ -440,7 +446,7 @@ def _import_rocm_smi(text: str, name: str) -> Topology:
     for i, a2 in enumerate(keys):
         for b2 in keys[i + 1:]:
             g.link(a2, b2, 16.0)
-    return _with_cycle(g.build(name, [("source", "rocm-smi --showtopo")]))
+    return g.build(name, [("source", "rocm-smi --showtopo")])
 
 
 # --------------------------------------------------------------------------- entry points

@@ -96,6 +96,8 @@ def test_nvswitch_and_nvlink_counts() -> None:
     dgx1 = import_files([_one("nvidia-smi/dgx1_v100_mlx5-rows_topo-m.txt")])
     assert dgx1.link(0, 3).multiplicity == 2 and dgx1.link(0, 1).multiplicity == 1  # type: ignore[union-attr]
     assert dgx1.link(0, 5) is None and dgx1.route(0, 5) is not None   # SYS: through both CPUs
+    cyc = dgx1.hamiltonian_cycle()   # the ring ring-allreduce uses runs over NVLink only
+    assert cyc is not None and all(dgx1.link(a, b) is not None for a, b in zip(cyc, cyc[1:] + cyc[:1]))
 
 
 def test_multi_node_join() -> None:
