@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from collc.errors import CollcError
-from collc.runtime_tests.parse import BenchLog, LogParseError, Row, parse_file, path_per_size
+from collc.runtime_tests.parse import BenchLog, LogParseError, Row, parse_file_tests, path_per_size
 
 __all__ = ["add_bench_parser", "run_bench", "format_log"]
 
@@ -100,7 +100,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         p = Path(raw)
         if not p.is_file():
             raise BenchUsageError(f"{p}: no such file")
-        logs.append(parse_file(p))
+        logs.extend(parse_file_tests(p))
     if args.json:
         print(json.dumps([lg.to_json() for lg in logs], indent=2, sort_keys=True))
         return 0
@@ -109,7 +109,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         for line in format_log(lg, color):
             print(line)
     failed = sum(lg.failed or any(r.wrong for r in lg.rows) for lg in logs)
-    print(f"{len(logs)} log(s) parsed; {failed} with a failed data check")
+    print(f"{len(logs)} test(s) in {len(args.logs)} file(s) parsed; {failed} with a failed data check")
     return 1 if failed else 0
 
 

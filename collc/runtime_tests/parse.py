@@ -45,8 +45,8 @@ from typing import Any
 
 from collc.errors import CollcError
 
-__all__ = ["LogParseError", "Row", "Verdict", "BenchLog", "parse_file", "parse_text", "TYPE_SIZES",
-           "PERF_NAMES"]
+__all__ = ["LogParseError", "Row", "Verdict", "BenchLog", "parse_file", "parse_file_tests", "parse_text",
+           "parse_tests", "TYPE_SIZES", "PERF_NAMES"]
 
 
 class LogParseError(CollcError):
@@ -253,8 +253,9 @@ def _split_info(line: str) -> tuple[str, str | None]:
     return line[:m.start()], line[m.start():]
 
 
-def parse_text(text: str, path: str = "<text>") -> BenchLog:
-    """Parse nccl-tests / rccl-tests stdout (any version; see the module docstring)."""
+def parse_text(text: str, path: str = "<text>", finish: bool = True) -> BenchLog:
+    """Parse nccl-tests / rccl-tests stdout as one test (any version; see the module docstring).
+    Use :func:`parse_tests` for a log that may hold several different tests."""
     stripped = text.lstrip()
     if stripped.startswith("{") and '"results"' in text:
         return _parse_nccl_json(text, path)
@@ -380,7 +381,99 @@ def parse_text(text: str, path: str = "<text>") -> BenchLog:
     log.fmt = "error" if error_seen and not wrong_seen else "wrong"
     if any(r.wrong == -1 for r in log.rows):
         log.notes.append("a #wrong value of -1 means the data check was not run")
-    _finish(log)
+    if finish:
+        _finish(log)
+    return log
+
+
+_PREAMBLE_LINE = re.compile(r"\s*#\s*nThreads?:?\s+\d+\s+nGpus")
+_LEADS_PREAMBLE = re.compile(r"\s*#\s*(Collective test starting:|nccl-tests version )")
+
+
+def _multiplier(log: BenchLog) -> float | None:
+    r = log.rows[0]
+    ts = TYPE_SIZES.get(r.dtype)
+    return r.size / (r.count * ts) if ts and r.count else None
+
+
+def _same_test(a: BenchLog, b: BenchLog) -> bool:
+    named = {x.collective for x in (a, b) if x.collective_source in ("banner", "command line")}
+    return (len(named) <= 1 and a.nranks == b.nranks and a.tool == b.tool and a.fmt == b.fmt
+            and {r.redop for r in a.rows} == {r.redop for r in b.rows} and _multiplier(a) == _multiplier(b))
+
+
+def _merge(a: BenchLog, b: BenchLog) -> None:
+    a.rows.extend(b.rows)
+    for size, k in b.launches.items():
+        a.launches[size] = a.launches.get(size, 0) + k
+    a.runs += b.runs
+    a.avg_busbw.extend(b.avg_busbw)
+    a.out_of_bounds.extend(b.out_of_bounds)
+    a.failed |= b.failed
+    a.info_lines += b.info_lines
+    a.hosts = tuple(dict.fromkeys(a.hosts + b.hosts))
+    for key, val in b.versions.items():
+        a.versions.setdefault(key, val)
+    for key, val in b.env.items():
+        a.env.setdefault(key, val)
+    a.warns.extend(w for w in b.warns if w not in a.warns)
+    a.msccl.extend(m for m in b.msccl if m not in a.msccl)
+    a.notes.extend(n for n in b.notes if n not in a.notes)
+    if a.collective_source not in ("banner", "command line") and b.collective_source in ("banner", "command line"):
+        a.collective, a.collective_source = b.collective, b.collective_source
+
+
+def parse_tests(text: str, path: str = "<text>") -> list[BenchLog]:
+    """Every test in a log, in order.  A log may concatenate runs: per-size runs of one test
+    stay one :class:`BenchLog`; a different test (another collective, rank count or column
+    layout) starts a new one.  Lines of a run without result rows (a crash) go with the next run."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") or stripped.lower().startswith("collective") or not stripped:
+        return [parse_text(text, path)]
+    lines = text.splitlines()
+    cuts = [0]
+    for i, ln in enumerate(lines):
+        if _PREAMBLE_LINE.match(ln) and i > 0:
+            j = i
+            while j > cuts[-1] and _LEADS_PREAMBLE.match(lines[j - 1]):
+                j -= 1
+            if j > cuts[-1]:
+                cuts.append(j)
+    cuts.append(len(lines))
+    logs: list[BenchLog] = []
+    carry: list[str] = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        chunk = carry + lines[lo:hi]
+        try:
+            seg = parse_text("\n".join(chunk), path, finish=False)
+        except LogParseError:
+            carry = chunk
+            continue
+        carry = []
+        if logs and _same_test(logs[-1], seg):
+            _merge(logs[-1], seg)
+        else:
+            logs.append(seg)
+    if carry and logs:   # trailing lines without rows (teardown, a crash report) belong to the last test
+        tail = parse_text_info("\n".join(carry), path)
+        _merge(logs[-1], tail)
+    if not logs:
+        raise LogParseError(f"{path}: no nccl-tests/rccl-tests result rows found")
+    for lg in logs:
+        _finish(lg)
+    return logs
+
+
+def parse_text_info(text: str, path: str) -> BenchLog:
+    """The INFO/WARN lines and footers of text that holds no result rows."""
+    log = BenchLog(path)
+    for raw in text.splitlines():
+        _, info = _split_info(raw)
+        if info is not None:
+            m = _NCCL_LINE.match(info)
+            assert m is not None
+            log.info_lines += 1
+            _note_info(log, m.group("level"), m.group("msg").strip())
     return log
 
 
@@ -526,13 +619,25 @@ def _parse_rccl_jsonl(text: str, path: str) -> BenchLog:
     return log
 
 
-def parse_file(path: str | Path) -> BenchLog:
-    p = Path(path)
+def _read(path: str | Path) -> str:
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
+        return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
-        raise LogParseError(f"{p}: cannot read: {exc.strerror or exc}") from exc
-    return parse_text(text, str(p))
+        raise LogParseError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def parse_file_tests(path: str | Path) -> list[BenchLog]:
+    """Every test in a log file (see :func:`parse_tests`)."""
+    return parse_tests(_read(path), str(path))
+
+
+def parse_file(path: str | Path) -> BenchLog:
+    """The one test of a log file; a log holding several different tests is an error."""
+    tests = parse_file_tests(path)
+    if len(tests) > 1:
+        raise LogParseError(f"{path}: holds {len(tests)} different tests ("
+                            f"{', '.join(t.collective for t in tests)}); use collc bench parse, or split the log")
+    return tests[0]
 
 
 # --------------------------------------------------------------------------- inference and verdict

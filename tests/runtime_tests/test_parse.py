@@ -167,3 +167,21 @@ def test_cli_parse_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     empty.write_text("hello\n")
     assert main(["bench", "parse", str(empty)]) == 2
     assert "no nccl-tests/rccl-tests result rows" in capsys.readouterr().err
+
+
+def test_concatenated_tests_are_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two real logs one after the other (as a script looping over the tests writes them): two
+    tests, each with exactly the rows it has alone; per-size runs of one test stay one."""
+    from collc.runtime_tests.parse import LogParseError, parse_tests
+
+    a, b = _one("gcp-a4_2node"), _one("amd-aac8_8x")
+    both = parse_tests(a.read_text() + b.read_text(), "both")
+    assert [t.collective for t in both] == ["allgather", "allreduce"]
+    assert [t.rows for t in both] == [parse_file(a).rows, parse_file(b).rows]
+    assert len(parse_tests(_one("panlichen_4node").read_text())) == 1
+    joined = tmp_path / "joined.log"
+    joined.write_text(a.read_text() + b.read_text())
+    with pytest.raises(LogParseError, match="holds 2 different tests"):
+        parse_file(joined)
+    assert main(["bench", "parse", str(joined)]) == 0
+    assert "2 test(s) in 1 file(s) parsed" in capsys.readouterr().out
