@@ -139,6 +139,7 @@ class BenchLog:
     info_lines: int = 0
     warns: list[str] = field(default_factory=list)
     msccl: list[str] = field(default_factory=list)           # MSCCL lines, deduplicated, in order
+    nccl_lazy: bool = False           # NCCL connected its own rings/trees after the table header
     notes: list[str] = field(default_factory=list)
     verdict: Verdict = field(default_factory=lambda: Verdict("unknown", "not evaluated"))
 
@@ -154,7 +155,8 @@ class BenchLog:
                 "msccl_launches": {str(k): v for k, v in sorted(self.launches.items())},
                 "avg_busbw": self.avg_busbw, "out_of_bounds": self.out_of_bounds, "failed": self.failed,
                 "versions": dict(self.versions), "env": dict(self.env), "info_lines": self.info_lines,
-                "warnings": self.warns, "msccl_lines": self.msccl, "notes": self.notes,
+                "warnings": self.warns, "msccl_lines": self.msccl, "nccl_connected_at_first_call": self.nccl_lazy,
+                "notes": self.notes,
                 "verdict": self.verdict.to_json()}
 
 
@@ -295,6 +297,9 @@ def parse_text(text: str, path: str = "<text>", finish: bool = True) -> BenchLog
             msg = m.group("msg").strip()
             if _SETUP in msg:
                 launches_since_row += 1
+            elif table is not None and msg.startswith(("Connected all rings", "Connected all trees")):
+                # NCCL connects its own rings/trees lazily, at the first call that uses them
+                log.nccl_lazy = True
             _note_info(log, m.group("level"), msg)
         line = body.rstrip()
         if not line.strip():
@@ -410,6 +415,7 @@ def _merge(a: BenchLog, b: BenchLog) -> None:
     a.avg_busbw.extend(b.avg_busbw)
     a.out_of_bounds.extend(b.out_of_bounds)
     a.failed |= b.failed
+    a.nccl_lazy |= b.nccl_lazy
     a.info_lines += b.info_lines
     a.hosts = tuple(dict.fromkeys(a.hosts + b.hosts))
     for key, val in b.versions.items():
@@ -712,7 +718,11 @@ def verdict(log: BenchLog) -> Verdict:
                "own algorithms ran every size")
         if log.env.get("NCCL_ALGO", "").upper().startswith("MSCCL") and log.versions.get("NCCL", "").startswith("2.23"):
             why += "; NCCL_ALGO=MSCCL is the old microsoft/msccl switch and does nothing in the executor"
-        return Verdict("not-ran", why, tuple(init[:4] or log.msccl[:4]))
+        ev = list(init[:4] or log.msccl[:4])
+        if log.nccl_lazy:
+            ev.append("NCCL connected its own rings/trees at the first call ('Connected all rings' after the "
+                      "table header)")
+        return Verdict("not-ran", why, tuple(ev))
     nccl = log.versions.get("NCCL")
     if nccl and _major_minor(nccl) > (2, 23, 4) and log.tool != "rccl-tests":
         return Verdict("not-ran", f"NCCL {nccl} is stock NCCL: the MSCCL executor is a fork of NCCL 2.23.4 "

@@ -130,6 +130,7 @@ def test_msccl_executor_log_verdict() -> None:
     assert log.info_lines > 2000
     assert any("Using MSCCL Algo files from /home/czy/nccl/msccl/build/lib/msccl-algorithms" in m for m in log.msccl)
     assert log.verdict.status == "not-ran" and "Setup Kernel finished" in log.verdict.reason
+    assert log.nccl_lazy and any("Connected all rings" in e for e in log.verdict.evidence)
     assert sum(log.launches.values()) == 0
     assert set(path_per_size(log).values()) == {"NCCL"}
     assert [r.busbw for r in log.rows if r.size == 1073741824] == [8.23, 8.27]
