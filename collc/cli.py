@@ -42,6 +42,7 @@ EXAMPLES = {
                "--algorithm recursive-halving-doubling --plot cmp.png",
     "tune": "collc tune --topology switch:8 --collective allreduce --algorithm ring --algorithm direct "
             "--protocols Simple,LL -o tuned",
+    "bench": "collc bench parse all_reduce.log --json; collc bench run --xml algos/ --runtime executor --dry-run",
 }
 
 
@@ -58,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="collc", description="Compile a topology plus an algorithm into a verified MSCCL XML.",
                 epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check,simulate,compare,tune}")
+    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check,simulate,compare,tune,bench}")
     sub.required = True
 
     def cmd(name: str, help_: str) -> argparse.ArgumentParser:
@@ -69,11 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("what", nargs="?", choices=["algorithms", "topologies", "collectives"], default="algorithms")
 
     top = cmd("topology", "inspect a topology spec")
-    tsub = top.add_subparsers(dest="action", metavar="{show}")
+    tsub = top.add_subparsers(dest="action", metavar="{show,import}")
     tsub.required = True
     show = tsub.add_parser("show", help="summarize a topology (or print its JSON file form)")
     show.add_argument("spec")
     show.add_argument("--json", action="store_true", help="print the round-trippable JSON file format")
+    imp = tsub.add_parser("import", help="NCCL topology XML (one per node) or nvidia-smi/rocm-smi text -> YAML")
+    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.add_argument("-o", "--output", default=None, help="write the topology file here (.yaml or .json)")
 
     b = cmd("build", "build, lower, check and write an MSCCL XML")
     b.add_argument("--topology", required=True, help="spec such as ring:8, torus:4x4, switch:8, or a .yaml/.json")
@@ -145,6 +149,8 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--protocols", default="Simple", help="comma-separated: Simple,LL,LL128")
     tn.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
     tn.add_argument("-o", "--output", required=True, help="directory: msccl-algorithms/*.xml and MANIFEST.json")
+    from collc.runtime_tests.cli import add_bench_parser
+    add_bench_parser(cmd("bench", "run nccl-tests/rccl-tests with a schedule, parse their logs, report"))
     return p
 
 
@@ -169,6 +175,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
+    if args.action == "import":
+        from collc.topology.importers import import_command
+        return import_command(args.files, args.output)
     topo = parse_spec(args.spec)
     if args.json:
         print(dump_json(topo))
@@ -437,11 +446,16 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from collc.runtime_tests.cli import run_bench
+    return run_bench(args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
         handler = {"list": cmd_list, "topology": cmd_topology, "build": cmd_build, "check": cmd_check,
-                   "simulate": cmd_simulate, "compare": cmd_compare, "tune": cmd_tune}
+                   "simulate": cmd_simulate, "compare": cmd_compare, "tune": cmd_tune, "bench": cmd_bench}
         return handler[args.command](args)
     except CollcError as exc:
         print(f"collc: {exc}", file=sys.stderr)

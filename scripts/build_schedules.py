@@ -57,6 +57,52 @@ SETS += [
 ]
 
 
+# Tuned libraries per fabric: `collc tune` (step model, 5 us per message) picks the best candidate
+# per size window among these, Simple and LL each; one directory per fabric.
+TUNED: list[tuple[str, str, Dialect, str]] = [
+    ("dgx-h100-executor", "switch:8:bw=450", Dialect.EXECUTOR,
+     "8-GPU NVSwitch box, DGX H100 (18 NVLink4 links: 450 GB/s per GPU each way)"),
+    ("dgx-a100-executor", "switch:8:bw=300", Dialect.EXECUTOR,
+     "8-GPU NVSwitch box, DGX A100 (12 NVLink3 links: 300 GB/s per GPU each way)"),
+    ("mi300x-rccl", "complete:8:bw=64", Dialect.RCCL, "MI300X x8 (one xGMI link per pair: 64 GB/s each way)"),
+    ("torus4x4-executor", "torus:4x4:bw=50", Dialect.EXECUTOR, "4x4 torus (50 GB/s links)"),
+]
+TUNE_CANDIDATES: dict[CollKind, tuple[str, ...]] = {
+    CollKind.ALLREDUCE: ("ring", "multitree", "recursive-halving-doubling", "direct"),
+    CollKind.ALLGATHER: ("ring", "multitree", "recursive-doubling", "direct"),
+    CollKind.REDUCESCATTER: ("ring", "multitree", "recursive-halving-doubling", "direct"),
+}
+TUNE_SIZES = "1KiB:1GiB"
+
+
+def render_tuned() -> tuple[dict[Path, str], list[str]]:
+    """The tuned directories and their MANIFEST rows (window, candidate, predicted busbw)."""
+    import json
+    import tempfile
+
+    from collc.compiler.program import Proto
+    from collc.sim.runner import Candidate, ModelParams, human, parse_sizes, tune
+
+    files: dict[Path, str] = {}
+    rows = ["| directory | fabric | file | collective | window (bytes) | candidate | predicted busbw (GB/s) at the "
+            "window's smallest .. largest size |", "|---|---|---|---|---|---|---|"]
+    for directory, spec, dialect, fabric in TUNED:
+        topo = parse_spec(spec)
+        for kind, algs in TUNE_CANDIDATES.items():
+            cands = [Candidate(a, proto=p) for a in algs for p in (Proto.SIMPLE, Proto.LL)]
+            with tempfile.TemporaryDirectory() as tmp:
+                tune(topo, kind, cands, parse_sizes(TUNE_SIZES), ModelParams("step", 5.0), Path(tmp), dialect)
+                manifest = json.loads((Path(tmp) / "MANIFEST.json").read_text())
+                for w in manifest["windows"]:
+                    name = Path(w["file"]).name
+                    files[ROOT / directory / name] = (Path(tmp) / w["file"]).read_text()
+                    hi = human(w["maxBytes"] + 1) if w["maxBytes"] else "inf"
+                    bw = w["predicted_busbw_GBps"]
+                    rows.append(f"| `{directory}` | {fabric} | `{name}` | {kind.value} | {human(w['minBytes'])} .. "
+                                f"{hi} | {w['candidate']} | {bw[0]:.3g} .. {bw[-1]:.3g} |")
+    return files, rows
+
+
 def _command(stem: str, spec: str, alg: str, kind: CollKind, opts: dict[str, object]) -> str:
     flags = [f"--topology {spec}", f"--algorithm {alg}", f"--collective {kind.value}"]
     if "instances" in opts:
@@ -114,7 +160,21 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
     args = ap.parse_args()
     files, manifest = render()
-    files[ROOT / "MANIFEST.md"] = manifest
+    tuned, tuned_rows = render_tuned()
+    files.update(tuned)
+    files[ROOT / "MANIFEST.md"] = "\n".join([
+        manifest.rstrip("\n"), "",
+        "## Tuned per fabric",
+        "",
+        f"`collc tune --sizes {TUNE_SIZES} --model step --protocols Simple,LL` over the candidates in "
+        "`scripts/build_schedules.py` (`TUNE_CANDIDATES`) picked these windows; each directory is one "
+        "`MSCCL_ALGO_DIR` for its fabric. Windows are `[minBytes, maxBytes]`, shown here as `lo .. hi` with "
+        "`hi` exclusive. The predictions use each fabric's nominal link bandwidth and 5 us per message: "
+        "retune with your measured links (`collc topology import` of the machine) before relying on them.",
+        "",
+        *tuned_rows,
+        "",
+    ])
     return sync_files(files, args.check, ROOT.parent)
 
 

@@ -13,6 +13,8 @@ from collc.topology.model import Link, Topology
 from collc.topology.spec import (FAMILIES, FamilyEntry, dump_json, list_families, load_file, parse_spec,
                                  register_family)
 
+from collc.topology import importers as _importers  # noqa: E402,F401  registers the nccl: family
+
 __all__ = [
     "Link", "Topology",
     "ring", "torus", "mesh", "hypercube", "complete", "switch", "coords", "rank_of",

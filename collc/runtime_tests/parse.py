@@ -1,0 +1,747 @@
+"""Parsers for nccl-tests / rccl-tests output and the MSCCL-ran verdict.
+
+Formats read (the column layout is taken from each header, never assumed):
+
+* the text table of nccl-tests >= 2.13 (``size count type redop root`` then
+  ``time algbw busbw #wrong`` per placement) and of older versions (no ``root``,
+  sometimes no ``redop``, a float ``error`` column such as ``2e-07``);
+* rccl-tests text (``rccl-tests: Version``, ``#   Rank  0 Pid`` lines without
+  Group, ``-O 0`` tables with only the in-place half, the asterisk footer);
+* per-size runs concatenated in one file (one header per run);
+* numbers in exponent form (``1.2e+07`` times, ``1e+06`` wrong counts);
+* NCCL/RCCL ``NCCL_DEBUG=INFO`` lines interleaved anywhere, even inside a row
+  (the row is glued back together from its fragments);
+* nccl-tests ``-J file.json`` output and rccl-tests ``--output_format csv|json``
+  files (their JSON lines leave strings unquoted, so they are read key by key).
+
+The verdict says whether MSCCL ran, from the INFO lines: the executor and RCCL
+log ``MSCCL: Setup Kernel finished`` for every launch (counted per size: the
+lines between two rows belong to the later row), ``MSCCL: Initialization
+finished`` once per rank, ``MSCCL doesn't support multiple GPUs in one process``
+when they disable themselves, and parser WARNs naming the missing attribute.
+See ``docs/runtime-tests.md`` for the rules and their sources.
+
+>>> log = parse_text('''# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+... #  Rank  0 Group  0 Pid  1 on h device  0 [0x18] GPU
+... #  Rank  1 Group  0 Pid  2 on h device  1 [0x19] GPU
+... #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+...      1048576        262144     float     sum      -1    28.39   36.94   36.94      0    28.04   37.40   37.40      0
+... ''', "x.txt")
+>>> log.collective, log.nranks, [(r.placement, r.time_us) for r in log.rows]
+('allreduce', 2, [('out-of-place', 28.39), ('in-place', 28.04)])
+>>> log.verdict.status
+'unknown'
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from collc.errors import CollcError
+
+__all__ = ["LogParseError", "Row", "Verdict", "BenchLog", "parse_file", "parse_file_tests", "parse_text",
+           "parse_tests", "TYPE_SIZES", "PERF_NAMES"]
+
+
+class LogParseError(CollcError):
+    """A file holds no nccl-tests / rccl-tests result we can read."""
+
+
+#: Bytes per element of every nccl-tests / rccl-tests datatype name.
+TYPE_SIZES = {"int8": 1, "uint8": 1, "char": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "f8e4m3": 1, "f8e5m2": 1,
+              "half": 2, "bfloat16": 2, "bf16": 2, "float": 4, "int32": 4, "uint32": 4, "int": 4,
+              "double": 8, "int64": 8, "uint64": 8}
+#: Test binary stem -> collc collective name.
+PERF_NAMES = {"all_reduce": "allreduce", "all_gather": "allgather", "reduce_scatter": "reducescatter",
+              "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "sendrecv",
+              "gather": "gather", "scatter": "scatter", "alltoallv": "alltoallv", "hypercube": "hypercube",
+              "all_reduce_bias": "allreduce"}
+_RCCL_NAMES = {"allreduce": "allreduce", "allgather": "allgather", "reducescatter": "reducescatter",
+               "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "sendrecv",
+               "gather": "gather", "scatter": "scatter", "alltoallv": "alltoallv"}
+
+# The host must start with a letter: a row fragment printed just before an INFO line
+# ("... -1lm2:1708221:...") would otherwise be taken as part of the host name.
+_NCCL_LINE = re.compile(r"(?P<host>[A-Za-z][^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL "
+                        r"(?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)")
+_NUM = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_PREAMBLE = re.compile(r"#\s*nThreads?:?\s+(?P<nthreads>\d+)\s+nGpus:?\s+(?P<ngpus>\d+)(?P<rest>.*)")
+_RANK_LINE = re.compile(r"#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+"
+                        r"(?P<host>\S+)\s+device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)")
+_PERF = re.compile(r"(?:^|[\s/])(?P<stem>[a-z_]+?)_perf(?:_mpi)?\b")
+_BANNER = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(?P<stem>[a-z_]+?)_perf")
+_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version\s*:?\s*(?P<version>\d+\.\d+\.\d+)")
+_SETUP = "MSCCL: Setup Kernel finished"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement: one message size in one placement."""
+
+    size: int                 # bytes, as printed (max of send and receive bytes)
+    count: int                # elements per rank, as printed
+    dtype: str
+    redop: str                # "none" when the test prints none or has no column
+    root: int                 # -1 when not applicable or not printed
+    placement: str            # "out-of-place" or "in-place"
+    time_us: float
+    algbw: float
+    busbw: float
+    wrong: int | None = None  # #wrong; None when N/A or absent
+    error: float | None = None  # the old float error column
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "count": self.count, "type": self.dtype, "redop": self.redop,
+                "root": self.root, "placement": self.placement, "time_us": self.time_us,
+                "algbw": self.algbw, "busbw": self.busbw, "wrong": self.wrong, "error": self.error}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Did MSCCL run?  ``status``: ``ran``, ``not-ran`` or ``unknown``."""
+
+    status: str
+    reason: str
+    evidence: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"status": self.status, "reason": self.reason, "evidence": list(self.evidence)}
+
+
+@dataclass
+class BenchLog:
+    """Everything read from one log file."""
+
+    path: str
+    tool: str = "nccl-tests"          # nccl-tests, rccl-tests (text), nccl-tests-json, rccl-tests-csv/-json
+    fmt: str = "wrong"                # wrong (#wrong column), error (old float column), json, csv
+    collective: str = "unknown"
+    collective_source: str = "unknown"
+    nranks: int | None = None
+    hosts: tuple[str, ...] = ()
+    nthreads: int | None = None
+    ngpus: int | None = None
+    settings: dict[str, int] = field(default_factory=dict)   # warmup iters, iters, agg iters, validation, graph
+    runs: int = 0                     # result tables (per-size runs concatenate several)
+    rows: list[Row] = field(default_factory=list)
+    launches: dict[int, int] = field(default_factory=dict)   # size -> MSCCL kernel launches logged
+    avg_busbw: list[float] = field(default_factory=list)
+    out_of_bounds: list[int] = field(default_factory=list)
+    failed: bool = False
+    versions: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)        # "X set by environment to Y" and JSON env
+    info_lines: int = 0
+    warns: list[str] = field(default_factory=list)
+    msccl: list[str] = field(default_factory=list)           # MSCCL lines, deduplicated, in order
+    nccl_lazy: bool = False           # NCCL connected its own rings/trees after the table header
+    notes: list[str] = field(default_factory=list)
+    verdict: Verdict = field(default_factory=lambda: Verdict("unknown", "not evaluated"))
+
+    @property
+    def sizes(self) -> list[int]:
+        return sorted({r.size for r in self.rows})
+
+    def to_json(self) -> dict[str, Any]:
+        return {"path": self.path, "tool": self.tool, "format": self.fmt, "collective": self.collective,
+                "collective_source": self.collective_source, "nranks": self.nranks, "hosts": list(self.hosts),
+                "nthreads": self.nthreads, "ngpus": self.ngpus, "settings": dict(self.settings),
+                "runs": self.runs, "rows": [r.to_json() for r in self.rows],
+                "msccl_launches": {str(k): v for k, v in sorted(self.launches.items())},
+                "avg_busbw": self.avg_busbw, "out_of_bounds": self.out_of_bounds, "failed": self.failed,
+                "versions": dict(self.versions), "env": dict(self.env), "info_lines": self.info_lines,
+                "warnings": self.warns, "msccl_lines": self.msccl, "nccl_connected_at_first_call": self.nccl_lazy,
+                "notes": self.notes,
+                "verdict": self.verdict.to_json()}
+
+
+# --------------------------------------------------------------------------- helpers
+def _is_num(tok: str) -> bool:
+    return _NUM.fullmatch(tok) is not None
+
+
+def _int_tok(tok: str) -> int | None:
+    try:
+        return int(tok)
+    except ValueError:
+        try:
+            value = float(tok)
+        except ValueError:
+            return None
+        return int(value) if value.is_integer() else None
+
+
+def _wrong(tok: str) -> int | None:
+    return None if tok.upper() == "N/A" else _int_tok(tok.rstrip("*"))
+
+
+def collective_from_stem(stem: str) -> str | None:
+    """``all_reduce`` (from ``all_reduce_perf``) -> ``allreduce``."""
+    return PERF_NAMES.get(stem.lower())
+
+
+# --------------------------------------------------------------------------- text tables
+@dataclass
+class _Table:
+    lead: list[str]                # column names before the first placement group
+    group: list[str]               # the names of one placement group, e.g. time algbw busbw #wrong
+    placements: list[str]          # in printed order
+
+    @property
+    def full(self) -> int:
+        return len(self.lead) + len(self.group) * len(self.placements)
+
+
+def _header(tokens: list[str], placements: list[str]) -> _Table | None:
+    names = [t.lower() for t in tokens]
+    if "size" not in names or "count" not in names:
+        return None
+    time_names = ("time", "cputime")
+    starts = [i for i, t in enumerate(names) if t in time_names]
+    if not starts:
+        return None
+    lead = names[:starts[0]]
+    end = starts[1] if len(starts) > 1 else len(names)
+    group = names[starts[0]:end]
+    ngroups = max(1, len(starts))
+    if len(placements) != ngroups:
+        placements = ["out-of-place", "in-place"][:ngroups] if ngroups <= 2 else placements
+    return _Table(lead, group, placements)
+
+
+def _row(tokens: list[str], table: _Table) -> list[Row] | None:
+    nlead = len(table.lead)
+    if len(tokens) < nlead + len(table.group):
+        return None
+    lead = dict(zip(table.lead, tokens[:nlead]))
+    size, count = _int_tok(lead.get("size", "")), _int_tok(lead.get("count", ""))
+    if size is None or count is None:
+        return None
+    root = _int_tok(lead.get("root", "-1"))
+    out: list[Row] = []
+    rest = tokens[nlead:]
+    for gi, placement in enumerate(table.placements):
+        chunk = rest[gi * len(table.group):(gi + 1) * len(table.group)]
+        if len(chunk) < len(table.group):
+            break
+        vals = dict(zip(table.group, chunk))
+        try:
+            time_us = float(vals.get("time", vals.get("cputime", "nan")))
+            algbw, busbw = float(vals["algbw"]), float(vals["busbw"])
+        except (KeyError, ValueError):
+            return None
+        wrong: int | None = None
+        error: float | None = None
+        if "#wrong" in vals:
+            wrong = _wrong(vals["#wrong"])
+        elif "error" in vals:
+            text = vals["error"].rstrip("*")
+            error = None if text.upper() == "N/A" else float(text) if _is_num(text) else None
+        out.append(Row(size, count, lead.get("type", "?"), lead.get("redop", "none"),
+                       -1 if root is None else root, placement, time_us, algbw, busbw, wrong, error))
+    return out or None
+
+
+def _split_info(line: str) -> tuple[str, str | None]:
+    """Text before an NCCL log marker, and the log line (None when absent)."""
+    m = _NCCL_LINE.search(line)
+    if m is None:
+        return line, None
+    return line[:m.start()], line[m.start():]
+
+
+def parse_text(text: str, path: str = "<text>", finish: bool = True) -> BenchLog:
+    """Parse nccl-tests / rccl-tests stdout as one test (any version; see the module docstring).
+    Use :func:`parse_tests` for a log that may hold several different tests."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"results"' in text:
+        return _parse_nccl_json(text, path)
+    first = stripped.splitlines()[0] if stripped else ""
+    if first.lower().startswith("collective,") or first.lower().startswith("collective ,"):
+        return _parse_rccl_csv(text, path)
+    if stripped.startswith('{"name":'):
+        return _parse_rccl_jsonl(text, path)
+    log = BenchLog(path)
+    table: _Table | None = None
+    placements = ["out-of-place", "in-place"]
+    pending: list[str] = []
+    ranks: dict[int, str] = {}
+    launches_since_row = 0
+    wrong_seen = error_seen = False
+
+    def flush() -> None:
+        nonlocal pending, launches_since_row
+        if table is None or not pending:
+            pending = []
+            return
+        rows = _row(pending, table)
+        pending = []
+        if rows is None:
+            return
+        log.rows.extend(rows)
+        size = rows[0].size
+        log.launches[size] = log.launches.get(size, 0) + launches_since_row
+        launches_since_row = 0
+
+    for raw in text.splitlines():
+        body, info = _split_info(raw)
+        if info is not None:
+            log.info_lines += 1
+            m = _NCCL_LINE.match(info)
+            assert m is not None
+            msg = m.group("msg").strip()
+            if _SETUP in msg:
+                launches_since_row += 1
+            elif table is not None and msg.startswith(("Connected all rings", "Connected all trees")):
+                # NCCL connects its own rings/trees lazily, at the first call that uses them
+                log.nccl_lazy = True
+            _note_info(log, m.group("level"), msg)
+        line = body.rstrip()
+        if not line.strip():
+            continue
+        s = line.strip()
+        if s.startswith("#"):
+            flush()
+            pre = _PREAMBLE.match(s)
+            if pre:
+                log.runs += 1
+                log.nthreads, log.ngpus = int(pre.group("nthreads")), int(pre.group("ngpus"))
+                for key, val in re.findall(r"([a-zA-Z][a-zA-Z ]*?):?\s+(\d+)", pre.group("rest")):
+                    key = key.strip().lower()
+                    if key in ("warmup iters", "warmupiters", "iters", "agg iters", "validation", "graph"):
+                        log.settings[key.replace("warmupiters", "warmup iters")] = int(val)
+                continue
+            rk = _RANK_LINE.match(s)
+            if rk:
+                ranks[int(rk.group("rank"))] = rk.group("host")
+                continue
+            ver = re.match(r"#\s*nccl-tests version (\S+).*?nccl-library=(\d+)", s)
+            if ver:   # newer nccl-tests: the library's version code, e.g. 22703 = 2.27.3
+                code = int(ver.group(2))
+                log.versions["nccl-tests"] = ver.group(1)
+                log.versions.setdefault("NCCL", f"{code // 10000}.{code % 10000 // 100}.{code % 100}")
+                continue
+            ban = _BANNER.match(s)
+            if ban:
+                _set_collective(log, ban.group("stem"), "banner")
+                continue
+            tokens = s.lstrip("#").split()
+            low = [t.lower() for t in tokens]
+            if low and all(t in ("out-of-place", "in-place") for t in low):
+                placements = low
+                continue
+            hdr = _header(tokens, placements)
+            if hdr is not None:
+                table = hdr
+                wrong_seen |= "#wrong" in hdr.group
+                error_seen |= "error" in hdr.group
+                continue
+            if "Errors with asterisks" in s:
+                log.tool = "rccl-tests"   # only rccl-tests prints this footer
+            if "Out of bounds values" in s:
+                nums = re.findall(r":\s*(\d+)", s)
+                if nums:
+                    log.out_of_bounds.append(int(nums[0]))
+                log.failed |= "FAILED" in s
+            elif "Avg bus bandwidth" in s:
+                m2 = re.search(r":\s*(\S+)", s)
+                if m2 and _is_num(m2.group(1)):
+                    log.avg_busbw.append(float(m2.group(1)))
+                log.failed |= "FAILED" in s
+            continue
+        vm = _VERSION.search(s)
+        if vm and not s[:1].isdigit():
+            log.versions.setdefault(vm.group("lib"), vm.group("version"))
+        if s.startswith("rccl-tests:") or s.startswith("RCCL version"):
+            log.tool = "rccl-tests"
+        if log.collective == "unknown":
+            pm = _PERF.search(s)
+            if pm and collective_from_stem(pm.group("stem")):
+                _set_collective(log, pm.group("stem"), "command line")
+        tokens = s.split()
+        if table is None:
+            continue
+        if tokens and _int_tok(tokens[0]) is not None and len(tokens) > 2 and tokens[2].lower() in TYPE_SIZES:
+            flush()
+            pending = tokens
+            if len(pending) >= table.full:
+                flush()
+        elif pending and tokens and all(_is_num(t.rstrip("*")) or t.upper() == "N/A" for t in tokens):
+            pending.extend(tokens)   # the rest of a row an INFO line cut in two
+            if len(pending) >= table.full:
+                flush()
+        else:
+            flush()
+    flush()
+    if not log.rows:
+        raise LogParseError(f"{path}: no nccl-tests/rccl-tests result rows found")
+    if ranks:
+        log.nranks = max(ranks) + 1
+        log.hosts = tuple(dict.fromkeys(ranks[r] for r in sorted(ranks)))
+    log.fmt = "error" if error_seen and not wrong_seen else "wrong"
+    if any(r.wrong == -1 for r in log.rows):
+        log.notes.append("a #wrong value of -1 means the data check was not run")
+    if finish:
+        _finish(log)
+    return log
+
+
+_PREAMBLE_LINE = re.compile(r"\s*#\s*nThreads?:?\s+\d+\s+nGpus")
+_LEADS_PREAMBLE = re.compile(r"\s*#\s*(Collective test starting:|nccl-tests version )")
+
+
+def _multiplier(log: BenchLog) -> float | None:
+    r = log.rows[0]
+    ts = TYPE_SIZES.get(r.dtype)
+    return r.size / (r.count * ts) if ts and r.count else None
+
+
+def _same_test(a: BenchLog, b: BenchLog) -> bool:
+    named = {x.collective for x in (a, b) if x.collective_source in ("banner", "command line")}
+    return (len(named) <= 1 and a.nranks == b.nranks and a.tool == b.tool and a.fmt == b.fmt
+            and {r.redop for r in a.rows} == {r.redop for r in b.rows} and _multiplier(a) == _multiplier(b))
+
+
+def _merge(a: BenchLog, b: BenchLog) -> None:
+    a.rows.extend(b.rows)
+    for size, k in b.launches.items():
+        a.launches[size] = a.launches.get(size, 0) + k
+    a.runs += b.runs
+    a.avg_busbw.extend(b.avg_busbw)
+    a.out_of_bounds.extend(b.out_of_bounds)
+    a.failed |= b.failed
+    a.nccl_lazy |= b.nccl_lazy
+    a.info_lines += b.info_lines
+    a.hosts = tuple(dict.fromkeys(a.hosts + b.hosts))
+    for key, val in b.versions.items():
+        a.versions.setdefault(key, val)
+    for key, val in b.env.items():
+        a.env.setdefault(key, val)
+    a.warns.extend(w for w in b.warns if w not in a.warns)
+    a.msccl.extend(m for m in b.msccl if m not in a.msccl)
+    a.notes.extend(n for n in b.notes if n not in a.notes)
+    if a.collective_source not in ("banner", "command line") and b.collective_source in ("banner", "command line"):
+        a.collective, a.collective_source = b.collective, b.collective_source
+
+
+def parse_tests(text: str, path: str = "<text>") -> list[BenchLog]:
+    """Every test in a log, in order.  A log may concatenate runs: per-size runs of one test
+    stay one :class:`BenchLog`; a different test (another collective, rank count or column
+    layout) starts a new one.  Lines of a run without result rows (a crash) go with the next run."""
+    stripped = text.lstrip()
+    if stripped.startswith("{") or stripped.lower().startswith("collective") or not stripped:
+        return [parse_text(text, path)]
+    lines = text.splitlines()
+    cuts = [0]
+    for i, ln in enumerate(lines):
+        if _PREAMBLE_LINE.match(ln) and i > 0:
+            j = i
+            while j > cuts[-1] and _LEADS_PREAMBLE.match(lines[j - 1]):
+                j -= 1
+            if j > cuts[-1]:
+                cuts.append(j)
+    cuts.append(len(lines))
+    logs: list[BenchLog] = []
+    carry: list[str] = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        chunk = carry + lines[lo:hi]
+        try:
+            seg = parse_text("\n".join(chunk), path, finish=False)
+        except LogParseError:
+            carry = chunk
+            continue
+        carry = []
+        if logs and _same_test(logs[-1], seg):
+            _merge(logs[-1], seg)
+        else:
+            logs.append(seg)
+    if carry and logs:   # trailing lines without rows (teardown, a crash report) belong to the last test
+        tail = parse_text_info("\n".join(carry), path)
+        _merge(logs[-1], tail)
+    if not logs:
+        raise LogParseError(f"{path}: no nccl-tests/rccl-tests result rows found")
+    for lg in logs:
+        _finish(lg)
+    return logs
+
+
+def parse_text_info(text: str, path: str) -> BenchLog:
+    """The INFO/WARN lines and footers of text that holds no result rows."""
+    log = BenchLog(path)
+    for raw in text.splitlines():
+        _, info = _split_info(raw)
+        if info is not None:
+            m = _NCCL_LINE.match(info)
+            assert m is not None
+            log.info_lines += 1
+            _note_info(log, m.group("level"), m.group("msg").strip())
+    return log
+
+
+def _set_collective(log: BenchLog, stem: str, source: str) -> None:
+    coll = collective_from_stem(stem)
+    if coll is not None and log.collective_source not in ("banner",):
+        log.collective, log.collective_source = coll, source
+
+
+def _note_info(log: BenchLog, level: str, msg: str) -> None:
+    vm = _VERSION.search(msg)
+    if vm:
+        log.versions.setdefault(vm.group("lib"), vm.group("version"))
+    env = re.match(r"(\w+) set by environment to (.*)", msg)
+    if env:
+        log.env.setdefault(env.group(1), env.group(2).strip())
+    nr = re.search(r"\bnranks (\d+)", msg)
+    if nr and log.nranks is None:
+        log.settings.setdefault("nranks", int(nr.group(1)))
+    if level in ("WARN", "ABORT"):
+        if msg not in log.warns:
+            log.warns.append(msg)
+    if ("MSCCL" in msg or "msccl" in msg) and _SETUP not in msg and msg not in log.msccl:
+        log.msccl.append(msg)
+
+
+# --------------------------------------------------------------------------- structured files
+def _parse_nccl_json(text: str, path: str) -> BenchLog:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LogParseError(f"{path}: invalid nccl-tests JSON: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise LogParseError(f"{path}: JSON without a 'results' list is not nccl-tests -J output")
+    log = BenchLog(path, tool="nccl-tests-json", fmt="json")
+    args = data.get("args") or []
+    if args and isinstance(args[0], str):
+        m = _PERF.search(" " + args[0])
+        if m:
+            _set_collective(log, m.group("stem"), "command line")
+    for item in data.get("env") or []:
+        if isinstance(item, str) and "=" in item:
+            k, v = item.split("=", 1)
+            if k.startswith(("NCCL_", "MSCCL_", "RCCL_")) or k == "LD_PRELOAD":
+                log.env[k] = v
+    cfg = data.get("config") or {}
+    log.nthreads, log.ngpus = cfg.get("nthreads"), cfg.get("ngpus")
+    for key, name in (("warmup_iters", "warmup iters"), ("iterations", "iters"),
+                      ("aggregated_iterations", "agg iters"), ("validation", "validation"), ("graph", "graph")):
+        if isinstance(cfg.get(key), int):
+            log.settings[name] = cfg[key]
+    devices = cfg.get("devices") or data.get("devices") or []
+    if devices:
+        log.nranks = len(devices)
+        log.hosts = tuple(dict.fromkeys(str(d.get("hostname")) for d in devices))
+    log.runs = 1
+    for res in data["results"]:
+        root = _int_tok(str(res.get("root", "-1")).strip())
+        for key, placement in (("out_of_place", "out-of-place"), ("in_place", "in-place")):
+            body = res.get(key)
+            if not body:
+                continue
+            nwrong = body.get("nwrong")
+            log.rows.append(Row(int(res["size"]), int(res["count"]), str(res.get("type")), str(res.get("redop")),
+                                -1 if root is None else root, placement,
+                                float(body.get("time", body.get("cpu_time", "nan"))),
+                                float(body["alg_bw"]), float(body["bus_bw"]),
+                                None if nwrong is None else int(float(nwrong))))
+    oob = data.get("out_of_bounds") or {}
+    if isinstance(oob.get("count"), int):
+        log.out_of_bounds.append(oob["count"])
+        log.failed |= oob["count"] != 0
+    avg = data.get("average_bus_bandwidth") or {}
+    if isinstance(avg.get("bandwidth"), (int, float)):
+        log.avg_busbw.append(float(avg["bandwidth"]))
+    if not log.rows:
+        raise LogParseError(f"{path}: nccl-tests JSON holds no results")
+    _finish(log)
+    return log
+
+
+def _rccl_record(log: BenchLog, name: str, fields: dict[str, str]) -> None:
+    coll = _RCCL_NAMES.get(re.sub(r"[^a-z]", "", name.lower()).removesuffix("perf"))
+    if coll and log.collective == "unknown":
+        log.collective, log.collective_source = coll, "csv/json name"
+    size = _int_tok(fields["size"])
+    if size is None:
+        raise LogParseError(f"{log.path}: bad size {fields['size']!r}")
+    ranks = _int_tok(fields.get("ranks", fields.get("gpus", "")) or "")
+    if ranks:
+        log.nranks = ranks
+    dtype = fields.get("type", "?")
+    placement = "in-place" if fields.get("inplace", "0").strip() == "1" else "out-of-place"
+    count = size // TYPE_SIZES.get(dtype, 1)
+    log.rows.append(Row(size, count, dtype, fields.get("redop", "none"), -1, placement,
+                        float(fields["time"]), float(fields["algbw"]), float(fields["busbw"]),
+                        _wrong(fields.get("#wrong", fields.get("wrong", "N/A")))))
+
+
+def _parse_rccl_csv(text: str, path: str) -> BenchLog:
+    log = BenchLog(path, tool="rccl-tests-csv", fmt="csv", runs=1)
+    reader = csv.reader(io.StringIO(text), skipinitialspace=True)
+    header = [h.strip().lower() for h in next(reader)]
+    tail = ["size", "type", "redop", "inplace", "time", "algbw", "busbw", "#wrong"]
+    for rec in reader:
+        if not rec or not any(x.strip() for x in rec):
+            continue
+        rec = [x.strip() for x in rec]
+        if len(rec) < len(tail) + 1:
+            raise LogParseError(f"{path}: short CSV record {rec!r}")
+        fields = dict(zip(tail, rec[-len(tail):]))
+        # the MPI build writes a "nodes" value its header does not name: read the front by position from the end
+        front = rec[1:-len(tail)]
+        names = [h for h in header[1:-len(tail)]]
+        if len(front) == len(names) + 1:
+            names = ["nodes"] + names
+        fields.update({("ranks" if n == "ranks" else n): v for n, v in zip(names, front)})
+        _rccl_record(log, rec[0], fields)
+    if not log.rows:
+        raise LogParseError(f"{path}: rccl-tests CSV holds no results")
+    _finish(log)
+    return log
+
+
+_JSON_PAIR = re.compile(r'"(?P<key>[^"]+)":\s*(?P<val>"[^"]*"|[^,}]*)')
+
+
+def _parse_rccl_jsonl(text: str, path: str) -> BenchLog:
+    log = BenchLog(path, tool="rccl-tests-json", fmt="json", runs=1)
+    keymap = {"name": "name", "nodes": "nodes", "ranks": "ranks", "gpus": "gpus", "size": "size", "type": "type",
+              "redop": "redop", "inPlace": "inplace", "time": "time", "algBw": "algbw", "busBw": "busbw",
+              "wrong": "#wrong", "ranksPerNode": "rankspernode", "gpusPerRank": "gpusperrank"}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        pairs = {keymap.get(m.group("key"), m.group("key")): m.group("val").strip().strip('"')
+                 for m in _JSON_PAIR.finditer(line)}
+        if "size" not in pairs:
+            raise LogParseError(f"{path}: rccl-tests JSON record without size: {line[:80]!r}")
+        _rccl_record(log, pairs.get("name", ""), pairs)
+    _finish(log)
+    return log
+
+
+def _read(path: str | Path) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise LogParseError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+
+
+def parse_file_tests(path: str | Path) -> list[BenchLog]:
+    """Every test in a log file (see :func:`parse_tests`)."""
+    return parse_tests(_read(path), str(path))
+
+
+def parse_file(path: str | Path) -> BenchLog:
+    """The one test of a log file; a log holding several different tests is an error."""
+    tests = parse_file_tests(path)
+    if len(tests) > 1:
+        raise LogParseError(f"{path}: holds {len(tests)} different tests ("
+                            f"{', '.join(t.collective for t in tests)}); use collc bench parse, or split the log")
+    return tests[0]
+
+
+# --------------------------------------------------------------------------- inference and verdict
+def _infer_collective(log: BenchLog) -> None:
+    if log.collective != "unknown" or not log.rows:
+        return
+    r = max(log.rows, key=lambda x: (x.algbw, x.size))   # tiny sizes print 0.00 bandwidths
+    ts = TYPE_SIZES.get(r.dtype)
+    n = log.nranks
+    if not ts or not n or r.count == 0:
+        return
+    mult = r.size / (r.count * ts)
+    ratio = r.busbw / r.algbw if r.algbw > 0 else 0.0
+    reducing = r.redop != "none"
+    if abs(mult - 1) < 1e-9:
+        if reducing and abs(ratio - 2 * (n - 1) / n) < 0.05:
+            coll = "allreduce"
+        else:
+            coll = "reduce" if reducing else "broadcast"
+    elif abs(mult - n) < 1e-9:
+        coll = "reducescatter" if reducing else "allgather"
+    else:
+        return
+    log.collective, log.collective_source = coll, "inferred from the columns"
+
+
+def _finish(log: BenchLog) -> None:
+    if log.nranks is None and "nranks" in log.settings:
+        log.nranks = log.settings["nranks"]
+    _infer_collective(log)
+    if log.collective == "alltoall" and any(r.placement == "in-place" and r.wrong is None for r in log.rows):
+        log.notes.append("in-place alltoall is not data-checked by nccl-tests (#wrong N/A); "
+                         "its in-place numbers prove nothing about correctness")
+    log.verdict = verdict(log)
+
+
+def _major_minor(version: str) -> tuple[int, int, int]:
+    parts = [int(x) for x in re.findall(r"\d+", version)[:3]]
+    return (parts + [0, 0, 0])[0], (parts + [0, 0, 0])[1], (parts + [0, 0, 0])[2]
+
+
+def verdict(log: BenchLog) -> Verdict:
+    """Whether MSCCL ran, with the reason the log gives (see the module docstring)."""
+    ev: list[str] = []
+    launched = sum(log.launches.values())
+    if launched:
+        sizes = sorted(s for s, k in log.launches.items() if k)
+        ev.append(f"{launched} 'MSCCL: Setup Kernel finished' lines over {len(sizes)} size(s)")
+        return Verdict("ran", f"MSCCL kernels launched at {len(sizes)} of {len(log.sizes)} sizes", tuple(ev))
+    for msg in log.msccl:
+        if "doesn't support multiple GPUs in one process" in msg:
+            return Verdict("not-ran", "MSCCL disabled itself: more than one GPU per process (use mpirun -np N "
+                           "with -g 1)", (msg,))
+    rejects = [w for w in log.warns if re.search(r"msccl|Attribute \w+ of node", w, re.IGNORECASE)]
+    if rejects:
+        return Verdict("not-ran", f"the MSCCL runtime rejected an algorithm: {rejects[0]}", tuple(rejects[:5]))
+    for key in ("NCCL_MSCCL_ENABLE", "RCCL_MSCCL_ENABLE"):
+        if log.env.get(key, "").strip() in ("0", "false"):
+            return Verdict("not-ran", f"{key}=0 in the environment", (f"{key} set by environment to 0",))
+    connected = [m for m in log.msccl if re.search(r"Connected (\d+) MSCCL algorithms", m)]
+    if connected:
+        n = int(re.search(r"Connected (\d+)", connected[0]).group(1))  # type: ignore[union-attr]
+        if n == 0:
+            return Verdict("not-ran", "old microsoft/msccl runtime connected 0 MSCCL algorithms", (connected[0],))
+        return Verdict("unknown", f"old microsoft/msccl runtime connected {n} algorithm(s); it logs no per-launch "
+                       f"line, so compare the placement the XML targets with the other one", (connected[0],))
+    if log.msccl:
+        init = [m for m in log.msccl if "Initialization finished" in m or "Algo files from" in m
+                or "MSCCL files from" in m]
+        why = ("MSCCL initialised but no 'MSCCL: Setup Kernel finished' line follows: no call matched a loaded "
+               "algorithm (ngpus, collective, placement, size window or nchunksperloop divisibility), so NCCL's "
+               "own algorithms ran every size")
+        if log.env.get("NCCL_ALGO", "").upper().startswith("MSCCL") and log.versions.get("NCCL", "").startswith("2.23"):
+            why += "; NCCL_ALGO=MSCCL is the old microsoft/msccl switch and does nothing in the executor"
+        ev = list(init[:4] or log.msccl[:4])
+        if log.nccl_lazy:
+            ev.append("NCCL connected its own rings/trees at the first call ('Connected all rings' after the "
+                      "table header)")
+        return Verdict("not-ran", why, tuple(ev))
+    nccl = log.versions.get("NCCL")
+    if nccl and _major_minor(nccl) > (2, 23, 4) and log.tool != "rccl-tests":
+        return Verdict("not-ran", f"NCCL {nccl} is stock NCCL: the MSCCL executor is a fork of NCCL 2.23.4 "
+                       f"(no MSCCL XML support in newer NCCL)", (f"NCCL version {nccl}",))
+    if log.info_lines:
+        return Verdict("not-ran", "NCCL_DEBUG=INFO lines are present but none mentions MSCCL: this library has "
+                       "no MSCCL, or MSCCL is off", ())
+    return Verdict("unknown", "no NCCL_DEBUG=INFO lines: rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV "
+                   "to see whether MSCCL ran", ())
+
+
+def path_per_size(log: BenchLog) -> dict[int, str]:
+    """Per size, which path ran as far as the log shows: ``MSCCL``, ``NCCL`` or ``unknown``."""
+    out: dict[int, str] = {}
+    for s in log.sizes:
+        if log.launches.get(s):
+            out[s] = "MSCCL"
+        elif log.verdict.status in ("ran", "not-ran"):
+            out[s] = "NCCL"
+        else:
+            out[s] = "unknown"
+    return out
