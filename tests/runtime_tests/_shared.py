@@ -1,5 +1,5 @@
-"""Where the shared corpora are: ``../shared`` next to the repository (the CI layout),
-or ``../../shared`` for a git worktree one level deeper.  Tests skip when neither exists."""
+"""Where the shared corpora are: ``../shared`` next to the repository (the CI layout).
+Tests that read them skip, naming the folder, only when it is absent."""
 
 from __future__ import annotations
 
@@ -9,8 +9,4 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 
 def shared(*parts: str) -> Path:
-    for base in (_ROOT / ".." / "shared", _ROOT / ".." / ".." / "shared"):
-        p = base.joinpath(*parts).resolve()
-        if p.exists():
-            return p
     return (_ROOT / ".." / "shared").joinpath(*parts).resolve()
