@@ -26,7 +26,7 @@ from collc.compiler.verify import Report, check_parsed
 from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.frontends.registry import algorithms
-from collc.ir.collective import CollKind
+from collc.ir.collective import CollKind, Collective
 from collc.sim.report import schedule_report
 from collc.sim.runner import (Candidate, Comparison, ModelParams, bound_busbw, compare, human, parse_size,
                               parse_sizes, plot_busbw, rows_for, time_program, tune)
@@ -68,6 +68,8 @@ def _parser() -> argparse.ArgumentParser:
 
     lst = cmd("list", "list algorithms, topology families or collectives")
     lst.add_argument("what", nargs="?", choices=["algorithms", "topologies", "collectives"], default="algorithms")
+    lst.add_argument("--topology", default=None, metavar="SPEC",
+                     help="with algorithms: say for each collective whether it applies on this topology, or why not")
 
     top = cmd("topology", "inspect a topology spec")
     tsub = top.add_subparsers(dest="action", metavar="{show,import}")
@@ -127,8 +129,9 @@ def _parser() -> argparse.ArgumentParser:
 
     def candidate_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--collective", required=True)
-        a.add_argument("--algorithm", action="append", required=True,
-                       help="repeat; NAME or NAME:key=value,key=value for parameters")
+        a.add_argument("--algorithm", action="append", default=None,
+                       help="repeat; NAME or NAME:key=value,key=value for parameters (default: every algorithm "
+                            "that applies to the collective on the topology)")
         a.add_argument("--root", type=int, default=None)
         place = a.add_mutually_exclusive_group()
         place.add_argument("--inplace", dest="inplace", action="store_true", default=None)
@@ -156,7 +159,13 @@ def _parser() -> argparse.ArgumentParser:
 
 # --------------------------------------------------------------------------- commands
 def cmd_list(args: argparse.Namespace) -> int:
-    if args.what == "algorithms":
+    if args.what == "algorithms" and args.topology is not None:
+        topo = parse_spec(args.topology)
+        for alg in algorithms():
+            for k in sorted(alg.collectives, key=lambda k: k.value):
+                why = alg.refusal(topo, Collective(k, topo.nranks, 1, False, 0 if k.rooted else None))
+                print(f"{alg.name:28s} {k.value:14s} {'applies' if why is None else 'no: ' + why}")
+    elif args.what == "algorithms":
         for alg in algorithms():
             colls = ", ".join(sorted(k.value for k in alg.collectives))
             print(f"{alg.name:28s} {colls}")
@@ -347,6 +356,15 @@ def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: S
     return out
 
 
+def _applicable(topo: Topology, kind: CollKind) -> list[str]:
+    """Every algorithm that applies to ``kind`` on ``topo`` with its default parameters."""
+    request = Collective(kind, topo.nranks, 1, False, 0 if kind.rooted else None)
+    names = [a.name for a in algorithms() if a.refusal(topo, request) is None]
+    if not names:
+        raise UsageError(f"no registered algorithm runs {kind.value} on {topo.name}")
+    return names
+
+
 def _ints(text: str, flag: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
@@ -399,7 +417,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     topo = parse_spec(args.topology)
     kind = CollKind.parse(args.collective)
     sizes = parse_sizes(args.sizes)
-    cands = _candidates(args.algorithm)
+    cands = _candidates(args.algorithm or _applicable(topo, kind))
     with tqdm(total=len(cands), unit="alg", leave=False, file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
         def tell(label: str) -> None:
             bar.set_description_str(label)
@@ -424,7 +442,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         protos = [Proto(x.strip()) for x in args.protocols.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--protocols {args.protocols!r}: choose from Simple, LL, LL128") from None
-    cands = _candidates(args.algorithm, _ints(args.chunks, "--chunks"), _ints(args.instances, "--instances"),
+    cands = _candidates(args.algorithm or _applicable(topo, kind), _ints(args.chunks, "--chunks"), _ints(args.instances, "--instances"),
                         protos)
     out = Path(args.output)
     if out.exists() and not out.is_dir():

@@ -161,6 +161,25 @@ def test_list_algorithms(capsys: Capture) -> None:
     assert run(capsys, "list")[1] == out  # the default
 
 
+def test_list_algorithms_on_a_topology_says_what_applies(capsys: Capture) -> None:
+    code, out, _ = run(capsys, "list", "algorithms", "--topology", "ring:8")
+    assert code == 0
+    lines = dict((" ".join(line.split()[:2]), line) for line in out.splitlines())
+    assert lines["ring allreduce"].endswith("applies")
+    assert "no: recursive-doubling sends between partners r xor 2^k, but ring:8 has no link or switch route" in \
+        lines["recursive-doubling allreduce"]
+    assert "no: hdrm needs a BiGraph" in lines["hdrm allreduce"]
+    assert len(lines) == sum(len(a.collectives) for a in algorithms())
+
+
+def test_compare_defaults_to_every_applicable_algorithm(capsys: Capture) -> None:
+    code, out, _ = run(capsys, "compare", "--topology", "switch:8", "--collective", "allgather", "--sizes",
+                       "64KiB:64KiB", "--no-plot", "--json")
+    assert code == 0
+    series = set(json.loads(out)["series"])
+    assert series == {"direct", "multitree", "recursive-doubling", "ring"}
+
+
 def test_list_topologies(capsys: Capture) -> None:
     code, out, _ = run(capsys, "list", "topologies")
     assert code == 0

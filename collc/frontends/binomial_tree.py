@@ -24,7 +24,7 @@ name (``...-root3``).
 from __future__ import annotations
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder
+from collc.frontends.common import I, O, S, Builder, route_refusal
 from collc.frontends.registry import Algorithm, Options, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -33,16 +33,31 @@ from collc.topology import Topology
 REFERENCE = "binomial tree (Thakur, Rabenseifner & Gropp 2005)"
 
 
+def _numbering(n: int, root: int) -> list[int]:
+    """Relative numbering: xor with the root when N is a power of two, so partners v, v + 2^k
+    differ in one bit (hypercube links); otherwise a rotation."""
+    pow2 = n & (n - 1) == 0
+    return [v ^ root if pow2 else (v + root) % n for v in range(n)]
+
+
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    n, root = request.nranks, request.root
+    if root is None or n < 2:
+        return "binomial-tree needs a root and at least 2 ranks"
+    rank = _numbering(n, root)
+    pairs = ((rank[v], rank[v + (1 << k)]) for k in range((n - 1).bit_length()) for v in range(min(1 << k, n - (1 << k))))
+    if request.kind is CollKind.REDUCE:
+        pairs = ((b, a) for a, b in pairs)
+    return route_refusal(topology, pairs, "binomial-tree", f"tree neighbours 2^k apart relative to root {root}")
+
+
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     n = request.nranks
     root = request.root
     if root is None or n < 2:
         raise ScheduleError("binomial-tree needs a root and at least 2 ranks")
     levels = (n - 1).bit_length()
-    # Relative numbering: xor with the root when N is a power of two, so partners v, v + 2^k
-    # differ in one bit (hypercube links); otherwise a rotation.
-    pow2 = n & (n - 1) == 0
-    rank = [v ^ root if pow2 else (v + root) % n for v in range(n)]
+    rank = _numbering(n, root)
     b = Builder(Collective(request.kind, n, 1, request.inplace, root))
     if request.kind is CollKind.BROADCAST:
         if not request.inplace:
@@ -77,7 +92,7 @@ register(Algorithm(
     collectives=frozenset({CollKind.BROADCAST, CollKind.REDUCE}),
     topologies="links between ranks 2^k apart relative to the root (hypercube, complete, switch)",
     summary="binomial tree from/to a root, ceil(log2 N) steps; the file is only right for its root",
-    reference=REFERENCE, build=build,
+    reference=REFERENCE, build=build, applies=applies,
     example="collc build --topology switch:8 --algorithm binomial-tree --collective broadcast "
             "--root 0 -o bcast.xml",
 ))

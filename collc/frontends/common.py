@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, Collective
 from collc.ir.schedule import Op, Provenance, Schedule, Transfer, make_slots
+from collc.topology import Topology
 
 I, O, S = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
 
@@ -19,6 +21,34 @@ def require_pow2(n: int, name: str) -> int:
     if not is_pow2(n) or n < 2:
         raise ScheduleError(f"{name} needs a power-of-two number of ranks (at least 2), got {n}")
     return n.bit_length() - 1
+
+
+def refusal_of(check: Callable[[], object]) -> str | None:
+    """The message of the ScheduleError that a validating function raises (None if it returns):
+    one validator serves both ``applies`` and the build."""
+    try:
+        check()
+    except ScheduleError as exc:
+        return str(exc)
+    return None
+
+
+def pow2_refusal(n: int, name: str) -> str | None:
+    """The refusal of an algorithm that needs a power-of-two number of ranks (None if n is one)."""
+    return None if is_pow2(n) and n >= 2 else f"{name} needs a power-of-two number of ranks (at least 2), got {n}"
+
+
+def route_refusal(topology: Topology, pairs: Iterable[tuple[int, int]], name: str, what: str) -> str | None:
+    """The refusal of a topology-oblivious algorithm when some rank pair it sends over
+    (``what`` names them) has no link or switch route; None on a routed network
+    (torus, mesh) or when every pair has one."""
+    if topology.is_routed():
+        return None
+    for a, b in pairs:
+        if topology.route(a, b) is None:
+            return (f"{name} sends between {what}, but {topology.name} has no link or switch route from rank "
+                    f"{a} to rank {b}")
+    return None
 
 
 @dataclass

@@ -17,13 +17,19 @@ the pattern of RCCL's and MSCCL's own "allpairs" XMLs.
 from __future__ import annotations
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, Builder, prefix_copy
+from collc.frontends.common import I, O, Builder, prefix_copy, route_refusal
 from collc.frontends.registry import Algorithm, Options, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 REFERENCE = "all-pairs exchange (MSCCL allpairs; Thakur et al. 2005)"
+
+
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    n = request.nranks
+    return route_refusal(topology, ((a, b) for a in range(n) for b in range(n) if a != b), "direct",
+                         "every pair of ranks")
 
 
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
@@ -66,6 +72,6 @@ register(Algorithm(
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL}),
     topologies="fully connected: complete or switch",
     summary="all-pairs exchange: one step per phase, N-1 peers at once",
-    reference=REFERENCE, build=build,
+    reference=REFERENCE, build=build, applies=applies,
     example="collc build --topology switch:8 --algorithm direct --collective alltoall -o a2a.xml",
 ))

@@ -45,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, Builder, is_pow2, prefix_copy
+from collc.frontends.common import I, O, Builder, is_pow2, prefix_copy, refusal_of
 from collc.frontends.recursive_doubling import doubling, halving
 from collc.frontends.registry import Algorithm, Options, register
 from collc.ir.collective import CollKind, Collective
@@ -138,6 +138,10 @@ def rank_map(graph: BiGraph, algorithm: str = "hdrm") -> list[int]:
     return phys
 
 
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    return refusal_of(lambda: rank_map(read_bigraph(topology)))
+
+
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     phys = rank_map(read_bigraph(topology))
     n = request.nranks
@@ -154,6 +158,6 @@ register(Algorithm(
     topologies="BiGraph (bigraph:MxS, M <= S/2, powers of two)",
     summary="EFLOPS halving-doubling with rank mapping: 2 log2 N contention-free upper-lower steps",
     reference=REFERENCE,
-    build=build,
+    build=build, applies=applies,
     example="collc build --topology bigraph:4x8 --algorithm hdrm --collective allreduce -o hdrm.xml",
 ))

@@ -95,7 +95,7 @@ from typing import NamedTuple
 
 from collc.compiler.limits import MAX_PARSER_NODES, parser_nodes
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder, prefix_copy
+from collc.frontends.common import I, O, S, Builder, prefix_copy, refusal_of
 from collc.frontends.registry import FILE_GPUS, Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -824,6 +824,12 @@ def _symmetric(topology: Topology) -> bool:
                for lk in topology.links)
 
 
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    if request.nranks < 2:
+        return "multitree needs at least 2 ranks"
+    return refusal_of(lambda: _require_connected(topology, _one_hop(topology)))
+
+
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     n = request.nranks
     if n < 2:
@@ -925,7 +931,7 @@ register(Algorithm(
     summary="one contention-free spanning tree per rank grown in lockstep (MultiTree, ISCA'21); "
             "T steps per phase, T = 5 on a 4x4 torus",
     reference=REFERENCE,
-    build=build,
+    build=build, applies=applies,
     params=(Param("rule", str, "any", "when a step ends: any (paper) or last (artifact)", RULES),
             Param("order", str, "ascending", "turn order: ascending roots, or priority (artifact sort=True)",
                   ORDERS),

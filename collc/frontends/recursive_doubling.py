@@ -26,14 +26,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder, prefix_copy, require_pow2
-from collc.frontends.registry import Algorithm, Options, register
+from collc.frontends.common import I, O, S, Builder, pow2_refusal, prefix_copy, require_pow2, route_refusal
+from collc.frontends.registry import Algorithm, AppliesFn, Options, register
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 REF_RD = "Thakur, Rabenseifner & Gropp 2005 (recursive doubling); Swing NSDI'24 section 2"
 REF_RHD = "Rabenseifner 2004 (reduce-scatter + allgather); Swing NSDI'24 section 2"
+
+
+def _applies(name: str) -> AppliesFn:
+    def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+        n = request.nranks
+        refusal = pow2_refusal(n, name)
+        if refusal is None:
+            pairs = ((r, r ^ (1 << k)) for k in range(n.bit_length() - 1) for r in range(n))
+            refusal = route_refusal(topology, pairs, name, "partners r xor 2^k")
+        return refusal
+    return applies
 
 
 def _rd(topology: Topology, request: Collective, opts: Options) -> Schedule:
@@ -119,7 +130,7 @@ register(Algorithm(
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER}),
     topologies="power-of-two ranks with links between partners r xor 2^k (hypercube, complete, switch)",
     summary="latency-optimal: log2 N steps, full vector per step (allreduce)",
-    reference=REF_RD, build=_rd,
+    reference=REF_RD, build=_rd, applies=_applies("recursive-doubling"),
     example="collc build --topology hypercube:3 --algorithm recursive-doubling --collective allreduce -o rd.xml",
 ))
 register(Algorithm(
@@ -127,6 +138,6 @@ register(Algorithm(
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER}),
     topologies="power-of-two ranks with links between partners r xor 2^k (hypercube, complete, switch)",
     summary="Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather, 2 log2 N steps",
-    reference=REF_RHD, build=_rhd,
+    reference=REF_RHD, build=_rhd, applies=_applies("recursive-halving-doubling"),
     example="collc build --topology switch:8 --algorithm recursive-halving-doubling --collective allreduce -o rhd.xml",
 ))

@@ -29,6 +29,9 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 Options = dict[str, object]
+#: ``applies(topology, request, options) -> None | reason``: whether an algorithm can run a
+#: collective on a topology, decided without building (family, sizes, the routes it needs).
+AppliesFn = Callable[[Topology, Collective, Options], "str | None"]
 
 #: Option key set by :func:`build_schedule`, never by users (not an identifier, so no Param can take it).
 FILE_GPUS = "@gpus_per_file"
@@ -80,6 +83,21 @@ class Algorithm:
     # budget and the user left each of them at its default (an ``auto`` layout that
     # predicted a fit the real count refutes)
     budget_fallback: Mapping[str, str] = field(default_factory=dict)
+    # whether the algorithm can run on a topology (None: no condition beyond the collective)
+    applies: AppliesFn | None = None
+
+    def refusal(self, topology: Topology, request: Collective, options: Options | None = None) -> str | None:
+        """Why this algorithm cannot run ``request`` on ``topology`` (None when it can):
+        the collective first, then the family's own ``applies`` with the given options
+        (default: the parameters' defaults)."""
+        if request.kind not in self.collectives:
+            have = ", ".join(sorted(k.value for k in self.collectives))
+            return f"algorithm {self.name} does not implement {request.kind.value} (it implements {have})"
+        if self.applies is None:
+            return None
+        opts: Options = {p.name: p.default for p in self.params}
+        opts.update(options or {})
+        return self.applies(topology, request, opts)
 
 
 REGISTRY: dict[str, Algorithm] = {}
@@ -111,8 +129,8 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
     one, that is up to 1024 ranks, else per-rank shards)."""
     alg = get(name)
     if kind not in alg.collectives:
-        have = ", ".join(sorted(k.value for k in alg.collectives))
-        raise ScheduleError(f"algorithm {name} does not implement {kind.value} (it implements {have})")
+        probe = Collective(kind, topology.nranks, 1, inplace, 0 if kind.rooted else None)
+        raise ScheduleError(alg.refusal(topology, probe) or "")
     if kind.rooted and root is None:
         root = 0
     if root is not None and not kind.rooted:
@@ -130,6 +148,9 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
         gpus_per_file = topology.nranks if topology.nranks <= 1024 else 1
     opts[FILE_GPUS] = gpus_per_file
     request = Collective(kind, topology.nranks, 1, inplace, root)
+    reason = alg.refusal(topology, request, opts)
+    if reason is not None:
+        raise ScheduleError(reason)
     return alg.build(topology, request, opts)
 
 

@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder, prefix_copy
+from collc.frontends.common import I, O, S, Builder, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -60,6 +60,12 @@ def _directions(topology: Topology, opts: Options) -> list[list[int]]:
         if topology.route(a, b) is None:
             raise ScheduleError(f"bidirectional ring needs the reverse link {a} -> {b}, which {topology.name} lacks")
     return [cyc, back]
+
+
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    if request.nranks < 2:
+        return "a ring needs at least 2 ranks"
+    return refusal_of(lambda: _directions(topology, opts))
 
 
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
@@ -121,7 +127,7 @@ register(Algorithm(
     topologies="any topology with a Hamiltonian cycle (ring, torus, mesh, hypercube, complete, switch)",
     summary="ring over a Hamiltonian cycle; bandwidth-optimal, N-1 steps per phase",
     reference=REFERENCE,
-    build=build,
+    build=build, applies=applies,
     params=(Param("bidirectional", bool, False, "send half of each block each way round the cycle"),
             Param("cycle", str, "", "the cycle as a comma-separated rank list (default: found)")),
     example="collc build --topology ring:8 --algorithm ring --collective allreduce -o ring8.xml",

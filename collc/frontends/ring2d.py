@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, Builder, prefix_copy
+from collc.frontends.common import I, O, Builder, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -97,6 +97,10 @@ def line_ring(d: int, wrap: bool, mesh_ring: str) -> list[int]:
     if wrap or mesh_ring == "wrap":
         return list(range(d))
     return list(range(0, d, 2)) + list(range(d - 1 - (d % 2 == 1), 0, -2))
+
+
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    return refusal_of(lambda: grid_dims(topology, "ring-2d"))
 
 
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
@@ -144,7 +148,7 @@ register(Algorithm(
     topologies="2D torus or mesh (torus:RxC, mesh:RxC)",
     summary="2D-RING: ring allreduce along rows then columns, 4 directional flows; 4(d-1) steps on d x d",
     reference=REFERENCE,
-    build=build,
+    build=build, applies=applies,
     params=(Param("mesh_ring", str, "wrap", "ring along a mesh line: wrap (paper: the two ends close the "
                   "ring over d-1 hops) or folded (0,2,4,...,5,3,1; hops of at most 2 links)", MESH_RINGS),),
     example="collc build --topology torus:8x8 --algorithm ring-2d --collective allreduce -o ring2d.xml",

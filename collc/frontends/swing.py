@@ -45,12 +45,14 @@ paper's Fig. 5.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder, is_pow2, prefix_copy
+from collc.frontends.common import I, O, S, Builder, is_pow2, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -428,6 +430,25 @@ def _latency_folded(b: Builder, n: int, nports: int, start: int) -> None:
             b.move(start + 1 + nsteps, e - pp, e, O, [c], O, [c], lane=c)
 
 
+def _validate(topology: Topology, request: Collective, opts: Options) -> None:
+    dims = swing_dims(topology)
+    if not topology.is_routed() and topology.nranks > 3:
+        raise ScheduleError(f"swing's partners are up to N/2 hops apart and {topology.name} links only neighbours "
+                            f"without forwarding: use torus:{topology.nranks}, the routed 1-D torus")
+    if math.prod(dims) < 2:
+        raise ScheduleError("swing needs at least 2 ranks")
+    if opts.get("variant", "bandwidth") == "latency":
+        if request.kind is not CollKind.ALLREDUCE:
+            raise ScheduleError("swing variant=latency implements allreduce only")
+    elif len(dims) > 1 and any(d % 2 for d in dims):
+        raise ScheduleError(f"swing (B) supports odd sizes only on 1-D tori, not {'x'.join(map(str, dims))} "
+                            "(swing.md 1.8); variant=latency runs on any torus")
+
+
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    return refusal_of(lambda: _validate(topology, request, opts))
+
+
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     dims = swing_dims(topology)
     n = request.nranks
@@ -483,7 +504,7 @@ register(Algorithm(
     topologies="tori of any dimension and shape (torus:AxBx..., torus:N for 1-D); B: odd sizes only in 1-D (L: any)",
     summary="Swing: peers at +-1, -+1, +-3, ... per dimension; 2D multiport collectives, B or L variant",
     reference=REFERENCE,
-    build=build,
+    build=build, applies=applies,
     params=(Param("variant", str, "bandwidth", "bandwidth (RS + AG, 2 log2 p steps) or latency "
                   "(log2 p full-vector steps)", ("bandwidth", "latency")),
             Param("ports", str, "all", "all: 2D plain + mirrored collectives; single: one plain collective",

@@ -60,7 +60,7 @@ import math
 from collections.abc import Sequence
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, Builder, is_pow2, prefix_copy
+from collc.frontends.common import I, O, Builder, is_pow2, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -207,11 +207,16 @@ def build_mirrored_rd(topology: Topology, request: Collective, opts: Options) ->
 
 
 # ---------------------------------------------------------------------- bucket
-def build_bucket(topology: Topology, request: Collective, opts: Options) -> Schedule:
+def _bucket_dims(topology: Topology) -> tuple[int, ...]:
     dims = grid_dims(topology, "bucket")
-    n = request.nranks
-    if n < 2 or any(d < 2 for d in dims):
+    if topology.nranks < 2 or any(d < 2 for d in dims):
         raise ScheduleError(f"bucket needs every dimension >= 2, got {topology.name}")
+    return dims
+
+
+def build_bucket(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    dims = _bucket_dims(topology)
+    n = request.nranks
     ndim = len(dims)
     strides = _strides(dims)
     order = list(reversed(range(ndim)))
@@ -293,7 +298,7 @@ def hamiltonian_decomposition(rows: int, cols: int) -> tuple[list[int], list[int
     return None
 
 
-def build_hamiltonian_rings(topology: Topology, request: Collective, opts: Options) -> Schedule:
+def _hamiltonian_cycles(topology: Topology) -> tuple[list[int], list[int]]:
     family = topology.name.split(":", 1)[0]
     dims = grid_dims(topology, "hamiltonian-rings") if family == "torus" else ()
     if len(dims) != 2:
@@ -305,8 +310,12 @@ def build_hamiltonian_rings(topology: Topology, request: Collective, opts: Optio
             f"hamiltonian-rings: no pair of edge-disjoint Hamiltonian cycles from the paper's construction on "
             f"{topology.name}: it needs both sides >= 3 and R = C*k with gcd(R, C-1) = 1 (or the same with R "
             f"and C swapped)")
+    return cycles
+
+
+def build_hamiltonian_rings(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    a, c = _hamiltonian_cycles(topology)
     n = request.nranks
-    a, c = cycles
     rings = [a, a[:1] + a[:0:-1], c, c[:1] + c[:0:-1]]
     b = Builder(Collective(CollKind.ALLREDUCE, n, 4 * n, request.inplace))
     start = prefix_copy(b, I, O, 4 * n, range(n))
@@ -333,6 +342,7 @@ register(Algorithm(
     topologies=_GRIDS,
     summary="torus-aware recursive doubling, dimension by dimension; bandwidth (2 log2 p steps) or latency",
     reference=REF_RD, build=build_rd, params=(_VARIANT,),
+    applies=lambda t, r, o: refusal_of(lambda: _pow2_dims(t, "recursive-doubling-torus")),
     example="collc build --topology torus:8x8 --algorithm recursive-doubling-torus --collective allreduce -o rd.xml",
 ))
 register(Algorithm(
@@ -341,6 +351,7 @@ register(Algorithm(
     topologies=_GRIDS,
     summary="2D concurrent torus RD collectives (D plain, D mirrored), one share and lane each",
     reference=REF_MRD, build=build_mirrored_rd, params=(_VARIANT,),
+    applies=lambda t, r, o: refusal_of(lambda: _pow2_dims(t, "mirrored-recursive-doubling")),
     example="collc build --topology torus:8x8 --algorithm mirrored-recursive-doubling --collective allreduce "
             "-o mrd.xml",
 ))
@@ -349,7 +360,7 @@ register(Algorithm(
     collectives=ALLREDUCE_ONLY,
     topologies="routed grid network (torus:RxC, torus:AxBxC, hyperx:RxC, hammingmesh:AxB:XxY), sides >= 2",
     summary="2D concurrent bucket instances: ring reduce-scatter per dimension, then ring allgathers",
-    reference=REF_BUCKET, build=build_bucket,
+    reference=REF_BUCKET, build=build_bucket, applies=lambda t, r, o: refusal_of(lambda: _bucket_dims(t)),
     example="collc build --topology torus:8x8 --algorithm bucket --collective allreduce -o bucket.xml",
 ))
 register(Algorithm(
@@ -358,5 +369,6 @@ register(Algorithm(
     topologies="2D torus R x C with R = C k, gcd(R, C-1) = 1 (either orientation), sides >= 3",
     summary="two edge-disjoint Hamiltonian cycles, each a ring allreduce both ways (4 rings, quarter each)",
     reference=REF_HAM, build=build_hamiltonian_rings,
+    applies=lambda t, r, o: refusal_of(lambda: _hamiltonian_cycles(t)),
     example="collc build --topology torus:8x8 --algorithm hamiltonian-rings --collective allreduce -o ham.xml",
 ))

@@ -40,7 +40,7 @@ odd steps, so no rank sends or receives in both trees in one step (``4H`` steps)
 from __future__ import annotations
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, Builder, prefix_copy
+from collc.frontends.common import I, O, Builder, prefix_copy, route_refusal
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -108,20 +108,17 @@ def depths(parents: Parents) -> list[int]:
     return out
 
 
-def check_routes(topology: Topology, trees: tuple[Parents, ...], algorithm: str) -> None:
-    """ScheduleError unless every parent/child pair can exchange data both ways."""
-    if topology.is_routed():
-        return
-    for k, parents in enumerate(trees):
-        for child, parent in enumerate(parents):
-            if parent is None:
-                continue
-            for a, b in ((child, parent), (parent, child)):
-                if topology.route(a, b) is None:
-                    raise ScheduleError(
-                        f"{algorithm} is topology-oblivious and needs a route between tree neighbours: "
-                        f"rank {a} -> {b} (tree {k}) has no link or switch route in {topology.name}; "
-                        f"use a switch, complete or routed (torus/mesh) topology")
+def route_refusal_of(topology: Topology, trees: tuple[Parents, ...], algorithm: str) -> str | None:
+    """Why the trees cannot run on the topology: a parent/child pair without a route either way."""
+    pairs = ((a, b) for parents in trees for child, parent in enumerate(parents) if parent is not None
+             for a, b in ((child, parent), (parent, child)))
+    return route_refusal(topology, pairs, algorithm, "tree neighbours (it is topology-oblivious)")
+
+
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    if request.nranks < 2:
+        return "double-binary-tree needs at least 2 ranks"
+    return route_refusal_of(topology, double_binary_tree(request.nranks), "double-binary-tree")
 
 
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
@@ -129,7 +126,6 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     if n < 2:
         raise ScheduleError("double-binary-tree needs at least 2 ranks")
     trees = double_binary_tree(n)
-    check_routes(topology, trees, "double-binary-tree")
     alternate = bool(opts.get("alternate"))
     b = Builder(Collective(CollKind.ALLREDUCE, n, 2, request.inplace))
     start = prefix_copy(b, I, O, 2, range(n))
@@ -155,7 +151,7 @@ register(Algorithm(
     topologies="any topology with routes between all ranks (switch, complete, torus, mesh); topology-oblivious",
     summary="NCCL double binary tree: two complementary trees, half the vector each; 2 ceil(log2 N) steps",
     reference=REFERENCE,
-    build=build,
+    build=build, applies=applies,
     params=(Param("alternate", bool, False, "paper's black/red colouring: tree 0 on even steps, tree 1 on odd"),),
     example="collc build --topology switch:16 --algorithm double-binary-tree --collective allreduce "
             "--chunks 8 -o dbtree.xml",

@@ -1,9 +1,9 @@
 """Every registered algorithm x collective x topology x placement through the whole pipeline.
 
-build_schedule -> verify_schedule(s, topology) -> lower -> to_xml -> parse_xml -> check_parsed.
-A case whose build or link verification raises CollcError does not apply and is
-skipped with the error as the reason; the explicit ``MUST_APPLY`` list pins the
-cases that have to work.
+build_schedule -> verify_schedule(s, topology) -> lower -> to_xml -> parse_xml -> check_parsed
+for every case the algorithm's registration says applies; every other case must be
+refused with exactly the registration's reason, and the unguarded frontend must
+fail on it too (so ``applies`` is neither too lenient nor too strict).  No case skips.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from collc.backends.msccl_xml import parse_xml, to_xml
 from collc.compiler.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.verify import Report, check_parsed
-from collc.errors import CollcError
-from collc.frontends.registry import algorithms, build_schedule
-from collc.ir.collective import CollKind
+from collc.errors import CollcError, ScheduleError
+from collc.frontends.registry import algorithms, build_schedule, get
+from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
 from collc.topology import parse_spec
 
-TOPOLOGIES = ["ring:8", "torus:4x4", "hypercube:3", "switch:8", "ring:5", "switch:6", "complete:4"]
+TOPOLOGIES = ["ring:8", "torus:4x4", "hypercube:3", "switch:8", "ring:5", "switch:6", "complete:4", "bigraph:2x4"]
 MAIN = ["ring:8", "torus:4x4", "hypercube:3", "switch:8"]
 
 
@@ -52,11 +52,18 @@ def _explain(rep: Report) -> list[str]:
 @pytest.mark.parametrize("name, kind, spec, inplace", MATRIX, ids=[_id(*c) for c in MATRIX])
 def test_every_algorithm_on_every_topology(name: str, kind: CollKind, spec: str, inplace: bool) -> None:
     topo = parse_spec(spec)
-    try:
-        s = build_schedule(name, topo, kind, inplace)
-        verify_schedule(s, topo)
-    except CollcError as exc:
-        pytest.skip(f"not applicable: {exc}")
+    alg = get(name)
+    request = Collective(kind, topo.nranks, 1, inplace, 0 if kind.rooted else None)
+    reason = alg.refusal(topo, request)
+    if reason is not None:
+        with pytest.raises(ScheduleError) as info:
+            build_schedule(name, topo, kind, inplace)
+        assert str(info.value) == reason
+        with pytest.raises(CollcError):   # and it really cannot run there
+            verify_schedule(alg.build(topo, request, {p.name: p.default for p in alg.params}), topo)
+        return
+    s = build_schedule(name, topo, kind, inplace)
+    verify_schedule(s, topo)
     assert s.collective.kind is kind and s.collective.inplace is inplace
     assert s.collective.nranks == topo.nranks
     rep = full_pipeline(s)
