@@ -244,14 +244,8 @@ class Trees:
 
 # ---------------------------------------------------------------------- topology views
 def _grid_dims(topology: Topology) -> tuple[int, ...] | None:
-    text = topology.param("dims")
-    if text is None or topology.nswitches:
-        return None
-    try:
-        dims = tuple(int(x) for x in text.split("x"))
-    except ValueError:
-        return None
-    if not dims or any(d < 1 for d in dims) or math.prod(dims) != topology.nranks:
+    dims = topology.dims
+    if dims is None or topology.nswitches or math.prod(dims) != topology.nranks:
         return None
     return dims
 

@@ -69,21 +69,16 @@ MESH_RINGS = ("wrap", "folded")
 
 def grid_dims(topology: Topology, algorithm: str) -> tuple[int, int, bool]:
     """``(rows, cols, wrap)`` of a 2D torus (wrap) or mesh; ScheduleError otherwise."""
-    family = topology.name.split(":", 1)[0]
-    raw = topology.param("dims")
-    if family not in ("torus", "mesh") or raw is None:
+    dims = topology.dims
+    if topology.family not in ("torus", "mesh") or dims is None:
         raise ScheduleError(f"{algorithm} needs a 2D torus or mesh (torus:RxC or mesh:RxC), got {topology.name}")
-    try:
-        dims = [int(x) for x in raw.split("x")]
-    except ValueError:
-        raise ScheduleError(f"{algorithm}: {topology.name} has unreadable dims {raw!r}") from None
     if len(dims) != 2:
         raise ScheduleError(f"{algorithm} needs a 2D torus or mesh (torus:RxC or mesh:RxC), got {topology.name} "
                             f"with {len(dims)} dimension{'s' if len(dims) != 1 else ''}")
     rows, cols = dims
     if rows * cols != topology.nranks:
         raise ScheduleError(f"{algorithm}: {topology.name} has {topology.nranks} ranks, not {rows}x{cols}")
-    return rows, cols, family == "torus"
+    return rows, cols, topology.family == "torus"
 
 
 def line_ring(d: int, wrap: bool, mesh_ring: str) -> list[int]:

@@ -301,19 +301,13 @@ def extra_groups(core: int, nsteps: int) -> list[list[int]]:
 # ---------------------------------------------------------------------------- topology
 def swing_dims(topology: Topology) -> tuple[int, ...]:
     """Torus sizes in Swing order (dimension 0 = the topology's fastest); ScheduleError otherwise."""
-    family = topology.name.split(":", 1)[0]
-    if family == "ring":
+    if topology.family == "ring":
         if not topology.is_bidirectional():
             raise ScheduleError(f"swing needs a bidirectional ring (a 1-D torus), not {topology.name}")
         return (topology.nranks,)
-    if family != "torus":
+    if topology.family != "torus" or topology.dims is None:
         raise ScheduleError(f"swing runs on tori (torus:AxB..., ring:N), not {topology.name}")
-    raw = topology.param("dims")
-    try:
-        dims = tuple(int(x) for x in str(raw).split("x"))
-    except ValueError:
-        raise ScheduleError(f"swing: {topology.name} has unreadable dims {raw!r}") from None
-    return tuple(reversed(dims))
+    return tuple(reversed(topology.dims))
 
 
 @dataclass(frozen=True)

@@ -78,16 +78,13 @@ ALLREDUCE_ONLY = frozenset({CollKind.ALLREDUCE})
 # ---------------------------------------------------------------------- grid helpers
 def grid_dims(topology: Topology, algorithm: str) -> tuple[int, ...]:
     """The ``dims`` of a routed grid network (torus, mesh, hyperx, hammingmesh)."""
-    raw = topology.param("dims")
-    if raw is None or not topology.is_routed():
+    dims = topology.dims
+    if dims is None or not topology.is_routed():
         raise ScheduleError(f"{algorithm} needs a routed grid network with dims (torus:RxC, hyperx:RxC, "
                             f"hammingmesh:AxB:XxY, ...), got {topology.name}")
-    try:
-        dims = tuple(int(x) for x in raw.split("x"))
-    except ValueError:
-        raise ScheduleError(f"{algorithm}: {topology.name} has unreadable dims {raw!r}") from None
-    if math.prod(dims) != topology.nranks or any(d < 1 for d in dims):
-        raise ScheduleError(f"{algorithm}: dims {raw} of {topology.name} do not cover its {topology.nranks} ranks")
+    if math.prod(dims) != topology.nranks:
+        raise ScheduleError(f"{algorithm}: dims {'x'.join(map(str, dims))} of {topology.name} do not cover its "
+                            f"{topology.nranks} ranks")
     return dims
 
 
@@ -299,8 +296,7 @@ def hamiltonian_decomposition(rows: int, cols: int) -> tuple[list[int], list[int
 
 
 def _hamiltonian_cycles(topology: Topology) -> tuple[list[int], list[int]]:
-    family = topology.name.split(":", 1)[0]
-    dims = grid_dims(topology, "hamiltonian-rings") if family == "torus" else ()
+    dims = grid_dims(topology, "hamiltonian-rings") if topology.family == "torus" else ()
     if len(dims) != 2:
         raise ScheduleError(f"hamiltonian-rings needs a 2D torus (torus:RxC), got {topology.name}")
     rows, cols = dims

@@ -26,24 +26,14 @@ from collc.topology.generators import coords, rank_of
 Link = tuple[int, int]
 
 
-def _dims(topology: Topology) -> tuple[int, ...] | None:
-    raw = topology.param("dims")
-    if raw is None:
-        return None
-    try:
-        return tuple(int(x) for x in str(raw).split("x"))
-    except ValueError:
-        return None
-
-
 class Router:
     def __init__(self, topology: Topology, policy: str = "minimal") -> None:
         if policy not in ("minimal", "dor"):
             raise TopologyError(f"unknown routing policy {policy!r} (minimal or dor)")
         self.topology = topology
         self.policy = policy
-        family = topology.name.split(":", 1)[0]
-        self._dims = _dims(topology) if family in ("torus", "mesh") else None
+        family = topology.family
+        self._dims = topology.dims if family in ("torus", "mesh") else None
         self._wrap = family == "torus"
         if family == "ring" and topology.is_bidirectional():
             self._dims, self._wrap = (topology.nranks,), True  # a bidirectional ring is a 1-D torus

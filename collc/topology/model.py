@@ -191,6 +191,28 @@ class Topology:
         """The generator parameter ``key``, or ``default``."""
         return dict(self.params).get(key, default)
 
+    @property
+    def family(self) -> str:
+        """The generator family: ``torus`` for ``torus:4x4`` (the name up to its first colon).
+
+        >>> from collc.topology import parse_spec
+        >>> parse_spec("torus:4x2").family, parse_spec("torus:4x2").dims
+        ('torus', (4, 2))
+        """
+        return self.name.split(":", 1)[0]
+
+    @cached_property
+    def dims(self) -> tuple[int, ...] | None:
+        """The grid sizes its generator recorded (``dims`` parameter, slowest dimension first),
+        parsed once; None when there are none (or they do not read as ``AxB...`` of positive
+        sizes)."""
+        raw = self.param("dims")
+        try:
+            dims = tuple(int(x) for x in str(raw).split("x")) if raw is not None else None
+        except ValueError:
+            return None
+        return dims if dims and all(d >= 1 for d in dims) else None
+
     @cached_property
     def _link_index(self) -> dict[tuple[int, int], Link]:
         return {(lk.src, lk.dst): lk for lk in self.links}
@@ -363,8 +385,7 @@ class Topology:
         papers model them, or any topology whose params say ``routing: network``): any
         rank may send to any other and the network forwards along minimal routes.
         Elsewhere ranks exchange data only over a link or through switches."""
-        family = self.name.split(":", 1)[0]
-        return self.param("routing") == "network" or family in ("torus", "mesh")
+        return self.param("routing") == "network" or self.family in ("torus", "mesh")
 
     def route(self, a: int, b: int) -> tuple[int, ...] | None:
         """How ``a`` can send to ``b``: ``(a, b)`` over a direct link, else the

@@ -237,7 +237,8 @@ def test_dbtree_compiles_pipelined() -> None:
 
 @pytest.mark.parametrize("spec", ["ring:8", "hypercube:3", "ring:6:uni"])
 def test_dbtree_refuses_unroutable(spec: str) -> None:
-    with pytest.raises(ScheduleError, match=r"double-binary-tree is topology-oblivious.*no link or switch route"):
+    with pytest.raises(ScheduleError, match=r"double-binary-tree sends between tree neighbours \(it is "
+                                            r"topology-oblivious\), but .* has no link or switch route"):
         build_schedule("double-binary-tree", parse_spec(spec), AR)
 
 
