@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from collc.frontends.registry import algorithms
+from collc.frontends.registry import Algorithm, algorithms
 
 REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
@@ -53,7 +53,7 @@ def test_sources_cite_only_pages_in_the_repository(path: Path) -> None:
     assert not bad, f"{_rel(path)}:\n" + "\n".join(bad)
 
 
-def test_the_citation_check_catches_outside_paths(tmp_path: Path) -> None:
+def test_the_citation_check_catches_outside_paths() -> None:
     samples = ["(swing.md 1.3)", "(reference/multitree.md section 3)", "see ../shared/reference/x.md",
                "(docs/nope.md)"]
     for text in samples:
@@ -72,7 +72,7 @@ def family_page(module: str) -> str | None:
 
 
 @pytest.mark.parametrize("alg", algorithms(), ids=lambda a: a.name)
-def test_every_algorithm_names_an_existing_family_page(alg) -> None:  # type: ignore[no-untyped-def]
+def test_every_algorithm_names_an_existing_family_page(alg: Algorithm) -> None:
     page = family_page(alg.build.__module__)
     assert page is not None, f"{alg.name}: the docstring of {alg.build.__module__} names no docs/*.md page"
     assert (REPO / page).is_file(), f"{alg.name}: {page} does not exist"
