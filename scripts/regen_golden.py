@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Regenerate the golden XML files under tests/golden/<algorithm>/<case>.xml.
+"""Regenerate the golden files: XML under tests/golden/<algorithm>/<case>.xml and the per-pass
+fixtures under tests/compiler/fixtures/<pass>/<case>.txt.
 
-    python scripts/regen_golden.py          # rewrite them
-    python scripts/regen_golden.py --check  # exit 1 if any differs (what the test does)
+    python scripts/regen_golden.py          # rewrite them (and README's algorithm table)
+    python scripts/regen_golden.py --check  # exit 1 if any differs (what the tests do)
 
 Each case is built with the same code path as `collc build`; the files hold no
-machine paths, so a diff is a real change of output.
+machine paths, so a diff is a real change of output.  The same command runs
+``scripts/regen_readme.py``, which renders README.md's algorithm table from the registry.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from collc.compiler.limits import Dialect
-from collc.driver import compile_xml, sync_files
-from collc.ir.collective import CollKind
-from collc.topology import parse_spec
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's collc
+
+from collc.compiler.limits import Dialect  # noqa: E402
+from collc.driver import compile_xml, sync_files  # noqa: E402
+from collc.ir.collective import CollKind  # noqa: E402
+from collc.topology import parse_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent / "tests" / "golden"
 
@@ -31,6 +35,10 @@ CASES: list[tuple[str, str, str, CollKind, dict[str, object]]] = [
     ("recursive-halving-doubling", "allreduce-switch4-chunks2", "switch:4", CollKind.ALLREDUCE, {"chunks": 2}),
     ("direct", "alltoall-switch4", "switch:4", CollKind.ALLTOALL, {}),
     ("binomial-tree", "broadcast-switch4-root1", "switch:4", CollKind.BROADCAST, {"root": 1}),
+    ("swing", "allreduce-torus4x4", "torus:4x4", CollKind.ALLREDUCE, {}),
+    ("multitree", "allreduce-torus3x3", "torus:3x3", CollKind.ALLREDUCE, {}),
+    ("multitree", "allreduce-torus3x3-fused", "torus:3x3", CollKind.ALLREDUCE,
+     {"params": {"threadblocks": "fused"}}),
 ]
 
 
@@ -49,7 +57,14 @@ def main() -> int:
     ap.add_argument("--check", action="store_true", help="compare instead of writing")
     args = ap.parse_args()
     files = render()
-    return sync_files(files, args.check, ROOT.parent.parent)
+    # the per-pass fixtures (tests/compiler/fixtures/<pass>/<case>.txt) are rendered by their test module
+    from tests.compiler.test_pass_fixtures import render_fixtures
+    files.update(render_fixtures())
+    golden = sync_files(files, args.check, ROOT.parent.parent)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import regen_readme
+    readme = regen_readme.main(["--check"] if args.check else [])
+    return golden or readme
 
 
 if __name__ == "__main__":

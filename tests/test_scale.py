@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from collc.compiler.limits import MAX_PARSER_NODES, parser_nodes
 from collc.driver import compile_xml
 from collc.ir.collective import CollKind
 from collc.topology import parse_spec
@@ -26,10 +27,11 @@ def test_multitree_on_a_16x16_torus() -> None:
 
 def test_multitree_on_a_32x32_torus_fits_the_parser_with_fused_tbs() -> None:
     # one tb per link would need ~4270 XML nodes per rank (measured: the lowering refuses it);
-    # auto picks fused tbs, whose rrs/rcs forwards bring it under the parser's 4096
+    # auto picks fused tbs, whose rrs/rcs forwards bring it under the parser's 4095 per rank
     result = compile_xml(parse_spec("torus:32x32"), "multitree", CollKind.ALLREDUCE, shard=True)
     assert result.report.ok and result.schedule.tb_pairs
-    assert max(2 + len(g.tbs) + sum(len(t.steps) for t in g.tbs) for g in result.program.gpus) <= 4096
+    assert max(parser_nodes(1, len(g.tbs), sum(len(t.steps) for t in g.tbs)) for g in result.program.gpus) \
+        <= MAX_PARSER_NODES
 
 
 def test_sharded_2048_ranks() -> None:

@@ -1,7 +1,7 @@
 """MSCCL XML: a pure printer for three dialects and a reader for any MSCCL XML.
 
 The writer obeys the lexical rules of the runtimes' hand-written parser
-(reference/msccl-runtime.md 1.1, 6): no XML declaration, two-space indentation
+(docs/runtime-model.md): no XML declaration, two-space indentation
 and no tabs, one tag per line with all attributes on it, single spaces, double
 quotes, plain decimal integers, self-closing ``<step/>``.  Output depends only on
 the Program, so writing twice gives identical bytes.
@@ -152,7 +152,7 @@ _BAD_LINE = re.compile(rf'^(?! *(?:<!--(?:(?!-->).)*-->|</[A-Za-z_][A-Za-z0-9_.-
 
 
 def lexical_check(text: str) -> list[Diagnostic]:
-    """Apply the runtime parser's lexical rules (msccl-runtime.md 1.1) to raw text.
+    """Apply the runtime parser's lexical rules (docs/runtime-model.md) to raw text.
 
     A fast path accepts files whose every line obviously obeys the rules (what the
     writer prints); anything else is scanned tag by tag for precise messages.

@@ -2,7 +2,7 @@
 
 The runtimes' parser keeps the children of ``<algo>`` in a fixed array of 1024 and
 only reads the ``<gpu>`` whose id is the local rank; the metadata pass reads only
-the ``<algo>`` start tag (reference/msccl-runtime.md section 7).  So a file that
+the ``<algo>`` start tag (docs/runtime-model.md).  So a file that
 carries the full header (with the real ``ngpus``) and only the local rank's
 ``<gpu>`` loads, and one such file per rank lifts the ceiling.
 

@@ -1,4 +1,4 @@
-"""Hard limits of each runtime dialect (reference/msccl-runtime.md 1.1, 1.4, 7).
+"""Hard limits of each runtime dialect (docs/runtime-model.md).
 
 ``executor`` is NCCL's MSCCL executor (Azure/msccl-executor-nccl), ``rccl`` is
 RCCL's embedded copy (64 threadblocks per GPU, 128 channels), ``legacy`` the old
@@ -73,7 +73,7 @@ def parser_nodes(gpus_in_file: int, tbs: int, steps: int) -> int:
     return 1 + gpus_in_file + tbs + steps
 
 
-# Runtime buffer geometry used to model slicing (msccl-runtime.md 1.5; NCCL defaults).
+# Runtime buffer geometry used to model slicing (docs/runtime-model.md; NCCL defaults).
 NCCL_STEPS = 8
 SIMPLE_BUFF = 1 << 22                      # 4 MiB
 LL_BUFF = 8 * 512 * NCCL_STEPS * 16        # lines/thread * threads * steps * 16 B

@@ -16,7 +16,7 @@ Named invariants (each finding carries one of these codes):
 ``race``         a step touches a slot another tb writes, with no ordering between them
 ``order``        (warning) ranks reduce one output chunk in different orders
 
-The simulation follows reference/msccl-runtime.md section 7: each tb runs its steps
+The simulation follows docs/runtime-model.md: each tb runs its steps
 in document order; a dependency waits for the target tb's published flag; each
 (sender, receiver, chan) is a FIFO whose capacity in pieces comes from the protocol
 and, when ``maxBytes`` bounds the message, from the slicing at that size (1.5).

@@ -1,5 +1,7 @@
 """Binomial-tree broadcast and reduce from a root.
 
+Family page: docs/baselines.md (what it does, the paper, the check values and their tests).
+
 Ranks are renumbered relative to the root: ``v = r xor root`` when N is a power
 of two (partners then differ in one bit, as on a hypercube), else
 ``v = (r - root) mod N``.  Broadcast:
@@ -10,7 +12,7 @@ at step k (from the top) ranks with ``2^k <= v < 2^(k+1)`` send their partial to
 does not promise a receive buffer off the root).  Any N; partners at distance
 2^k need links (hypercube, complete, switch).
 
-The runtimes ignore ``root`` when they select an XML (msccl-runtime.md 1.5): a
+The runtimes ignore ``root`` when they select an XML (docs/runtime-model.md): a
 file is correct only for the root it was built for, which is recorded in its
 name (``...-root3``).
 

@@ -1,5 +1,7 @@
 """Direct (all-pairs) collectives on fully connected fabrics.
 
+Family page: docs/baselines.md (what it does, the paper, the check values and their tests).
+
 Every rank exchanges with every other rank in one communication step:
 allgather and alltoall in 1 step, reducescatter in 1 step (each rank receives its
 block from all N-1 peers and reduces), allreduce in 2 steps (direct reduce-scatter

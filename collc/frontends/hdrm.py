@@ -1,5 +1,7 @@
 """HDRM: halving-doubling with rank mapping on a BiGraph (the MultiTree paper's HDRM baseline).
 
+Family page: docs/recursive-doubling.md (what it does, the paper, the check values and their tests).
+
 Collective: allreduce.  Topology: BiGraph ``bigraph:MxS`` (Alibaba EFLOPS): M ranks
 on each of S switches, the switches in two halves of S/2 ("upper", "lower") with a
 link between every upper and every lower switch.  The structure is read from the
@@ -8,8 +10,8 @@ equal halves and M ranks per switch), so any spec or file with that shape works.
 Needs M and S/2 powers of two with M <= S/2 (otherwise no contention-free rank map
 exists: an upper switch's M ranks must reach M different lower switches).
 
-Algorithm (EFLOPS; MultiTree ISCA'21 sections I, II-C, VI; reference/multitree.md
-section 3): Rabenseifner's recursive-halving reduce-scatter (log2 N steps, partner
+Algorithm (EFLOPS; MultiTree ISCA'21 sections I, II-C, VI;
+docs/recursive-doubling.md): Rabenseifner's recursive-halving reduce-scatter (log2 N steps, partner
 ``v xor N/2^(k+1)`` in step k, sending the half it does not keep) then
 recursive-doubling allgather (log2 N steps), chunk factor N, ``2 log2 N`` steps
 (plus one local copy step out of place), cost ``2 log2 N alpha + 2 (N-1)/N M/b``.
@@ -53,7 +55,7 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 REFERENCE = ("Dong et al. 2020, EFLOPS (halving-doubling with rank mapping on BiGraph); baseline HDRM of "
-             "MultiTree ISCA'21 sections II-C, VI (reference/multitree.md section 3)")
+             "MultiTree ISCA'21 sections II-C, VI (docs/recursive-doubling.md)")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """MultiTree allreduce, allgather and reduce-scatter (Huang et al., ISCA'21).
 
+Family page: docs/multitree.md (what it does, the paper, the check values and their tests).
+
 Collectives: allgather and reducescatter (T steps each), allreduce (2T steps:
 reduce-scatter, then allgather), where T is the number of time steps Algorithm 1
 needs to grow its trees on the topology; one more step for the local copies of an
@@ -9,7 +11,7 @@ Cost model (alpha-beta, message size M, link bandwidth b): allreduce
 2T(alpha + M/(N b)); e.g. T = 5 on a 4x4 torus (ring: 15), T = N-1 (as ring) with
 one NIC link per rank (``cap=1``) on switch fabrics.
 
-Algorithm (paper section III-C, Algorithm 1; reference/multitree.md 1.2-1.6): one
+Algorithm (paper section III-C, Algorithm 1; docs/multitree.md): one
 spanning tree per rank, tree ``r`` rooted at ``r`` and carrying chunk ``r``.  The
 trees grow top-down in lockstep time steps ``t = 1, 2, ...``.  Every step starts
 from a fresh copy of the link capacities (a link of multiplicity m may carry m
@@ -50,7 +52,7 @@ Parameters:
   no limit beyond the links (the paper's torus/mesh runs); ``cap=1`` is the paper's
   one-NIC setting for fat tree, BiGraph and DGX-2.
 * ``threadblocks`` -- ``link``: one tb per directed link, transfers in step order
-  (multitree.md 2.3); ``fused``: lanes and ``tb_pairs`` hints (:class:`FusedTbs`)
+  (docs/multitree.md); ``fused``: lanes and ``tb_pairs`` hints (:class:`FusedTbs`)
   under which a rank's receive and the send that forwards it share a tb and fuse
   into one ``rrs``/``rcs`` step, for tori too large for one step per transfer
   (4 (N-1) steps per rank; 32x32 needs it to fit the parser's 4095 nodes per rank);
@@ -653,6 +655,7 @@ Edge3 = tuple[int, int, int]
 
 TB_MODES = ("auto", "link", "fused")
 
+
 def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None, gpus_per_file: int = 1) -> int:
     """The most parser nodes a rank needs with one tb per link and peer (``threadblocks=link``).
 
@@ -935,7 +938,7 @@ register(Algorithm(
                   "link unless a rank would exceed the parser's 4095 nodes in the file written", TB_MODES)),
     example="collc build --topology torus:4x4 --algorithm multitree --collective allreduce -o mt.xml",
     report=_report,
-    # a tb per directed link, transfers in step order (multitree.md 2.3): pairing a
+    # a tb per directed link, transfers in step order (docs/multitree.md): pairing a
     # receive link with a send link makes every send wait for unrelated arrivals, which
     # turns the data-driven trees back into lockstep steps (8x8 torus, 32 KiB, 16 GB/s,
     # 150 ns/hop in the event model: 5.7 us paired, 3.0 us unpaired)

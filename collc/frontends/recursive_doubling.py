@@ -1,5 +1,7 @@
 """Recursive doubling (latency-optimal) and recursive halving-doubling (Rabenseifner).
 
+Family page: docs/recursive-doubling.md (what it does, the paper, the check values and their tests).
+
 ``recursive-doubling``: allreduce exchanges the whole vector with partner
 ``r xor 2^k`` at step k and reduces: log2 N steps, cost log2 N (alpha + M/b)
 (Swing paper section 2, "RD latency-optimal").  Allgather doubles the gathered

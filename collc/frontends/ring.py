@@ -1,5 +1,7 @@
 """Ring allgather, reduce-scatter and allreduce on a Hamiltonian cycle.
 
+Family page: docs/ring.md (what it does, the paper, the check values and their tests).
+
 Collectives: allgather, reducescatter (N-1 steps), allreduce (2(N-1) steps:
 reduce-scatter then allgather).  Topology: any with a Hamiltonian cycle over the
 ranks, taken from ``--param cycle=0,1,...`` or found by the topology (ring, torus,

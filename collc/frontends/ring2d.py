@@ -1,10 +1,12 @@
 """2D-ring allreduce on a 2D torus or mesh (the MultiTree paper's 2D-RING baseline).
 
+Family page: docs/ring.md (what it does, the paper, the check values and their tests).
+
 Collective: allreduce.  Topology: a 2D torus or mesh ``R x C`` (``torus:RxC``,
 ``mesh:RxC``; rank ``r*C + c`` at row ``r``, column ``c``).
 
 The algorithm (Ying et al., TPU; MultiTree ISCA'21 sections I, II-C and VI;
-reference/multitree.md section 3): a full ring **allreduce** along one dimension,
+docs/ring.md): a full ring **allreduce** along one dimension,
 then a full ring allreduce along the other.  The vector is cut into four quarters,
 one per directional ring (the "4 flows per node"), so that all four directed links
 of every node are busy at every step:
@@ -26,8 +28,8 @@ into equal ring blocks along either dimension; a message is one ring block, D/(4
 = d/4 chunk units of D/N.  Steps: ``4 (d-1)`` on a ``d x d`` grid, ``4 (max(R, C)-1)``
 on ``R x C`` (phase 2 starts when the longer phase 1 ends, so no directed link
 carries two messages in one step), plus one local copy step out of place.
-Bandwidth-bound cost: ``d (d-1)`` chunk units (12 on 4x4, 56 on 8x8; multitree.md
-4.4); each rank sends about twice the data of a flat ring (2N(N-1) vs N^2-1 units on
+Bandwidth-bound cost: ``d (d-1)`` chunk units (12 on 4x4, 56 on 8x8;
+docs/ring.md); each rank sends about twice the data of a flat ring (2N(N-1) vs N^2-1 units on
 an N x N torus: bandwidth sub-optimal, as the paper says).
 
 Links: on a torus every transfer is between physical neighbours and every directed
@@ -62,7 +64,7 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 REFERENCE = ("Ying et al. 2018 (2D ring allreduce on TPU pods); baseline 2D-RING of MultiTree ISCA'21 "
-             "sections II-C, VI (reference/multitree.md section 3)")
+             "sections II-C, VI (docs/ring.md)")
 
 MESH_RINGS = ("wrap", "folded")
 

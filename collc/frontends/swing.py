@@ -1,35 +1,37 @@
 """Swing allreduce (De Sensi, Bonato, Saam & Hoefler, NSDI'24), and its two halves.
 
+Family page: docs/swing.md (what it does, the paper, the check values and their tests).
+
 Collectives: allreduce, reducescatter, allgather.  Topology: tori of any number of
 dimensions, square or rectangular (``torus:8x8``, ``torus:6x4``, ``torus:16``);
 ``ring:N`` is accepted as the 1-D torus of N ranks (bidirectional only).  Anything
 else raises ScheduleError.
 
-Rank layout (swing.md 1.6): the Swing dimension 0 is the topology's *last* (fastest)
+Rank layout (section 4.1, Fig. 5): the Swing dimension 0 is the topology's *last* (fastest)
 dimension, so on ``torus:4x4`` rank ``y*4 + x`` meets ``x+1`` first, as in the
 paper's Fig. 5.
 
 * Peers: ``rho(s) = sum_{i<=s} (-2)^i``; on dimension ``omega`` at in-dimension step
   ``sigma`` a rank moves its coordinate by ``+rho(sigma)`` (``-rho`` when that
-  coordinate is odd, and negated again for mirrored collectives) (swing.md 1.2, 1.6
-  with the signed-rho erratum).  Dimensions are visited round-robin from the
+  coordinate is odd, and negated again for mirrored collectives) (section 3.1.1 Eq. 2, section 4.1
+  with the signed-rho erratum; docs/swing.md).  Dimensions are visited round-robin from the
   collective's start dimension, skipping those whose ``ceil(log2 d)`` steps are used
-  up (swing.md 1.6, 1.7).
+  up (sections 4.1, 4.2).
 * ``variant=bandwidth`` (B): reduce-scatter over ``L = sum_k ceil(log2 d_k)`` steps,
-  sending the corrected block sets ``S(r,s) = {q} u T(q,s+1)`` (swing.md 1.3), then
+  sending the corrected block sets ``S(r,s) = {q} u T(q,s+1)`` (section 3.1.1, Fig. 3 corrected), then
   the allgather that transposes it (reverse peer order); 2L steps, cost
   ``2L alpha + 2 (p-1)/p M / (2D b)`` times Xi.  The blocks of each collective are
-  remapped (swing.md 1.4) so every send is one contiguous chunk range when every
+  remapped (section 3.1.1, last paragraph) so every send is one contiguous chunk range when every
   dimension is a power of two; otherwise one transfer per contiguous run of
-  blocks (block by block, swing.md 1.4, 7).  Even
-  non-power-of-two sizes drop earlier duplicates (swing.md 1.8); an odd 1-D size
+  blocks (block by block; docs/swing.md).  Even
+  non-power-of-two sizes drop earlier duplicates (section 3.2, Appendix A.2); an odd 1-D size
   runs on p-1 ranks plus an extra rank that trades single blocks with groups of
   3, 2, 1, ... ranks (Fig. 4).
 * ``variant=latency`` (L): L steps, each exchanging (and reducing) the whole share
-  of every collective (swing.md 1.5).  For a p that is not a power of two (which the
+  of every collective (section 3.1.2).  For a p that is not a power of two (which the
   paper does not describe) the ranks above ``p' = 2^floor(log2 p)`` fold onto the
   first p' ranks, which run 1-D Swing L, and get the result back: ``log2 p' + 2``
-  steps (our extension, after recursive doubling's rule, swing.md 2.3.2).
+  steps (our extension, after recursive doubling's rule, section 2.3.2; docs/swing.md).
 * ``ports=all`` runs 2D collectives (D plain, D mirrored), each on its own share of
   the vector and its own lane, so every port is busy every step; ``ports=single``
   runs the one plain collective starting on dimension 0.
@@ -58,40 +60,40 @@ from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
-REFERENCE = "De Sensi et al., Swing: Short-cutting Rings for Higher Bandwidth Allreduce, NSDI'24 (swing.md)"
+REFERENCE = "De Sensi et al., Swing: Short-cutting Rings for Higher Bandwidth Allreduce, NSDI'24 (docs/swing.md)"
 
 Blocks = tuple[int, ...]
 
 
 # ---------------------------------------------------------------------------- peers
 def rho(s: int) -> int:
-    """Signed step offset ``sum_{i=0..s} (-2)^i`` = 1, -1, 3, -5, 11, ... (swing.md 1.2, Eq. 2)."""
+    """Signed step offset ``sum_{i=0..s} (-2)^i`` = 1, -1, 3, -5, 11, ... (section 3.1.1, Eq. 2)."""
     power: int = (-2) ** (s + 1)
     return (1 - power) // 3
 
 
 def delta(s: int) -> int:
-    """Hop distance ``|rho(s)|`` of step s (swing.md 1.2)."""
+    """Hop distance ``|rho(s)|`` of step s (section 3.1.1)."""
     return abs(rho(s))
 
 
 def peer(r: int, s: int, p: int) -> int:
-    """1-D peer ``pi(r, s)``: even ranks add rho(s), odd ranks subtract it, mod p (swing.md 1.2)."""
+    """1-D peer ``pi(r, s)``: even ranks add rho(s), odd ranks subtract it, mod p (section 3.1.1)."""
     return (r + rho(s)) % p if r % 2 == 0 else (r - rho(s)) % p
 
 
 def omega(s: int, ndims: int) -> int:
-    """Dimension of step s on a square torus: ``s mod D`` (swing.md 1.6)."""
+    """Dimension of step s on a square torus: ``s mod D`` (section 4.1)."""
     return s % ndims
 
 
 def sigma(s: int, ndims: int) -> int:
-    """Step of s within its dimension on a square torus: ``floor(s / D)`` (swing.md 1.6)."""
+    """Step of s within its dimension on a square torus: ``floor(s / D)`` (section 4.1)."""
     return s // ndims
 
 
 def dim_steps(d: int) -> int:
-    """Steps Swing spends on a dimension of size d: ``ceil(log2 d)`` (swing.md 1.6, 1.8)."""
+    """Steps Swing spends on a dimension of size d: ``ceil(log2 d)`` (sections 4.1, 3.2)."""
     return max(1, (d - 1).bit_length())
 
 
@@ -99,7 +101,7 @@ def dim_sequence(dims: Sequence[int], port: int) -> tuple[tuple[int, int], ...]:
     """(dimension, sigma) of every step of collective ``port`` in ``[0, 2D)``.
 
     Round-robin from dimension ``port mod D``, skipping dimensions whose
-    ``ceil(log2 d)`` steps are used up (swing.md 1.6-1.7, the authors' ``compute_peers``).
+    ``ceil(log2 d)`` steps are used up (sections 4.1-4.2, the authors' ``compute_peers``).
     """
     ndims = len(dims)
     need = [dim_steps(d) for d in dims]
@@ -116,7 +118,7 @@ def dim_sequence(dims: Sequence[int], port: int) -> tuple[tuple[int, int], ...]:
 
 
 def torus_peer(r: int, s: int, dims: Sequence[int], port: int = 0) -> int:
-    """Peer of rank r at step s of collective ``port`` on a torus (swing.md 1.6).
+    """Peer of rank r at step s of collective ``port`` on a torus (section 4.1).
 
     ``dims`` is in Swing order (dimension 0 has stride 1).  The offset is the signed
     rho(sigma) (the paper's erratum: not delta), negated when the coordinate on the
@@ -152,7 +154,8 @@ def peer_table(dims: Sequence[int], port: int = 0) -> tuple[tuple[int, ...], ...
 
 # ---------------------------------------------------------------------------- block sets
 def _send_sets(peers: tuple[tuple[int, ...], ...]) -> tuple[tuple[frozenset[int], ...], ...]:
-    """``[r][s]`` -> blocks r sends at RS step s (swing.md 1.3, corrected; 1.8 for p not 2^k).
+    """``[r][s]`` -> blocks r sends at RS step s (section 3.1.1, corrected as in docs/swing.md;
+    section 3.2 for p not 2^k).
 
     ``S(r,s) = {q} u T(q, s+1)`` with ``T(x,t) = U_{s>=t} {pi(x,s)} u T(pi(x,s), s+1)``;
     then r itself is dropped and a block sent again later is deleted from the earlier
@@ -182,12 +185,12 @@ def _send_sets(peers: tuple[tuple[int, ...], ...]) -> tuple[tuple[frozenset[int]
 
 
 def send_set(r: int, s: int, p: int) -> frozenset[int]:
-    """Blocks rank r sends (and its peer reduces) at RS step s of 1-D Swing on p ranks (swing.md 1.3)."""
+    """Blocks rank r sends (and its peer reduces) at RS step s of 1-D Swing on p ranks (section 3.1.1)."""
     return _send_sets(peer_table((p,)))[r][s]
 
 
 def keep_set(r: int, s: int, p: int) -> frozenset[int]:
-    """Blocks rank r is still responsible for after RS step s: ``{r} u T(r, s+1)`` (swing.md 1.3)."""
+    """Blocks rank r is still responsible for after RS step s: ``{r} u T(r, s+1)`` (section 3.1.1)."""
     sends = _send_sets(peer_table((p,)))
     out = {r}
     for t in range(s + 1, len(sends[r])):
@@ -196,12 +199,12 @@ def keep_set(r: int, s: int, p: int) -> frozenset[int]:
 
 
 def torus_send_set(r: int, s: int, dims: Sequence[int], port: int = 0) -> frozenset[int]:
-    """``S_c(r, s)`` of collective ``port`` on a torus (Swing-order dims) (swing.md 1.6)."""
+    """``S_c(r, s)`` of collective ``port`` on a torus (Swing-order dims) (section 4.1)."""
     return _send_sets(peer_table(dims, port))[r][s]
 
 
 def remap(peers: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
-    """Block -> buffer position so each send set is one contiguous range (swing.md 1.4).
+    """Block -> buffer position so each send set is one contiguous range (section 3.1.1).
 
     Recursive split from node 0: at step s the sim node's send set goes to the high
     half (with sim = its peer), the rest to the low half.  Powers of two only.
@@ -226,7 +229,7 @@ def remap(peers: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
 
 
 def remap_1d(p: int) -> tuple[int, ...]:
-    """The 1-D remap (swing.md 1.4): p=8 gives (0, 4, 6, 1, 3, 7, 5, 2)."""
+    """The 1-D remap (section 3.1.1): p=8 gives (0, 4, 6, 1, 3, 7, 5, 2)."""
     return remap(peer_table((p,)))
 
 
@@ -244,7 +247,7 @@ def _groups_pow2(peers: tuple[tuple[int, ...], ...]) -> Port:
     """Fast butterfly construction for powers of two: keep sets as groups per level, O(p log p).
 
     ``K(r, L-1) = {r}``, ``K(r, s-1) = K(r, s) u K(pi(r,s), s)``; positions come from
-    splitting each group's range with the remap rule (swing.md 1.3-1.4).
+    splitting each group's range with the remap rule (section 3.1.1).
     """
     p = len(peers)
     nsteps = len(peers[0])
@@ -287,7 +290,7 @@ def make_port(dims: Sequence[int], port: int) -> Port:
 
 def extra_groups(core: int, nsteps: int) -> list[list[int]]:
     """Ranks the extra rank of an odd p trades with at each step: halves of the rest,
-    all that remain at the last step (Fig. 4: p=7 gives [0,1,2], [3,4], [5]) (swing.md 1.8)."""
+    all that remain at the last step (Fig. 4: p=7 gives [0,1,2], [3,4], [5]) (section 3.2)."""
     out: list[list[int]] = []
     nxt = 0
     for s in range(nsteps):
@@ -352,7 +355,7 @@ def make_plan(dims: tuple[int, ...], nports: int) -> Plan:
     if any(d % 2 for d in dims):
         if len(dims) > 1:
             raise ScheduleError(f"swing (B) supports odd sizes only on 1-D tori, not {'x'.join(map(str, dims))} "
-                                "(swing.md 1.8); variant=latency runs on any torus")
+                                "(Swing NSDI'24 section 3.2); variant=latency runs on any torus")
         extra, core_dims = p - 1, (p - 1,)
     ports = tuple(make_port(core_dims, c) for c in range(nports))
     nsteps = len(ports[0].peers[0])
@@ -363,7 +366,7 @@ def make_plan(dims: tuple[int, ...], nports: int) -> Plan:
 # ---------------------------------------------------------------------------- build
 def _runs(blocks: range | Blocks, base: int) -> list[range]:
     """Positions shifted by ``base`` as maximal contiguous ranges: one range for the
-    remapped power-of-two sets (swing.md 1.4), block-by-block runs otherwise (swing.md 7)."""
+    remapped power-of-two sets (section 3.1.1), block-by-block runs otherwise (docs/swing.md)."""
     if isinstance(blocks, range):
         return [range(blocks.start + base, blocks.stop + base)]
     out: list[range] = []
@@ -403,9 +406,9 @@ def _by_position(plan: Plan, c: int) -> list[int]:
 
 
 def _latency_folded(b: Builder, n: int, nports: int, start: int) -> None:
-    """L on a non-power-of-two p: our extension, the paper does not describe it (swing.md 1.8).
+    """L on a non-power-of-two p: our extension, the paper does not describe it (docs/swing.md).
 
-    As recursive doubling does for such p (swing.md 2.3.2): the ``p - p'`` ranks above
+    As recursive doubling does for such p (section 2.3.2): the ``p - p'`` ranks above
     ``p' = 2^floor(log2 p)`` first add their vector into rank ``r - p'``, the first
     ``p'`` ranks run 1-D Swing L among themselves (rank order; the torus routes every
     pair), and the result goes back to the folded ranks: ``log2 p' + 2`` steps.  Share
@@ -436,7 +439,7 @@ def _validate(topology: Topology, request: Collective, opts: Options) -> None:
             raise ScheduleError("swing variant=latency implements allreduce only")
     elif len(dims) > 1 and any(d % 2 for d in dims):
         raise ScheduleError(f"swing (B) supports odd sizes only on 1-D tori, not {'x'.join(map(str, dims))} "
-                            "(swing.md 1.8); variant=latency runs on any torus")
+                            "(Swing NSDI'24 section 3.2); variant=latency runs on any torus")
 
 
 def applies(topology: Topology, request: Collective, opts: Options) -> str | None:

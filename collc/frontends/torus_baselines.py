@@ -1,9 +1,11 @@
 """Torus baselines of the Swing paper (De Sensi et al., NSDI'24, section 2.3, 4.1, 5).
 
+Family page: docs/torus-baselines.md (what it does, the paper, the check values and their tests).
+
 All four are allreduce, in place or out of place, on a routed grid network whose
 params carry ``dims`` (``torus:RxC``, ``torus:AxBxC``, ``mesh:..``, ``hyperx:RxC``,
 ``hammingmesh:AxB:XxY``; ranks row-major, last dimension fastest).  Transfers go
-between any two ranks and the network forwards them (swing.md section 2, 7).
+between any two ranks and the network forwards them (Swing NSDI'24 section 2.3; docs/torus-baselines.md).
 
 ``recursive-doubling-torus`` (``variant=bandwidth`` default, or ``latency``):
 the torus-aware recursive doubling.  Every dimension size must be a power of two.
@@ -16,7 +18,7 @@ steps, the whole vector each step (Lambda 1, Psi D log2 p).  ``bandwidth``
 distance doubles, then an allgather in reverse (2 log2 p steps, Psi 2D, one port).
 On 64x64 the busiest directed link carries [1,1,2,2,4,4,8,8,16,16,16,16] messages
 in the reduce-scatter steps (the d/2 steps split over both ways) and Xi on 8x8 is
-1.2188 (swing.md section 3).
+1.2188 (Swing NSDI'24 section 4.1, Table 2).
 
 ``mirrored-recursive-doubling`` (same ``variant``): the authors' multiport RD
 (section 4.1, Fig. 7).  The vector is cut into 2D shares, one RD collective per

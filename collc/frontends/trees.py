@@ -1,10 +1,12 @@
 """Double binary tree allreduce (NCCL; the MultiTree paper's DBTREE baseline).
 
+Family page: docs/baselines.md (what it does, the paper, the check values and their tests).
+
 Collective: allreduce.  Topology-oblivious (tree position = rank id), so it needs
 a route between every parent and child: a switch, a complete graph, or a routed
 network (torus, mesh) whose multi-hop routes then contend, which is the paper's
-point (MultiTree ISCA'21 sections II-C, III-B Fig. 4b, VI; reference/multitree.md
-section 3).  Other topologies are refused with a ScheduleError naming the missing
+point (MultiTree ISCA'21 sections II-C, III-B Fig. 4b, VI;
+docs/baselines.md).  Other topologies are refused with a ScheduleError naming the missing
 route.
 
 Trees.  Tree 0 is NCCL's in-order binary tree over ranks ``0..N-1``: rank 0 is
@@ -47,7 +49,7 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 REFERENCE = ("Sanders, Speck & Traeff 2009 (two-tree broadcast/reduction); NCCL 2.4 double binary trees; "
-             "baseline DBTREE of MultiTree ISCA'21 sections II-C, III-B (reference/multitree.md section 3)")
+             "baseline DBTREE of MultiTree ISCA'21 sections II-C, III-B (docs/baselines.md)")
 
 Parents = list[int | None]
 

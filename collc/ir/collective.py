@@ -1,7 +1,7 @@
 """Collectives and their MSCCL buffer layouts.
 
 A collective over ``nranks`` ranks with chunk factor ``c`` cuts the buffers into
-chunks exactly as the MSCCL runtimes do (reference/msccl-runtime.md 1.2,
+chunks exactly as the MSCCL runtimes do (docs/runtime-model.md;
 ``nchunksperloop`` and ``sizeMultiplier``):
 
 ==============  ==========  ===========  ==============  ==============================
@@ -16,7 +16,7 @@ reduce          c           c            c               o[root][k] = sum_q i[q]
 ==============  ==========  ===========  ==============  ==============================
 
 In-place calls alias the buffers the way the runtime tests placement
-(msccl-runtime.md 1.5): allreduce, alltoall, broadcast and reduce use one buffer
+(docs/runtime-model.md): allreduce, alltoall, broadcast and reduce use one buffer
 (``o`` is ``i``); allgather's input is the slice ``o[r*c : (r+1)*c]`` of the output;
 reducescatter's output is the slice ``i[r*c : (r+1)*c]`` of the input.
 """

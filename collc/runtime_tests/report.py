@@ -60,7 +60,7 @@ class Selection:
                          p.max_bytes or 0)
 
     def matches(self, coll: str, nranks: int, size: int, typesize: int, placement: str) -> bool:
-        """The executor's test (reference/msccl-runtime.md 1.5) for a call of ``size`` bytes
+        """The executor's test (docs/runtime-model.md) for a call of ``size`` bytes
         (the nccl-tests size column: count x typesize x sizeMultiplier)."""
         if coll != self.coll or nranks != self.ngpus or size % typesize:
             return False

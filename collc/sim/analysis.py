@@ -9,13 +9,14 @@ for allgather the gathered total): a chunk is ``message_bytes / nchunksperloop``
   busiest link and the share of links in use.
 * ``step_time``: T = sum over steps with traffic of (alpha + max over links of
   bytes / capacity [+ per-hop latency x the longest route of the step]) — the
-  model of the direct-connect paper (direct-connect.md 1.3) and of Swing's Eq. 1.
+  model of the direct-connect paper (Zhao et al., Efficient Direct-Connect Topologies for
+  Collective Communications, section 3.2) and of Swing's Eq. 1.
 * ``congestion_deficiency``: the bandwidth term over the ideal ``phases x M / (ports b)``,
-  Swing's Psi x Xi (swing.md section 3; Xi itself when every port is busy).
+  Swing's Psi x Xi (Swing NSDI'24 section 2.2, Eq. 1, Table 2; Xi itself when every port is busy).
 * ``lower_bounds``: latency (alpha x the communication-step diameter: transfers go
   between linked ranks or through switches),
   bandwidth ((N-1)/N x M / ingress per phase, twice for allreduce) and the
-  single-node cut bound of switch fabrics (forestcoll.md 1.2, singleton cuts).
+  single-node cut bound of switch fabrics (ForestColl, Zhao et al. 2024, cut bound Eq. 1, singleton cuts).
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ def congestion_deficiency(schedule: Schedule, topology: Topology, router: Router
     link's bytes, divided by ``phases x M / ports`` (``ports = 2D`` on a D-dimensional
     torus), i.e. the (n/D) beta of Swing's Eq. 1.  This is Swing's ``Psi x Xi``; for
     schedules that use every port at every step (Psi = 1, e.g. Swing (B), bidirectional
-    ring) it is Swing's Xi (swing.md section 3).
+    ring) it is Swing's Xi (Swing NSDI'24 section 4.1, Table 2).
     """
     r = router or Router(topology)
     loads = step_loads(schedule, r, 1.0, bandwidth=1.0)
@@ -140,7 +141,7 @@ class Bounds:
 
 
 def moore_diameter(n: int, degree: int) -> int:
-    """Smallest D with 1 + d + ... + d^D >= n (direct-connect.md 1.5)."""
+    """Smallest D with 1 + d + ... + d^D >= n (direct-connect paper, Appendix B)."""
     reach, power, diameter = 1, 1, 0
     while reach < n:
         power *= degree
@@ -177,7 +178,7 @@ def lower_bounds(kind: CollKind, topology: Topology, message_bytes: float, alpha
     k = phases(kind)
     rooted = kind in (CollKind.BROADCAST, CollKind.REDUCE)
     # a message needs at least diameter steps to cross the fabric; an all-to-all based
-    # allreduce needs no more than that (direct-connect.md 1.5), so no factor 2 here
+    # allreduce needs no more than that (direct-connect paper, Appendix B), so no factor 2 here
     latency = alpha_us * step_diameter(topology)
     degree = max(1, round(ports(topology)))
     moore = alpha_us * (1 if topology.is_routed() and n > 1 else moore_diameter(n, degree))
@@ -200,13 +201,13 @@ def lower_bounds(kind: CollKind, topology: Topology, message_bytes: float, alpha
 
 
 def allreduce_moore_bound(n: int, degree: int, message_bytes: float, alpha_us: float, gbps: float) -> float:
-    """2 (T_L* + (N-1)/N M/B) with T_L* from the Moore bound; B in Gb/s (direct-connect.md 4.2)."""
+    """2 (T_L* + (N-1)/N M/B) with T_L* from the Moore bound; B in Gb/s (direct-connect paper, Table 4)."""
     bytes_per_us = gbps / 8 * BYTES_PER_US_PER_GBPS
     return 2 * (alpha_us * moore_diameter(n, degree) + (n - 1) / n * message_bytes / bytes_per_us)
 
 
 def bus_bandwidth(kind: CollKind, nranks: int, message_bytes: float, time_us: float) -> tuple[float, float]:
-    """nccl-tests' (algbw, busbw) in GB/s (msccl-runtime.md section 5)."""
+    """nccl-tests' (algbw, busbw) in GB/s (NVIDIA/nccl-tests' performance notes)."""
     algbw = message_bytes / (time_us * BYTES_PER_US_PER_GBPS)
     if kind is CollKind.ALLREDUCE:
         factor = 2 * (nranks - 1) / nranks

@@ -4,8 +4,8 @@
 (nccl-tests' size: bytes of the collective, for allgather the gathered total) and returns
 one ``EventResult`` per size with nccl-tests' algbw and busbw.
 
-The execution model is the checker's (``collc.compiler.verify``, msccl-runtime.md 1.3,
-1.5 and 7), with time added:
+The execution model is the checker's (``collc.compiler.verify``,
+docs/runtime-model.md), with time added:
 
 * At size ``S`` a chunk is ``S / nchunksperloop`` bytes.  ``size_model(proto,
   nchunksperloop, S)`` gives ``mac`` (maxAllowedCount, chunks per piece) and the slots of

@@ -6,7 +6,7 @@ from rank ``a`` to rank ``b`` that crosses each directed link.
 * Tori (generator ``torus``): minimal dimension-order routing, dimensions in index
   order.  With ``policy="minimal"`` (default) a peer at exactly half the ring of a
   dimension is reached half one way and half the other, as the Swing paper's load
-  model assumes (swing.md section 3); ``policy="dor"`` sends it all the positive way.
+  model assumes (Swing NSDI'24 section 4.1); ``policy="dor"`` sends it all the positive way.
 * Bidirectional rings route as 1-D tori.
 * Meshes: dimension-order routing (the minimal path is unique per dimension).
 * Anything else: the topology's route (a direct link, or a path through switches),

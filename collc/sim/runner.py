@@ -130,7 +130,7 @@ def time_program(program: Program, topology: Topology, sizes: Sequence[int], par
 
 
 def selected(program: Program, size: int, typesize: int = 4) -> bool:
-    """The runtime's selection test for a call of ``size`` bytes (msccl-runtime.md 1.5)."""
+    """The runtime's selection test for a call of ``size`` bytes (docs/runtime-model.md)."""
     if size % typesize:
         return False
     count = size // typesize   # count x sizeMultiplier, since size is the collective's total
