@@ -117,13 +117,17 @@ def test_multitree_auto_counts_the_file_it_is_written_into() -> None:
 
 
 @pytest.mark.slow
-def test_multitree_31x31_single_file_fits() -> None:
-    """961 ranks: one tb per link fits a per-rank shard (about 4026 nodes) but not one file,
-    where every rank also counts the other 960 <gpu>; ``auto`` must see that."""
-    result = compile_xml(parse_spec("torus:31x31"), "multitree", CollKind.ALLREDUCE)
-    assert result.report.ok
-    assert result.schedule.tb_pairs     # fused
-    assert max(_nodes(g, 961) for g in result.program.gpus) <= MAX_PARSER_NODES
+def test_multitree_29x29_auto_layout_follows_the_file() -> None:
+    """841 ranks: one tb per link fits a per-rank shard but not one file, where every rank also
+    counts the other 840 <gpu>; ``auto`` takes fused tbs for the file and links for shards,
+    and the single file it builds loads."""
+    topo = parse_spec("torus:29x29")
+    trees = build_trees(topo)
+    assert link_tbs_nodes(841, trees, trees, 1) <= MAX_PARSER_NODES < link_tbs_nodes(841, trees, trees, 841)
+    assert not build_schedule("multitree", topo, CollKind.ALLREDUCE, True, gpus_per_file=1).tb_pairs
+    result = compile_xml(topo, "multitree", CollKind.ALLREDUCE)
+    assert result.report.ok and result.schedule.tb_pairs
+    assert max(_nodes(g, 841) for g in result.program.gpus) <= MAX_PARSER_NODES
 
 
 def test_dependency_targets_are_renumbered_below_the_int8_depid() -> None:
