@@ -154,6 +154,12 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     return prog
 
 
+def connection_steps_per_tb(max_steps: int) -> int:
+    """Steps of one connection that channel groups aim to keep in a tb: three quarters of the
+    dialect's limit, leaving room for dependency nops and unfused pairs."""
+    return max_steps * 3 // 4
+
+
 def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
     """Smallest power-of-two channel-group count whose busiest connection fits in one tb
     (at most ``most``, the groups that the dialect's channels allow for the lanes).
@@ -170,7 +176,7 @@ def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
     chunks = np.fromiter((op.chunk for op in remote), dtype=np.int64, count=len(remote))
     groups = 1
     while groups < most:
-        if np.bincount(ids * groups + chunks % groups).max() <= max_steps * 3 // 4:
+        if np.bincount(ids * groups + chunks % groups).max() <= connection_steps_per_tb(max_steps):
             break
         groups = min(2 * groups, most)   # powers of two, then as many as the channels allow
     return groups

@@ -1,0 +1,241 @@
+"""MultiTree allreduce, allgather and reduce-scatter (Huang et al., ISCA'21).
+
+Family page: docs/multitree.md (what it does, the paper, the check values and their tests).
+
+Collectives: allgather and reducescatter (T steps each), allreduce (2T steps:
+reduce-scatter, then allgather), where T is the number of time steps Algorithm 1
+needs to grow its trees on the topology; one more step for the local copies of an
+out-of-place reducescatter or allreduce.  Topology: any on which every rank can
+reach every other (direct links, or paths whose interior nodes are all switches).
+Cost model (alpha-beta, message size M, link bandwidth b): allreduce
+2T(alpha + M/(N b)); e.g. T = 5 on a 4x4 torus (ring: 15), T = N-1 (as ring) with
+one NIC link per rank (``cap=1``) on switch fabrics.
+
+Algorithm (paper section III-C, Algorithm 1; docs/multitree.md): one
+spanning tree per rank, tree ``r`` rooted at ``r`` and carrying chunk ``r``.  The
+trees grow top-down in lockstep time steps ``t = 1, 2, ...``.  Every step starts
+from a fresh copy of the link capacities (a link of multiplicity m may carry m
+tree edges per step) and runs rounds in which the trees take turns, each adding at
+most one node per turn: its parents are scanned in insertion order, skipping nodes
+added in the current step (store-and-forward), and the first parent with a free
+link to a node not yet in the tree adopts it.  Neighbour order: for tori and meshes
+(topologies with a ``dims`` parameter) the artifact's N, S, W, E, i.e. for each
+dimension in order ``-1`` then ``+1`` (a dimension of size 2 has one neighbour);
+otherwise ascending out-neighbours.
+
+Switch fabrics (section III-C3): a tree edge ``p -> c`` is a path whose interior
+nodes are switches; it consumes one unit of capacity on every link of the path for
+that step.  In a tree's turn the candidate edges rank by path length first (a direct
+link, then a rank on the parent's own switch, then one switch further, ...), then
+by parent insertion order, then breadth-first order over switches with free
+capacity (ascending ids).  Ranking by length over *all* of the tree's parents (the
+paper's "same-switch children first") rather than parent by parent is our choice:
+parent-first search sends BiGraph edges through two switch-to-switch links while a
+one-link edge is free and needs 43 steps on bigraph:4x8 with ``cap=1`` instead of
+31.  On direct networks every edge has length 1 and the rule is exactly
+Algorithm 1.  The resulting trees are not stars (the artifact's are) but have the
+artifact's step counts: N-1 on fattree:8, bigraph:4x8/4x16 and dgx2:16 with ``cap=1``.
+
+Parameters:
+
+* ``rule`` -- when a step ends: ``any`` (the paper: after a round in which no tree
+  grew) or ``last`` (the authors' artifact: after a round in which the last tree of
+  the round did not grow).  The two agree on tori; on a 4x4 mesh T is 8 vs 10.
+* ``order`` -- turn order of the trees in a round: ``ascending`` root ids, or
+  ``priority``: the artifact's ``sort=True``.  The very first round of step 1 is
+  ascending; every later round orders roots by a static priority, descending, ties
+  broken by descending root id.  The priority of root ``r`` is the height it must
+  at least reach: its eccentricity in the rank graph (hops, where a hop is a link or
+  a switch-only path).  The artifact's mesh priority has a distance bug; pass
+  ``priority=`` to :func:`build_trees` to reproduce it exactly (the tests do).
+* ``cap`` -- the NI capacity in links: sends and receives per rank per step, 0 for
+  no limit beyond the links (the paper's torus/mesh runs); ``cap=1`` is the paper's
+  one-NIC setting for fat tree, BiGraph and DGX-2.
+* ``threadblocks`` -- ``link``: one tb per directed link, transfers in step order
+  (docs/multitree.md); ``fused``: lanes and ``tb_pairs`` hints (:class:`FusedTbs`)
+  under which a rank's receive and the send that forwards it share a tb and fuse
+  into one ``rrs``/``rcs`` step, for tori too large for one step per transfer
+  (4 (N-1) steps per rank; 32x32 needs it to fit the parser's 4095 nodes per rank);
+  ``auto`` (default): ``link`` unless a rank would not fit in the file written.  Forwards only fuse
+  between direct neighbours, so on switch fabrics ``fused`` is ``link``.
+
+On a topology whose links are not all paired with a reverse link of the same
+multiplicity (``ring:8:uni``), reduce-scatter uses trees grown on the transposed
+topology (an edge ``p -> c`` there is the link ``c -> p`` here), so T may differ
+between the two phases; otherwise both phases use the same trees.
+
+Schedules (0-based steps; ``s0`` = 1 for the local copies of an out-of-place
+allreduce or reducescatter, else 0): an edge ``(p, c, t)`` of tree ``r`` reduces
+chunk ``r`` from ``c`` into ``p`` at step ``s0 + T - t`` (reducescatter and the
+first phase of allreduce) and copies it from ``p`` to ``c`` at ``s0 + T + t - 1``
+in allreduce, ``t - 1`` in allgather.  A child is added after its parent, so a rank
+holds every child's partial before it sends its own (notes section 1.5).
+Out-of-place allgather copies its input to ``o[r]`` at step 0 while the roots send
+from the input; out-of-place reducescatter works in scratch (ring's pattern).
+
+>>> from collc.topology import parse_spec
+>>> trees = build_trees(parse_spec("torus:4x4"))
+>>> trees.steps, trees.links_used, len(trees.edges[0])
+(5, (64, 64, 48, 48, 16), 15)
+>>> trees.edges[0][:4]
+((0, 12, 1), (0, 4, 1), (0, 3, 1), (0, 1, 1))
+>>> from collc.frontends.registry import build_schedule
+>>> from collc.ir.collective import CollKind
+>>> build_schedule("multitree", parse_spec("torus:4x4"), CollKind.ALLREDUCE, inplace=True).nsteps
+10
+>>> build_trees(parse_spec("fattree:8"), cap=1).steps
+63
+"""
+
+from __future__ import annotations
+
+from collc.compiler.limits import MAX_PARSER_NODES
+from collc.errors import ScheduleError
+from collc.frontends.common import I, O, S, Builder, prefix_copy, refusal_of
+from collc.frontends.multitree.lanes import TB_MODES, Edge3, FusedTbs, link_tbs_nodes, turn_order
+from collc.frontends.multitree.trees import (ORDERS, RULES, TableEntry, Trees, _one_hop, _require_connected,
+                                             build_trees, check_trees, eccentricities, neighbour_order)
+from collc.frontends.registry import FILE_GPUS, Algorithm, Options, Param, register
+from collc.ir.collective import CollKind, Collective
+from collc.ir.schedule import Schedule
+from collc.topology import Topology
+
+__all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "RULES", "ORDERS",
+           "REFERENCE", "FusedTbs", "turn_order", "link_tbs_nodes", "TB_MODES"]
+
+REFERENCE = ("Huang et al., Communication Algorithm-Architecture Co-Design for Distributed Deep Learning "
+             "(MultiTree, ISCA'21), section III-C, Algorithm 1")
+
+
+# ---------------------------------------------------------------------- schedules
+def _symmetric(topology: Topology) -> bool:
+    """True when every link has a reverse link of the same multiplicity, so the
+    trees of the transposed topology are the same trees."""
+    return all((r := topology.link(lk.dst, lk.src)) is not None and r.multiplicity == lk.multiplicity
+               for lk in topology.links)
+
+
+def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
+    if request.nranks < 2:
+        return "multitree needs at least 2 ranks"
+    return refusal_of(lambda: _require_connected(topology, _one_hop(topology)))
+
+
+def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    n = request.nranks
+    if n < 2:
+        raise ScheduleError("multitree needs at least 2 ranks")
+    rule, order, cap = opts.get("rule", "any"), opts.get("order", "ascending"), opts.get("cap", 0)
+    mode = opts.get("threadblocks", "auto")
+    if not isinstance(rule, str) or not isinstance(order, str) or not isinstance(cap, int) or mode not in TB_MODES:
+        raise ScheduleError(f"multitree: bad parameters rule={rule!r}, order={order!r}, cap={cap!r}, "
+                            f"threadblocks={mode!r}")
+    kind = request.kind
+    ag = build_trees(topology, rule, order, cap) if kind is not CollKind.REDUCESCATTER else None
+    rs = ag if ag is not None and _symmetric(topology) else None
+    if rs is None and kind is not CollKind.ALLGATHER:
+        rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
+    if mode == "auto":
+        file_gpus = opts.get(FILE_GPUS, n)
+        assert isinstance(file_gpus, int)
+        mode = "fused" if link_tbs_nodes(n, rs, ag, file_gpus) > MAX_PARSER_NODES else "link"
+    ln_rs: dict[Edge3, int] = {}
+    ln_ag: dict[Edge3, int] = {}
+    tb_pairs: list[tuple[int, int, int, int]] = []
+    fusing = FusedTbs(turn_order(topology)) if mode == "fused" else None
+    if fusing is not None and fusing.turns >= 1:
+        phases = [(trees, reduce) for trees, reduce in ((rs, True), (ag, False)) if trees is not None]
+        for trees, reduce in phases:
+            fusing.forwards(trees, reduce)
+        fusing.allot()
+        load: dict[tuple[int, int], list[int]] = {}
+        lanes = [fusing.lanes(trees, i, reduce, load) for i, (trees, reduce) in enumerate(phases)]
+        ln_rs = lanes[0] if rs is not None else {}
+        ln_ag = lanes[-1] if ag is not None else {}
+        tb_pairs = fusing.pairs()
+    if kind is CollKind.ALLREDUCE:
+        assert rs is not None and ag is not None
+        b = Builder(Collective(kind, n, n, request.inplace))
+        start = prefix_copy(b, I, O, n, range(n))
+        for r in range(n):
+            one = range(r, r + 1)    # a range is taken as is (a list would be inspected)
+            for p, c, t in rs.edges[r]:
+                b.move(start + rs.steps - t, c, p, O, one, O, one, reduce=True, lane=ln_rs.get((r, c, p), 0))
+            for p, c, t in ag.edges[r]:
+                b.move(start + rs.steps + t - 1, p, c, O, one, O, one, lane=ln_ag.get((r, p, c), 0))
+    elif kind is CollKind.ALLGATHER:
+        assert ag is not None
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        if not request.inplace:
+            for r in range(n):
+                b.move(0, r, r, I, [0], O, [r])
+        for r, tree_edges in enumerate(ag.edges):
+            for p, c, t in tree_edges:
+                # the root reads its input (in place it is o[r]); others forward o[r]
+                b.move(t - 1, p, c, I if p == r else O, [0] if p == r else [r], O, [r],
+                       lane=ln_ag.get((r, p, c), 0))
+    elif kind is CollKind.REDUCESCATTER:
+        assert rs is not None
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        start = 0
+        if not request.inplace:
+            b.scratch = n
+            for r in range(n):
+                b.move(0, r, r, I, range(n), S, range(n))
+                b.move(0, r, r, I, [r], O, [0])
+            start = 1
+        work = I if request.inplace else S
+        for r, tree_edges in enumerate(rs.edges):
+            for p, c, t in tree_edges:
+                # in place o[0] of rank r is i[r]; out of place the root accumulates in o[0]
+                dst_buf, dst_idx = (O, [0]) if p == r and not request.inplace else (work, [r])
+                b.move(start + rs.steps - t, c, p, work, [r], dst_buf, dst_idx, reduce=True,
+                       lane=ln_rs.get((r, c, p), 0))
+    else:  # pragma: no cover - the registry filters collectives
+        raise ScheduleError(f"multitree does not implement {kind.value}")
+    b.tb_pairs = tb_pairs
+    return b.schedule("multitree", opts, topology.name, REFERENCE)
+
+
+def _report(topology: Topology, schedule: Schedule) -> list[str]:
+    """``collc build --report`` lines: the trees behind the schedule."""
+    opts = dict(schedule.provenance.params)
+    trees = build_trees(topology, rule=opts.get("rule", "any"), order=opts.get("order", "ascending"),
+                        cap=int(opts.get("cap", "0")))
+    lines = trees.report()
+    if not schedule.tb_pairs:
+        return lines + ["threadblocks: link (one per directed link and channel group)"]
+    fusing = FusedTbs(turn_order(topology))
+    kept = fusing.forwards(trees, True) + fusing.forwards(trees, False)
+    fusing.allot()
+    forwards = 2 * sum(len({p for p, _, _ in e}) - 1 for e in trees.edges)
+    return lines + [f"threadblocks: fused; {kept} of {forwards} forwards on the lane of their turn, lanes per "
+                    f"turn {', '.join(str(len(x)) for x in fusing.lanes_of_turn[1:])} (the lowering fuses those "
+                    f"whose receive and send are adjacent in their tb)"]
+
+
+register(Algorithm(
+    name="multitree",
+    collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER}),
+    topologies="any with every rank reaching every other over links or switch-only paths "
+               "(torus, mesh, fattree, bigraph, dgx2, switch, complete, ...)",
+    summary="one contention-free spanning tree per rank grown in lockstep (MultiTree, ISCA'21); "
+            "T steps per phase, T = 5 on a 4x4 torus",
+    reference=REFERENCE,
+    build=build, applies=applies,
+    params=(Param("rule", str, "any", "when a step ends: any (paper) or last (artifact)", RULES),
+            Param("order", str, "ascending", "turn order: ascending roots, or priority (artifact sort=True)",
+                  ORDERS),
+            Param("cap", int, 0, "sends and receives per rank per step (NI links); 0 = no limit"),
+            Param("threadblocks", str, "auto", "link: one tb per directed link (fastest); fused: a tb "
+                  "receives on one link and sends on another so forwards fuse (fewer XML steps); auto: "
+                  "link unless a rank would exceed the parser's 4095 nodes in the file written", TB_MODES)),
+    example="collc build --topology torus:4x4 --algorithm multitree --collective allreduce -o mt.xml",
+    report=_report,
+    # a tb per directed link, transfers in step order (docs/multitree.md): pairing a
+    # receive link with a send link makes every send wait for unrelated arrivals, which
+    # turns the data-driven trees back into lockstep steps (8x8 torus, 32 KiB, 16 GB/s,
+    # 150 ns/hop in the event model: 5.7 us paired, 3.0 us unpaired)
+    pair_tbs=False,
+    budget_fallback={"threadblocks": "fused"},
+))

@@ -1,0 +1,186 @@
+"""MultiTree's threadblock lanes: one tb per link, or fused tbs for large tori.
+
+Part of the MultiTree family (docs/multitree.md).  :func:`link_tbs_nodes` predicts
+the parser nodes of a rank under one tb per link and peer, with the lowering's own
+constants (``collc.compiler``); :class:`FusedTbs` plans the lanes and tb pair hints
+under which a rank's receive and the send that forwards it share a tb.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from collc.compiler.limits import LIMITS, Dialect, parser_nodes
+from collc.compiler.pipeline import connection_steps_per_tb
+from collc.frontends.multitree.trees import Trees, _grid_dims, neighbour_order
+from collc.topology import Topology
+
+__all__ = ["Edge3", "TB_MODES", "link_tbs_nodes", "turn_order", "FusedTbs"]
+
+# ---------------------------------------------------------------------- fused threadblocks
+#: A transfer of one phase: (tree root, sender, receiver).
+Edge3 = tuple[int, int, int]
+
+TB_MODES = ("auto", "link", "fused")
+
+
+def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None, gpus_per_file: int = 1) -> int:
+    """The most parser nodes a rank needs with one tb per link and peer (``threadblocks=link``).
+
+    Per rank: a step per send and receive, ``1/64`` of them for dependency nops, and a
+    tb per peer and direction times the channel groups the lowering takes so that a
+    connection holds at most :func:`connection_steps_per_tb` of its steps per tb
+    (``estimate_groups``), within the dialect's channels; plus the
+    ``<algo>`` and the file's ``gpus_per_file`` ``<gpu>`` nodes (:func:`parser_nodes`).
+    A prediction (within 3%): when the lowered program refutes it, the driver builds
+    again with ``threadblocks=fused`` (the registration's ``budget_fallback``).
+    """
+    ops = [0] * n
+    pair: dict[tuple[int, int], int] = {}
+    for trees, up in ((rs, True), (ag, False)):
+        if trees is not None:
+            for edges in trees.edges:
+                for p, c, _ in edges:
+                    ops[p] += 1
+                    ops[c] += 1
+                    key = (c, p) if up else (p, c)
+                    pair[key] = pair.get(key, 0) + 1
+    lim = LIMITS[Dialect.EXECUTOR]
+    per_tb = connection_steps_per_tb(lim.max_steps_per_tb)
+    groups = 1
+    while groups < lim.max_channels and -(-max(pair.values(), default=0) // groups) > per_tb:
+        groups *= 2
+    conns = [0] * n
+    for a, b in pair:
+        conns[a] += 1
+        conns[b] += 1
+    return max(parser_nodes(gpus_per_file, conns[v] * groups, o + o // 64) for v, o in enumerate(ops))
+
+
+def turn_order(topology: Topology) -> list[list[int]]:
+    """Per rank, its neighbours in the cyclic order that defines the fused tbs' turns.
+
+    On a grid every ``-1`` neighbour, then every ``+1`` neighbour (N, W, S, E on a
+    2-D torus), so that a turn of half the degree goes straight through; elsewhere
+    :func:`neighbour_order`.
+    """
+    nb = neighbour_order(topology)
+    dims = _grid_dims(topology)
+    if dims is None:
+        return nb
+    return [order[0:2 * len(dims):2] + order[1:2 * len(dims):2] + order[2 * len(dims):]
+            if len(order) >= 2 * len(dims) else order for order in nb]
+
+
+class FusedTbs:
+    """Lanes and tb pairs under which most forwarding ranks fuse a receive with a send.
+
+    A rank ``v`` forwards tree ``r``'s chunk from ``a`` to ``b``: in reduce-scatter
+    from its last child to its parent (``rrs``), in allgather from its parent to its
+    first child (``rcs``).  The two transfers land in one tb, and can fuse, when both
+    use a lane of *turn* ``k``, ``b`` being the ``k``-th neighbour after ``a`` in
+    ``v``'s :func:`turn_order`: every lane of turn ``k`` pairs each neighbour with
+    the ``k``-th after it, on every rank (the schedule's ``tb_pairs``).
+
+    1. ``forwards``: chained forwards share a transfer, so a forward is kept only
+       when its incoming transfer has no turn yet or already the same one.
+    2. ``allot``: turns get lanes in proportion to their forwards (two lanes per
+       turn on average), so that straight-through turns, the most common on tori,
+       do not crowd their channels; a tree's forwards of one turn share one of its
+       lanes.
+    3. ``lanes``: every other transfer goes to the least loaded lane of its link.
+    """
+
+    def __init__(self, order: Sequence[Sequence[int]]) -> None:
+        self.order = order
+        self.index = [{u: i for i, u in enumerate(o)} for o in order]
+        self.turns = max(len(o) for o in order) - 1
+        self.turn_of: list[dict[Edge3, int]] = []
+        self.fused = 0
+        self.lanes_of_turn: list[list[int]] = []
+
+    def forwards(self, trees: Trees, reduce: bool) -> int:
+        """Step 1 for one phase's trees; returns the number of forwards kept."""
+        turn_of: dict[Edge3, int] = {}
+        kept = 0
+        for r, edges in enumerate(trees.edges):
+            first: dict[int, tuple[int, int]] = {}    # node -> (t, child) of its earliest child edge
+            tie: set[int] = set()
+            for p, c, t in edges:
+                cur = first.get(p)
+                if cur is None or t < cur[0]:
+                    first[p] = (t, c)
+                    tie.discard(p)
+                elif t == cur[0]:
+                    tie.add(p)
+            # allgather: top-down (edges come parents first); reduce-scatter: bottom-up
+            for p, v, _ in (reversed(edges) if reduce else edges):
+                if v not in first or v in tie:
+                    continue
+                c = first[v][1]
+                a, b = (c, p) if reduce else (p, c)            # v receives from a, sends to b
+                ia, ib = self.index[v].get(a), self.index[v].get(b)
+                if ia is None or ib is None:
+                    continue
+                turn = (ib - ia) % len(self.order[v])
+                e_in, e_out = (r, a, v), (r, v, b)
+                if turn_of.get(e_in, turn) != turn or e_out in turn_of:
+                    continue
+                turn_of[e_in] = turn_of[e_out] = turn
+                kept += 1
+        self.turn_of.append(turn_of)
+        self.fused += kept
+        return kept
+
+    def allot(self) -> int:
+        """Step 2: lanes per turn (largest remainders, at least one each); returns the lane count."""
+        demand = [0] * (self.turns + 1)
+        for turn_of in self.turn_of:
+            for turn in turn_of.values():
+                demand[turn] += 1
+        total = 2 * self.turns
+        weight = sum(demand) or 1
+        share = [total * d / weight for d in demand[1:]]
+        count = [max(1, int(x)) for x in share]
+        for k in sorted(range(self.turns), key=lambda k: (count[k] - share[k], k)):
+            if sum(count) >= total:
+                break
+            count[k] += 1
+        self.lanes_of_turn = [[]]
+        start = 0
+        for c in count:
+            self.lanes_of_turn.append(list(range(start, start + c)))
+            start += c
+        return start
+
+    def lanes(self, trees: Trees, phase: int, reduce: bool, load: dict[tuple[int, int], list[int]]
+              ) -> dict[Edge3, int]:
+        """Step 3 for one phase (``phase`` indexes the ``forwards`` calls); ``load`` counts
+        transfers per link and lane over the phases."""
+        nlanes = sum(len(x) for x in self.lanes_of_turn)
+        turn_of = self.turn_of[phase]
+        out: dict[Edge3, int] = {}
+        for r, edges in enumerate(trees.edges):
+            mix = (r * 2654435761 >> 11) & 0xFFFF      # decorrelates the lane from r % channel groups
+            for p, c, _ in edges:
+                e = (r, c, p) if reduce else (r, p, c)
+                counts = load.get(e[1:])
+                if counts is None:
+                    counts = load[e[1:]] = [0] * nlanes
+                turn = turn_of.get(e)
+                if turn is not None:
+                    choices = self.lanes_of_turn[turn]
+                    lane = choices[mix % len(choices)]
+                else:
+                    lane = counts.index(min(counts))
+                out[e] = lane
+                counts[lane] += 1
+        return out
+
+    def pairs(self) -> list[tuple[int, int, int, int]]:
+        """``tb_pairs``: on every rank, lane ``l`` of turn ``k`` pairs neighbour ``i`` with ``i + k``."""
+        return [(v, lane, o[i], o[(i + k) % len(o)])
+                for v, o in enumerate(self.order) for k in range(1, len(o))
+                for lane in self.lanes_of_turn[k] for i in range(len(o))]
+
+
