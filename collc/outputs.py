@@ -57,17 +57,28 @@ class Interrupted(BaseException):
         return 128 + self.signum
 
 
+_critical = 0                    # depth of signals_blocked() sections
+_deferred: list[int] = []        # a signal that arrived inside one
+_fire: list[Callable[[int], None]] = []   # the active handler's action (set by interrupt_handlers)
+
+
 @contextmanager
 def signals_blocked() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM (delivered on exit) so that the body runs as one step."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    """Run the body as one step with respect to SIGINT/SIGTERM: a signal that arrives inside it
+    takes effect when the outermost such section ends.
+
+    This is done in Python rather than with the process signal mask: CPython runs a
+    Python-level handler at the next bytecode boundary, which can be inside a masked region
+    (the signal arrived just before the mask was set).
+    """
+    global _critical
+    _critical += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _critical -= 1
+        if _critical == 0 and _deferred and _fire:
+            _fire[-1](_deferred.pop())
 
 
 def pending() -> list[str]:
@@ -217,24 +228,34 @@ def publish_dir(tmp: Path, target: str | os.PathLike[str], replace: bool) -> Non
 @contextmanager
 def interrupt_handlers() -> Iterator[None]:
     """While the body runs (main thread only), SIGINT and SIGTERM remove every pending temporary
-    output and raise :class:`Interrupted`; later signals are ignored until the body exits."""
+    output and raise :class:`Interrupted` (after any :func:`signals_blocked` section); later
+    signals are ignored until the body exits."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     fired: list[int] = []
 
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if fired:
-            return
+    def stop(signum: int) -> None:
         fired.append(signum)
         discard_pending()
         raise Interrupted(signum)
 
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if fired:
+            return
+        if _critical:
+            if not _deferred:
+                _deferred.append(signum)
+            return
+        stop(signum)
+
     old = {s: signal.signal(s, handler) for s in _SIGNALS}
+    _fire.append(stop)
     try:
         yield
     finally:
-        with signals_blocked():
-            for s, h in old.items():
-                signal.signal(s, h)
+        _fire.pop()
+        _deferred.clear()
+        for s, h in old.items():
+            signal.signal(s, h)
         discard_pending()

@@ -164,8 +164,17 @@ class Topology:
         if not all(_is_int(r) for r in cycle) or sorted(cycle) != list(range(self.nranks)):
             raise TopologyError(f"topology {self.name}: cycle must list every rank 0..{self.nranks - 1} "
                                 f"exactly once")
+        index, (out, inn), n = self._link_index, self._adjacency, self.nranks
         for i, a in enumerate(cycle):
             b = cycle[(i + 1) % len(cycle)]
+            # a link, or a path over one or two switches, settles it without a switch search per
+            # step (that search is 65536 breadth-first passes for the largest fat tree)
+            if (a, b) in index:
+                continue
+            into_b = {s for s in inn[b] if s >= n}
+            mine = [s for s in out[a] if s >= n]
+            if any(s in into_b for s in mine) or any(t in into_b for s in mine for t in out[s]):
+                continue
             if self.route(a, b) is None:
                 raise TopologyError(f"topology {self.name}: cycle step {a}->{b} has no link or switch route")
 
