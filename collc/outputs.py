@@ -3,11 +3,12 @@
 Every file collc writes is first written to a temporary name in the target's own
 directory (so the final rename is atomic) and renamed into place; a directory
 (per-rank shards, ``tune`` output) is built the same way as a hidden temporary
-directory.  Each temporary path is recorded, with signals blocked between its
-creation and its record, in a process-wide list that :func:`discard_pending`
-removes; :func:`interrupt_handlers` installs SIGINT/SIGTERM handlers that call
-it and then stop the command (the CLI exits 130 or 143, the shell's convention).
-The renames that publish a result also run with signals blocked, so an
+directory.  Each temporary path is recorded, with signals held (:func:`signals_blocked`)
+between its creation and its record, in a process-wide list that :func:`discard_pending`
+removes; :func:`interrupt_handlers` installs SIGINT/SIGTERM/SIGHUP handlers that
+call it and then stop the command (the CLI exits 130, 143 or 129: 128 + the signal
+number, the shell's convention).
+The renames that publish a result also run with signals held, so an
 interrupt leaves either the old state or the new one, never a mixture.
 
 Files are created with mode ``0666`` and directories ``0777`` minus the umask
@@ -40,13 +41,13 @@ from collc.inputs import output_dir, output_file, show
 __all__ = ["Interrupted", "write_file", "new_temp_dir", "publish_dir", "discard", "discard_pending", "pending",
            "interrupt_handlers", "signals_blocked"]
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # SIGHUP: the terminal of a long build closed
 _pending: dict[str, bool] = {}          # temporary path -> is a directory
 _lock = threading.RLock()   # re-entered by a signal handler that runs while it is held
 
 
 class Interrupted(BaseException):
-    """Raised in the main thread by SIGINT or SIGTERM after the temporary outputs are removed."""
+    """Raised in the main thread by SIGINT, SIGTERM or SIGHUP after the temporary outputs are removed."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -64,7 +65,7 @@ _fire: list[Callable[[int], None]] = []   # the active handler's action (set by 
 
 @contextmanager
 def signals_blocked() -> Iterator[None]:
-    """Run the body as one step with respect to SIGINT/SIGTERM: a signal that arrives inside it
+    """Run the body as one step with respect to those signals: a signal that arrives inside it
     takes effect when the outermost such section ends.
 
     This is done in Python rather than with the process signal mask: CPython runs a
@@ -227,7 +228,7 @@ def publish_dir(tmp: Path, target: str | os.PathLike[str], replace: bool) -> Non
 
 @contextmanager
 def interrupt_handlers() -> Iterator[None]:
-    """While the body runs (main thread only), SIGINT and SIGTERM remove every pending temporary
+    """While the body runs (main thread only), SIGINT, SIGTERM and SIGHUP remove every pending temporary
     output and raise :class:`Interrupted` (after any :func:`signals_blocked` section); later
     signals are ignored until the body exits."""
     if threading.current_thread() is not threading.main_thread():
