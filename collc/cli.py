@@ -25,7 +25,7 @@ from collc.compiler.program import Proto
 from collc.compiler.verify import Report, check_parsed
 from collc.driver import compile_xml
 from collc.errors import CollcError, UsageError
-from collc.inputs import (MAX_BUILD_RANKS, MAX_CANDIDATES, MAX_CHUNKS, bounded_int, check_bytes, finite, one_line,
+from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, bounded_int, check_build_ranks, check_bytes, finite, one_line,
                           output_dir, output_file, plot_file, show)
 from collc.frontends.registry import algorithms
 from collc.outputs import Interrupted, interrupt_handlers
@@ -206,9 +206,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.shard_per_rank and out.is_dir() and any(out.iterdir()) and not (out / WRAPPER).exists():
         raise UsageError(f"-o {show(out)} is a non-empty directory that collc did not write; choose another -o")
     topo: Topology = parse_spec(args.topology)
-    if topo.nranks > MAX_BUILD_RANKS:
-        raise UsageError(f"{topo.nranks} ranks: build accepts at most {MAX_BUILD_RANKS} (memory grows with the "
-                         f"ranks: 4096 take up to 4 GB)")
+    check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
     params: dict[str, str] = {}
     for item in args.param:
@@ -461,6 +459,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.plot and not args.no_plot:
         plot_file(args.plot)
     topo = parse_spec(args.topology)
+    check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
     plot = args.plot or f"compare-{re.sub(r'[^A-Za-z0-9]+', '-', topo.name)}-{kind.value}.png"
     if not args.no_plot:
@@ -497,6 +496,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                  for i in _ints(args.instances, "--instances")]
     cands = _candidates(args.algorithm, chunks, instances, protos)
     topo = parse_spec(args.topology)
+    check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
     with tqdm(total=len(cands), unit="cand", leave=False, file=sys.stderr,
               disable=not sys.stderr.isatty()) as bar:

@@ -34,7 +34,7 @@ from collc.errors import CollcError, UsageError
 
 __all__ = ["MAX_RANKS", "MAX_BUILD_RANKS", "MAX_SLOTS", "MAX_CHUNKS", "INT64_MAX", "MAX_XML_BYTES",
            "MAX_TOPOLOGY_BYTES", "MAX_NESTING", "MAX_YAML_NODES", "MAX_MESSAGE", "MAX_SPEC_CHARS", "MAX_SIZES",
-           "MAX_CANDIDATES", "one_line", "show", "bounded_int", "check_bytes", "finite", "check_spec_text",
+           "MAX_CANDIDATES", "one_line", "show", "bounded_int", "check_build_ranks", "check_bytes", "finite", "check_spec_text",
            "input_file", "read_input", "load_json", "load_yaml", "output_file", "output_dir", "plot_file",
            "check_program_size", "PLOT_FORMATS"]
 
@@ -120,6 +120,14 @@ def finite(value: float, flag: str, minimum: float = 0.0, strict: bool = False) 
 def _short(value: int) -> str:
     s = str(value) if value.bit_length() < 256 else f"{str(value)[:20]}... ({len(str(abs(value)))} digits)"
     return s
+
+
+def check_build_ranks(nranks: int) -> int:
+    """Ranks a build (``build``, ``compare``, ``tune``) may have."""
+    if nranks > MAX_BUILD_RANKS:
+        raise UsageError(f"{nranks} ranks: collc builds at most {MAX_BUILD_RANKS} (memory grows with the ranks: "
+                         f"4096 take up to 4 GB)")
+    return nranks
 
 
 def check_spec_text(text: str) -> str:

@@ -261,6 +261,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("cmp-sizes-zero", [*CMP, "--sizes", "0"], "positive"),
     ("cmp-alpha-inf", [*CMP, "--alpha", "inf"], "--alpha"),
     ("cmp-too-many", [*CMP, *(["--algorithm", "ring"] * 300)], "candidates"),
+    ("cmp-too-many-ranks", ["compare", "--topology", "ring:20000", "--collective", "allreduce", "--algorithm",
+                            "ring", "--plot", "{d}/c.png"], "16384"),
     ("cmp-deep-topology", ["compare", "--topology", "{d}/deep.json", "--collective", "allreduce",
                            "--algorithm", "ring", "--plot", "{d}/c.png"], "nested"),
     # ---- tune
@@ -278,6 +280,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("tune-candidates", [*TUNE, "--chunks", ",".join(map(str, range(1, 21))),
                          "--instances", ",".join(map(str, range(1, 17))), "-o", "{d}/t"], "candidates"),
     ("tune-link-bw", [*TUNE, "--link-bw", "-3", "-o", "{d}/t"], "--link-bw"),
+    ("tune-too-many-ranks", [*TUNE[:2], "ring:20000", *TUNE[3:], "-o", "{d}/t"], "16384"),
     ("tune-foreign-files", [*TUNE, "-o", "{d}/tuned"], "other than XML"),
 ]
 
@@ -342,6 +345,18 @@ def test_check_reports_every_file_despite_a_bad_one(scratch: Path, capsys: Captu
     out, _ = capsys.readouterr()
     entries = json.loads(out)
     assert code == 2 and [e["ok"] for e in entries] == [True, False] and "not well-formed" in entries[1]["error"]
+
+
+def test_check_of_a_directory_reports_past_a_bad_file(tmp_path: Path, capsys: Capture) -> None:
+    assert main([*BUILD, "-o", str(tmp_path / "b-good.xml")]) == 0
+    (tmp_path / "a-bad.xml").write_text("<algo")
+    (tmp_path / "c-fail.xml").write_text((tmp_path / "b-good.xml").read_text().replace('cnt="1"', 'cnt="2"', 1))
+    capsys.readouterr()
+    code = main(["check", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and "a-bad.xml" in err
+    assert [line.split()[0] for line in out.splitlines() if line[:1].isupper()] == ["ERROR", "PASS", "FAIL"]
+    assert out.splitlines()[-1] == "1 passed, 1 failed, 1 not checked"
 
 
 def test_a_refused_symlink_keeps_its_target(scratch: Path, capsys: Capture) -> None:

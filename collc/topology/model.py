@@ -165,18 +165,36 @@ class Topology:
             raise TopologyError(f"topology {self.name}: cycle must list every rank 0..{self.nranks - 1} "
                                 f"exactly once")
         index, (out, inn), n = self._link_index, self._adjacency, self.nranks
+        # When every switch reaches every other over switches (fat trees, BiGraph, DGX-2), a rank
+        # with a link to a switch reaches every rank with a link from one: no search per step
+        # (that search is a breadth-first pass per rank, minutes for the largest specs).
+        joined = self._switches_strongly_connected()
         for i, a in enumerate(cycle):
             b = cycle[(i + 1) % len(cycle)]
-            # a link, or a path over one or two switches, settles it without a switch search per
-            # step (that search is 65536 breadth-first passes for the largest fat tree)
             if (a, b) in index:
                 continue
-            into_b = {s for s in inn[b] if s >= n}
-            mine = [s for s in out[a] if s >= n]
-            if any(s in into_b for s in mine) or any(t in into_b for s in mine for t in out[s]):
+            if joined and any(s >= n for s in out[a]) and any(s >= n for s in inn[b]):
                 continue
             if self.route(a, b) is None:
                 raise TopologyError(f"topology {self.name}: cycle step {a}->{b} has no link or switch route")
+
+    def _switches_strongly_connected(self) -> bool:
+        """True when there are switches and each reaches every other through switches only."""
+        n, nnodes = self.nranks, self.nnodes
+        if nnodes == n:
+            return False
+        out, inn = self._adjacency
+        for adjacency in (out, inn):
+            seen = {n}
+            stack = [n]
+            while stack:
+                for v in adjacency[stack.pop()]:
+                    if v >= n and v not in seen:
+                        seen.add(v)
+                        stack.append(v)
+            if len(seen) != nnodes - n:
+                return False
+        return True
 
     def _check_node(self, node: int) -> None:
         if not _is_int(node) or not 0 <= node < self.nnodes:
