@@ -25,7 +25,7 @@ from collc.compiler.program import Proto
 from collc.compiler.verify import Report, check_parsed
 from collc.driver import compile_xml
 from collc.errors import CollcError, UsageError
-from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, bounded_int, check_build_ranks, check_bytes, finite, one_line,
+from collc.inputs import (MAX_CANDIDATES, MIN_LINK_BW, MAX_CHUNKS, bounded_int, check_build_ranks, check_bytes, finite, one_line,
                           output_dir, output_file, plot_file, show)
 from collc.frontends.registry import algorithms
 from collc.outputs import Interrupted, interrupt_handlers
@@ -377,7 +377,7 @@ def _model(args: argparse.Namespace) -> ModelParams:
     finite(args.hop_latency, "--hop-latency")
     finite(args.reduce_cost, "--reduce-cost")
     if args.link_bw is not None:
-        finite(args.link_bw, "--link-bw", strict=True)
+        finite(args.link_bw, "--link-bw", MIN_LINK_BW)
     return ModelParams(args.model, args.alpha, args.link_bw, args.hop_latency, args.reduce_cost)
 
 

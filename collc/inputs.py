@@ -34,7 +34,7 @@ from collc.errors import CollcError, UsageError
 
 __all__ = ["MAX_RANKS", "MAX_BUILD_RANKS", "MAX_SLOTS", "MAX_CHUNKS", "INT64_MAX", "MAX_XML_BYTES",
            "MAX_TOPOLOGY_BYTES", "MAX_NESTING", "MAX_YAML_NODES", "MAX_MESSAGE", "MAX_SPEC_CHARS", "MAX_SIZES",
-           "MAX_CANDIDATES", "one_line", "show", "bounded_int", "check_build_ranks", "check_bytes", "finite", "check_spec_text",
+           "MAX_CANDIDATES", "MAX_MODEL_VALUE", "MIN_LINK_BW", "one_line", "show", "bounded_int", "check_build_ranks", "check_bytes", "finite", "check_spec_text",
            "input_file", "read_input", "load_json", "load_yaml", "output_file", "output_dir", "plot_file",
            "check_program_size", "PLOT_FORMATS"]
 
@@ -68,6 +68,10 @@ MAX_SPEC_CHARS = 1024
 MAX_SIZES = 64
 #: Candidates of one ``compare`` or ``tune`` (each is a full build).
 MAX_CANDIDATES = 256
+#: Model parameters (us per message or hop, us per byte, GB/s): far beyond any machine, and small
+#: enough that predicted times stay finite (JSON has no infinity).
+MAX_MODEL_VALUE = 1e9
+MIN_LINK_BW = 1e-9
 #: Image formats ``--plot`` writes (by file extension).
 PLOT_FORMATS = ("png", "pdf", "svg")
 
@@ -109,11 +113,14 @@ def check_bytes(value: int, flag: str) -> int:
     return value
 
 
-def finite(value: float, flag: str, minimum: float = 0.0, strict: bool = False) -> float:
-    """A finite number ``>= minimum`` (``> minimum`` with ``strict``)."""
+def finite(value: float, flag: str, minimum: float = 0.0, strict: bool = False,
+           maximum: float = MAX_MODEL_VALUE) -> float:
+    """A number in ``minimum .. maximum`` (above ``minimum`` with ``strict``)."""
     if not math.isfinite(value) or value < minimum or (strict and value == minimum):
         bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
         raise UsageError(f"{flag} must be a finite number {bound}, got {value!r}")
+    if value > maximum:
+        raise UsageError(f"{flag} {value:g} is above {maximum:g}: predicted times would overflow")
     return value
 
 

@@ -72,12 +72,15 @@ class Link:
             raise TopologyError(f"link {self.src}->{self.dst}: node ids must be >= 0")
         if self.src == self.dst:
             raise TopologyError(f"link {self.src}->{self.dst}: a link cannot connect a node to itself")
-        if not _is_number(self.bandwidth) or not math.isfinite(self.bandwidth) or self.bandwidth <= 0:
+        # bounds far beyond any machine that keep predicted times finite (JSON has no infinity)
+        if not _is_number(self.bandwidth) or not math.isfinite(self.bandwidth) or self.bandwidth <= 0 \
+                or not 1e-9 <= self.bandwidth <= 1e9:
             raise TopologyError(f"link {self.src}->{self.dst}: bandwidth must be a positive number "
-                                f"(GB/s), got {self.bandwidth!r}")
-        if not _is_number(self.latency) or not math.isfinite(self.latency) or self.latency < 0:
-            raise TopologyError(f"link {self.src}->{self.dst}: latency must be a number >= 0 (us), "
-                                f"got {self.latency!r}")
+                                f"(GB/s) in 1e-9..1e9, got {self.bandwidth!r}")
+        if not _is_number(self.latency) or not math.isfinite(self.latency) or self.latency < 0 \
+                or self.latency > 1e9:
+            raise TopologyError(f"link {self.src}->{self.dst}: latency must be a number >= 0 (us) "
+                                f"and at most 1e9, got {self.latency!r}")
         if not _is_int(self.multiplicity) or self.multiplicity < 1:
             raise TopologyError(f"link {self.src}->{self.dst}: multiplicity must be an integer >= 1, "
                                 f"got {self.multiplicity!r}")
