@@ -25,8 +25,8 @@ from collc.compiler.program import Proto
 from collc.compiler.verify import Report, check_parsed
 from collc.driver import compile_xml
 from collc.errors import CollcError, UsageError
-from collc.inputs import (MAX_CANDIDATES, MIN_LINK_BW, MAX_CHUNKS, bounded_int, check_build_ranks, check_bytes, finite, one_line,
-                          output_dir, output_file, plot_file, show)
+from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks, check_bytes,
+                          finite, one_line, output_dir, output_file, plot_file, show)
 from collc.frontends.registry import algorithms
 from collc.outputs import Interrupted, interrupt_handlers
 from collc.ir.collective import CollKind
@@ -425,7 +425,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     report = check_parsed(parsed, dialect, sharded=is_shard_dir(path))
     if not report.ok:
         _print_report(report)
-        print(f"collc: {path} fails its check; simulate only times correct programs", file=sys.stderr)
+        print(f"collc: {show(path)} fails its check; simulate only times correct programs", file=sys.stderr)
         return 1
     topo = parse_spec(args.topology)
     with tqdm(total=len(sizes), unit="size", leave=False, file=sys.stderr,
@@ -462,7 +462,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
     plot = args.plot or f"compare-{re.sub(r'[^A-Za-z0-9]+', '-', topo.name)}-{kind.value}.png"
-    if not args.no_plot:
+    if not args.no_plot and not args.plot:
         plot_file(plot)
     with tqdm(total=len(cands), unit="alg", leave=False, file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
         def tell(label: str) -> None:
@@ -515,12 +515,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; SIGINT/SIGTERM remove its unfinished outputs and give 130/143."""
+    """Run one command; SIGINT/SIGTERM/SIGHUP remove its unfinished outputs and give 128 + the signal."""
     try:
         with interrupt_handlers():
             return _run(list(sys.argv[1:] if argv is None else argv))
     except Interrupted as exc:
-        print(f"collc: interrupted ({exc}); no output left behind", file=sys.stderr)
+        print(f"collc: interrupted by {exc}; unfinished output removed", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("collc: interrupted", file=sys.stderr)

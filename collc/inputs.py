@@ -34,9 +34,9 @@ from collc.errors import CollcError, UsageError
 
 __all__ = ["MAX_RANKS", "MAX_BUILD_RANKS", "MAX_SLOTS", "MAX_CHUNKS", "INT64_MAX", "MAX_XML_BYTES",
            "MAX_TOPOLOGY_BYTES", "MAX_NESTING", "MAX_YAML_NODES", "MAX_MESSAGE", "MAX_SPEC_CHARS", "MAX_SIZES",
-           "MAX_CANDIDATES", "MAX_MODEL_VALUE", "MIN_LINK_BW", "one_line", "show", "bounded_int", "check_build_ranks", "check_bytes", "finite", "check_spec_text",
-           "input_file", "read_input", "load_json", "load_yaml", "output_file", "output_dir", "plot_file",
-           "check_program_size", "PLOT_FORMATS"]
+           "MAX_CANDIDATES", "MAX_MODEL_VALUE", "MIN_LINK_BW", "PLOT_FORMATS", "one_line", "show", "bounded_int",
+           "check_build_ranks", "check_bytes", "finite", "check_spec_text", "check_program_size", "input_file",
+           "read_input", "load_json", "load_yaml", "output_file", "output_dir", "plot_file"]
 
 #: Ranks of any topology (spec, file) or XML ``ngpus``: the generators' bound, and at this size the
 #: rank x chunk state of a check (below) is already at its budget.
@@ -137,9 +137,10 @@ def check_build_ranks(nranks: int) -> int:
     return nranks
 
 
-def check_spec_text(text: str) -> str:
+def check_spec_text(text: str, error: type[CollcError] = UsageError) -> str:
+    """A spec string of at most ``MAX_SPEC_CHARS`` (this also keeps ``int()`` of its numbers cheap)."""
     if len(text) > MAX_SPEC_CHARS:
-        raise UsageError(f"topology spec of {len(text)} characters is longer than {MAX_SPEC_CHARS}")
+        raise error(f"topology spec of {len(text)} characters is longer than {MAX_SPEC_CHARS}")
     return text
 
 

@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from collc.errors import TopologyError
-from collc.inputs import MAX_SPEC_CHARS, MAX_TOPOLOGY_BYTES, load_json, load_yaml, read_input
+from collc.inputs import MAX_TOPOLOGY_BYTES, check_spec_text, load_json, load_yaml, read_input
 from collc.topology import generators
 from collc.topology.model import Topology
 
@@ -274,8 +274,7 @@ def parse_spec(text: str) -> Topology:
         raise TopologyError("empty topology spec")
     if _looks_like_file(spec):
         return load_file(spec)
-    if len(spec) > MAX_SPEC_CHARS:
-        raise TopologyError(f"topology spec of {len(spec)} characters is longer than {MAX_SPEC_CHARS}")
+    check_spec_text(spec, TopologyError)
     family, _, rest = spec.partition(":")
     args, sep, options = rest.partition(":")
     entry = FAMILIES.get(family)
