@@ -14,6 +14,7 @@ import os
 import re
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -119,24 +120,22 @@ def command_lines(draw: st.DrawFn, d: str) -> list[str]:
     return ["tune", *base, "-o", draw(mostly(st.just(f"{d}/tuned"), st.just(f"{d}/good.xml")))]
 
 
-GOOD_DIR = tempfile.mkdtemp(prefix="collc-fuzz-")
-
-
-def _good() -> None:
-    if not os.path.exists(f"{GOOD_DIR}/good.xml"):
-        with contextlib.redirect_stdout(io.StringIO()):
-            assert main(["build", "--topology", "ring:4", "--algorithm", "ring", "--collective", "allreduce",
-                         "-o", f"{GOOD_DIR}/good.xml"]) == 0
+@pytest.fixture(scope="module")
+def good_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    d = tmp_path_factory.mktemp("fuzz")
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["build", "--topology", "ring:4", "--algorithm", "ring", "--collective", "allreduce",
+                     "-o", str(d / "good.xml")]) == 0
+    return str(d)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
-def test_random_command_lines_keep_the_contract(data: st.DataObject) -> None:
-    _good()
-    with tempfile.TemporaryDirectory(dir=GOOD_DIR) as d:
+def test_random_command_lines_keep_the_contract(good_dir: str, data: st.DataObject) -> None:
+    with tempfile.TemporaryDirectory(dir=good_dir) as d:
         argv = data.draw(command_lines(d))
         if argv[0] in ("check", "simulate"):
-            argv = [a.replace(f"{d}/good.xml", f"{GOOD_DIR}/good.xml") for a in argv]
+            argv = [a.replace(f"{d}/good.xml", f"{good_dir}/good.xml") for a in argv]
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = main(argv)      # any exception other than the CLI's own would be a traceback
