@@ -11,12 +11,19 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tqdm import tqdm
+if __name__ == "__main__":
+    # run as a program: until main() installs its handlers, Ctrl-C simply ends the process
+    # (the imports below take a second; a KeyboardInterrupt there would print a traceback)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+from tqdm import tqdm  # noqa: E402  (after the handler above, on purpose)
 
 from collc.backends.msccl_xml import read_xml, write_atomic
 from collc.backends.shards import WRAPPER, is_shard_dir, read_shards, write_shards

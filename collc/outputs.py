@@ -41,7 +41,8 @@ from collc.inputs import output_dir, output_file, show
 __all__ = ["Interrupted", "write_file", "new_temp_dir", "publish_dir", "discard", "discard_pending", "pending",
            "interrupt_handlers", "signals_blocked"]
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)   # SIGHUP: the terminal of a long build closed
+# SIGHUP: the terminal of a long build was closed (absent on Windows)
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 _pending: dict[str, bool] = {}          # temporary path -> is a directory
 _lock = threading.RLock()   # re-entered by a signal handler that runs while it is held
 
@@ -250,7 +251,8 @@ def interrupt_handlers() -> Iterator[None]:
             return
         stop(signum)
 
-    old = {s: signal.signal(s, handler) for s in _SIGNALS}
+    # a signal the caller ignores stays ignored (nohup ignores SIGHUP, a shell's background jobs SIGINT)
+    old = {s: signal.signal(s, handler) for s in _SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
     _fire.append(stop)
     try:
         yield

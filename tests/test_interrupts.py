@@ -59,8 +59,10 @@ def _interrupt(d: Path, topology: str, kind: str, sig: signal.Signals, moment: f
     assert left in ([], [KINDS[kind][-1]]), left
     if left:
         assert _complete(d, kind, ranks)
-    if proc.returncode > 0:   # our handler ran (not a signal during interpreter start-up)
+    if proc.returncode > 0:   # our handler ran
         assert err.count("\n") == 1 and err.startswith("collc: interrupted"), err
+    else:                     # a signal during start-up ends the process quietly
+        assert err == "", err
     if moment == "writing" and seen_temp:
         assert left == [], "a signal while writing must remove the partial output"
     if os.environ.get("COLLC_TRACE_INTERRUPTS"):
@@ -109,3 +111,24 @@ def test_interrupt_replacing_shards_keeps_the_old_set(tmp_path: Path) -> None:
         assert len(list((tmp_path / "out").glob("rank-*"))) == 128
     else:
         assert after == before or len(list((tmp_path / "out").glob("rank-*"))) == 128
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["hangup", "nohup"])
+def test_sighup_stops_the_build_unless_ignored(tmp_path: Path, ignored: bool) -> None:
+    """SIGHUP (the terminal closed) cleans up like SIGTERM; under nohup (SIGHUP ignored) the build goes on."""
+    def ignore() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-m", "collc.cli", "build", "--topology", "torus:8x8", *SWING,
+                             "-o", "out.xml"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=ignore if ignored else None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    while proc.poll() is None and not any(n.startswith(".") for n in os.listdir(tmp_path)):
+        time.sleep(0.0005)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=120)
+    if ignored or proc.returncode == 0:
+        assert proc.returncode == 0 and os.listdir(tmp_path) == ["out.xml"], err
+    else:
+        assert proc.returncode == 129 and os.listdir(tmp_path) == [], err
