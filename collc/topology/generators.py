@@ -42,7 +42,7 @@ __all__ = ["ring", "torus", "mesh", "hypercube", "complete", "switch", "fattree"
 #: Largest number of ranks a generator accepts.
 MAX_RANKS = 1 << 16
 #: Largest number of directed links a generator accepts (bounds ``complete``).
-MAX_LINKS = 1 << 22
+MAX_LINKS = 1 << 20     # each link is ~10 us and ~300 bytes to build: the largest specs stay seconds
 
 Coord = tuple[int, ...]
 

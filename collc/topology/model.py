@@ -36,7 +36,7 @@ MAX_CYCLE_SEARCH_RANKS = 16
 #: Largest node count (ranks, switches) and link-entry count of a topology file; the same
 #: bounds as the generators' (checked before anything is allocated for them).
 MAX_FILE_NODES = 1 << 16
-MAX_FILE_LINKS = 1 << 22
+MAX_FILE_LINKS = 1 << 20
 #: Number of partial paths the cycle search may extend before it gives up.
 CYCLE_SEARCH_BUDGET = 200_000
 #: Number of per-destination switch-route tables kept per topology.
