@@ -8,6 +8,12 @@ from what the MSCCL runtimes accept (docs: README "Limits on input") or from
 memory; each check raises :class:`collc.errors.UsageError` (or the error class
 of the file kind it reads).
 
+A new command uses them like the others: ``read_input(path, limit, Error, label)``
+for any file it reads (then ``load_json``/``load_yaml`` for structured text),
+``output_file``/``output_dir``/``plot_file`` on ``-o``-like paths before its work
+starts, ``bounded_int``/``check_bytes``/``finite`` on numbers, and
+:mod:`collc.outputs` (``write_file``, ``new_temp_dir`` + ``publish_dir``) to write.
+
 >>> bounded_int(4, "--chunks", 1, MAX_CHUNKS)
 4
 >>> check_bytes(1 << 63, "--max-bytes")
