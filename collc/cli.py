@@ -11,22 +11,32 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tqdm import tqdm
+if __name__ == "__main__":
+    # run as a program: until main() installs its handlers, Ctrl-C simply ends the process
+    # (the imports below take a second; a KeyboardInterrupt there would print a traceback)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+from tqdm import tqdm  # noqa: E402  (after the handler above, on purpose)
 
 from collc.backends.msccl_xml import read_xml, write_atomic
 from collc.backends.shards import WRAPPER, is_shard_dir, read_shards, write_shards
-from collc.compiler.limits import Dialect
+from collc.compiler.limits import LIMITS, Dialect
 from collc.compiler.program import Proto
 from collc.compiler.verify import Report, check_parsed
 from collc.driver import compile_xml
-from collc.errors import CollcError
+from collc.errors import CollcError, UsageError
+from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks, check_bytes,
+                          finite, one_line, output_dir, output_file, plot_file, show)
 from collc.frontends.registry import algorithms
 from collc.ir.collective import CollKind, Collective
+from collc.outputs import Interrupted, interrupt_handlers
 from collc.sim.report import schedule_report
 from collc.sim.runner import (Candidate, Comparison, ModelParams, bound_busbw, compare, human, parse_size,
                               parse_sizes, plot_busbw, rows_for, time_program, tune)
@@ -46,13 +56,11 @@ EXAMPLES = {
 }
 
 
-class UsageError(CollcError):
-    """Bad command-line usage."""
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        # main() prints "collc: "; name the subcommand only ("collc: build: ...")
+        sub = self.prog.removeprefix("collc").strip()
+        raise UsageError(f"{sub}: {message}" if sub else message)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -183,6 +191,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+SHOW_DIAMETER_RANKS = 4096
+
+
 def cmd_topology(args: argparse.Namespace) -> int:
     if args.action == "import":
         from collc.topology.importers import import_command
@@ -199,13 +210,28 @@ def cmd_topology(args: argparse.Namespace) -> int:
     print(f"directed links: {len(topo.links)}")
     print(f"bidirectional:  {'yes' if topo.is_bidirectional() else 'no'}")
     print(f"out-degree:     {min(degrees)}..{max(degrees)}")
-    print(f"diameter:       {topo.diameter()} hops")
+    # the all-pairs diameter costs ranks x links x levels bit operations: minutes above a few thousand ranks
+    diameter = f"{topo.diameter()} hops" if topo.nranks <= SHOW_DIAMETER_RANKS else \
+        f"not computed (more than {SHOW_DIAMETER_RANKS} ranks)"
+    print(f"diameter:       {diameter}")
     print(f"ring cycle:     {'yes' if cyc else 'none found'}")
     return 0
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    dialect = Dialect(args.dialect)
+    # everything cheap is checked before the topology is even built
+    bounded_int(args.chunks, "--chunks", 1, MAX_CHUNKS, "the pieces of a chunk need distinct offsets, "
+                "which the runtime stores as int16")
+    channels = LIMITS[dialect].max_channels
+    bounded_int(args.instances, "--instances", 1, channels, f"every instance takes channels of its own and "
+                f"the {dialect.value} runtime has {channels}")
+    min_b, max_b = _bytes_arg(args.min_bytes, "--min-bytes"), _bytes_arg(args.max_bytes, "--max-bytes")
+    out = output_dir(args.output) if args.shard_per_rank else output_file(args.output)
+    if args.shard_per_rank and out.is_dir() and any(out.iterdir()) and not (out / WRAPPER).exists():
+        raise UsageError(f"-o {show(out)} is a non-empty directory that collc did not write; choose another -o")
     topo: Topology = parse_spec(args.topology)
+    check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
     params: dict[str, str] = {}
     for item in args.param:
@@ -219,18 +245,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         if not text.lstrip("-").isdigit():
             raise UsageError(f"--param root={text!r} must be a rank number")
         root = int(text)
-    if args.chunks < 1 or args.instances < 1:
-        raise UsageError("--chunks and --instances must be at least 1")
-    min_b, max_b = parse_size(args.min_bytes), parse_size(args.max_bytes)
     if max_b and min_b > max_b:
         raise UsageError(f"--min-bytes {min_b} exceeds --max-bytes {max_b}")
-    dialect = Dialect(args.dialect)
     if topo.nranks > 1024 and not args.shard_per_rank:
         raise UsageError(f"{topo.nranks} ranks: one XML file holds at most 1024 <gpu> elements in the real "
                          f"parser; use --shard-per-rank")
-    out = Path(args.output)
-    if out.is_dir() and not args.shard_per_rank:
-        raise UsageError(f"-o {out} is a directory; give a file name (or use --shard-per-rank)")
     with _progress(topo.nranks >= PROGRESS_RANKS) as stages:
         result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
                              chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
@@ -258,6 +277,15 @@ def cmd_build(args: argparse.Namespace) -> int:
         for line in schedule_report(result.schedule, topo):
             print(line)
     return 0
+
+
+def _bytes_arg(text: str, flag: str) -> int:
+    try:
+        return check_bytes(parse_size(text), flag)
+    except UsageError:
+        raise
+    except CollcError as exc:
+        raise UsageError(f"{flag}: {exc}") from None
 
 
 PROGRESS_RANKS = 128  # compiles this large take seconds: show the stages on a terminal
@@ -293,53 +321,96 @@ def _progress(wanted: bool) -> Iterator[_Stages]:
         stages.bar.close()
 
 
-def _expand_paths(paths: Sequence[str]) -> list[Path]:
-    """Files to check; a shard directory (rank-<K>/ subdirectories) stays one entry."""
-    out: list[Path] = []
+def _expand_paths(paths: Sequence[str]) -> list[Path | CollcError]:
+    """Files to check, in order; a shard directory (rank-<K>/ subdirectories) stays one entry.
+
+    A path that cannot be checked at all becomes the error to report for it, so that the
+    other paths are still checked.
+    """
+    out: list[Path | CollcError] = []
     for raw in paths:
         p = Path(raw)
         if is_shard_dir(p):
             out.append(p)
         elif p.is_dir():
             found = sorted(q for q in p.rglob("*.xml") if q.is_file())
-            if not found:
-                raise UsageError(f"{p}: no .xml files in this directory")
-            out.extend(found)
-        elif p.exists():
+            out.extend(found or [UsageError(f"{show(p)}: no .xml files in this directory")])
+        elif os.path.lexists(p):
             out.append(p)
         else:
-            raise UsageError(f"{p}: no such file")
+            out.append(UsageError(f"{show(p)}: no such file"))
     return out
 
 
 def _print_report(rep: Report) -> None:
     status = "PASS" if rep.ok else "FAIL"
-    print(f"{status} {rep.path} ({rep.dialect.value})")
+    print(f"{status} {show(rep.path)} ({rep.dialect.value})")
     for f in rep.findings:
-        print(f"  {f.severity}: [{f.code}] {f.message}")
+        print(f"  {f.severity}: [{f.code}] {show(f.message)}")
+
+
+def _check_one(p: Path, args: argparse.Namespace) -> Report:
+    dialect = Dialect(args.dialect)
+    if is_shard_dir(p):
+        return check_parsed(read_shards(p), dialect, root=args.root, sharded=True, data_check=args.data)
+    return check_parsed(read_xml(p), dialect, root=args.root, data_check=args.data)
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    dialect = Dialect(args.dialect)
-    reports = [check_parsed(read_shards(p), dialect, root=args.root, sharded=True, data_check=args.data)
-               if is_shard_dir(p) else check_parsed(read_xml(p), dialect, root=args.root, data_check=args.data)
-               for p in _expand_paths(args.paths)]
+    """A verdict per file: PASS, FAIL, or ERROR for a file that is not checkable input.
+
+    Exit 2 if any file was bad input (the run could not judge everything it was given),
+    else 1 if any check failed, else 0; stderr gets one line only when some file was bad.
+    """
+    results: list[tuple[str, Report | CollcError]] = []
+    for item in _expand_paths(args.paths):
+        if isinstance(item, CollcError):
+            results.append(("", item))
+            continue
+        try:
+            results.append((str(item), _check_one(item, args)))
+        except CollcError as exc:
+            results.append((str(item), exc))
+    bad = [(path, r) for path, r in results if isinstance(r, CollcError)]
+    reports = [r for _, r in results if isinstance(r, Report)]
+    if bad and not reports:     # nothing was checked: the one stderr line says why
+        raise UsageError(_not_checked(bad, len(results)))
     if args.json:
-        print(json.dumps([r.to_json() for r in reports], indent=2, sort_keys=True))
+        print(json.dumps([r.to_json() if isinstance(r, Report) else {"path": path, "ok": False, "error": one_line(r)}
+                          for path, r in results], indent=2, sort_keys=True))
     else:
-        for r in reports:
-            _print_report(r)
-        bad = sum(not r.ok for r in reports)
-        print(f"{len(reports) - bad} passed, {bad} failed")
+        for path, r in results:
+            if isinstance(r, Report):
+                _print_report(r)
+            else:
+                msg = one_line(r)
+                print(f"ERROR {msg}" if not path or show(path) in msg else f"ERROR {show(path)}: {msg}")
+        failed = sum(not r.ok for r in reports)
+        print(f"{len(reports) - failed} passed, {failed} failed" + (f", {len(bad)} not checked" if bad else ""))
+    if bad:
+        raise UsageError(_not_checked(bad, len(results)))
     return 0 if all(r.ok for r in reports) else 1
 
 
+def _not_checked(bad: Sequence[tuple[str, Report | CollcError]], total: int) -> str:
+    first = one_line(bad[0][1])
+    return first if len(bad) == 1 else f"{len(bad)} of {total} inputs were not checked; first: {first}"
+
+
 def _model(args: argparse.Namespace) -> ModelParams:
+    finite(args.alpha, "--alpha")
+    finite(args.hop_latency, "--hop-latency")
+    finite(args.reduce_cost, "--reduce-cost")
+    if args.link_bw is not None:
+        finite(args.link_bw, "--link-bw", MIN_LINK_BW)
     return ModelParams(args.model, args.alpha, args.link_bw, args.hop_latency, args.reduce_cost)
 
 
 def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: Sequence[int] = (1,),
                 protos: Sequence[Proto] = (Proto.SIMPLE,)) -> list[Candidate]:
+    if len(specs) * len(chunks) * len(instances) * len(protos) > MAX_CANDIDATES:
+        raise UsageError(f"{len(specs) * len(chunks) * len(instances) * len(protos)} candidates (algorithms x "
+                         f"chunks x instances x protocols): at most {MAX_CANDIDATES}, each is a full build")
     out = []
     for spec in specs:
         name, _, rest = spec.partition(":")
@@ -377,18 +448,20 @@ def _ints(text: str, flag: str) -> list[int]:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    if not path.exists():
-        raise UsageError(f"{path}: no such file")
+    if not os.path.lexists(path):
+        raise UsageError(f"{show(path)}: no such file")
+    params = _model(args)
+    sizes = parse_sizes(args.sizes)
+    if args.plot:
+        plot_file(args.plot)
     dialect = Dialect(args.dialect)
     parsed = read_shards(path) if is_shard_dir(path) else read_xml(path)
     report = check_parsed(parsed, dialect, sharded=is_shard_dir(path))
     if not report.ok:
         _print_report(report)
-        print(f"collc: {path} fails its check; simulate only times correct programs", file=sys.stderr)
+        print(f"collc: {show(path)} fails its check; simulate only times correct programs", file=sys.stderr)
         return 1
     topo = parse_spec(args.topology)
-    sizes = parse_sizes(args.sizes)
-    params = _model(args)
     with tqdm(total=len(sizes), unit="size", leave=False, file=sys.stderr,
               disable=not sys.stderr.isatty() or params.model == "step") as bar:
         def tick(done: int, total: int) -> None:
@@ -414,21 +487,28 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    topo = parse_spec(args.topology)
-    kind = CollKind.parse(args.collective)
+    params = _model(args)
     sizes = parse_sizes(args.sizes)
-    cands = _candidates(args.algorithm or _applicable(topo, kind))
+    given = _candidates(args.algorithm) if args.algorithm else None   # a typo fails before any work
+    if args.plot and not args.no_plot:
+        plot_file(args.plot)
+    topo = parse_spec(args.topology)
+    check_build_ranks(topo.nranks)
+    kind = CollKind.parse(args.collective)
+    cands = given or _candidates(_applicable(topo, kind))
+    plot = args.plot or f"compare-{re.sub(r'[^A-Za-z0-9]+', '-', topo.name)}-{kind.value}.png"
+    if not args.no_plot and not args.plot:
+        plot_file(plot)
     with tqdm(total=len(cands), unit="alg", leave=False, file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
         def tell(label: str) -> None:
             bar.set_description_str(label)
             bar.update(1)
-        result = compare(topo, kind, cands, sizes, _model(args), args.inplace, args.root, tell)
+        result = compare(topo, kind, cands, sizes, params, args.inplace, args.root, tell)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
         print(result.table())
     if not args.no_plot:
-        plot = args.plot or f"compare-{re.sub(r'[^A-Za-z0-9]+', '-', topo.name)}-{kind.value}.png"
         plot_busbw(result, plot)
         if not args.json:
             print(f"plot: {plot}")
@@ -436,24 +516,30 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    topo = parse_spec(args.topology)
-    kind = CollKind.parse(args.collective)
+    params = _model(args)
+    sizes = parse_sizes(args.sizes)
+    out = output_dir(args.output)
+    dialect = Dialect(args.dialect)
     try:
         protos = [Proto(x.strip()) for x in args.protocols.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"--protocols {args.protocols!r}: choose from Simple, LL, LL128") from None
-    cands = _candidates(args.algorithm or _applicable(topo, kind), _ints(args.chunks, "--chunks"), _ints(args.instances, "--instances"),
-                        protos)
-    out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"-o {out} exists and is not a directory")
+    if not protos:
+        raise UsageError(f"--protocols {args.protocols!r}: choose from Simple, LL, LL128")
+    chunks = [bounded_int(c, "--chunks", 1, MAX_CHUNKS) for c in _ints(args.chunks, "--chunks")]
+    instances = [bounded_int(i, "--instances", 1, LIMITS[dialect].max_channels)
+                 for i in _ints(args.instances, "--instances")]
+    given = _candidates(args.algorithm, chunks, instances, protos) if args.algorithm else None
+    topo = parse_spec(args.topology)
+    check_build_ranks(topo.nranks)
+    kind = CollKind.parse(args.collective)
+    cands = given or _candidates(_applicable(topo, kind), chunks, instances, protos)
     with tqdm(total=len(cands), unit="cand", leave=False, file=sys.stderr,
               disable=not sys.stderr.isatty()) as bar:
         def tell(label: str) -> None:
             bar.set_description_str(label)
             bar.update(1)
-        windows = tune(topo, kind, cands, parse_sizes(args.sizes), _model(args), out, Dialect(args.dialect),
-                       args.inplace, args.root, tell)
+        windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell)
     if args.json:
         print((out / "MANIFEST.json").read_text(), end="")
         return 0
@@ -470,22 +556,32 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; SIGINT/SIGTERM/SIGHUP remove its unfinished outputs and give 128 + the signal."""
     try:
-        args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-        handler = {"list": cmd_list, "topology": cmd_topology, "build": cmd_build, "check": cmd_check,
-                   "simulate": cmd_simulate, "compare": cmd_compare, "tune": cmd_tune, "bench": cmd_bench}
-        return handler[args.command](args)
-    except CollcError as exc:
-        print(f"collc: {exc}", file=sys.stderr)
-        return 2
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+        with interrupt_handlers():
+            return _run(list(sys.argv[1:] if argv is None else argv))
+    except Interrupted as exc:
+        print(f"collc: interrupted by {exc}; unfinished output removed", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         print("collc: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        handler = {"list": cmd_list, "topology": cmd_topology, "build": cmd_build, "check": cmd_check,
+                   "simulate": cmd_simulate, "compare": cmd_compare, "tune": cmd_tune, "bench": cmd_bench}
+        return handler[args.command](args)
+    except CollcError as exc:
+        print(f"collc: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ from collc.compiler.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.program import Program, Proto
 from collc.compiler.verify import Report, check_parsed
-from collc.errors import NodeBudgetError, VerifyError
+from collc.errors import LoweringError, NodeBudgetError, VerifyError
+from collc.inputs import check_program_size
 from collc.frontends.registry import build_schedule, get as get_algorithm
 from collc.ir.collective import CollKind
 from collc.ir.schedule import Schedule
@@ -96,6 +97,10 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
     place = DEFAULT_INPLACE.get(kind, False) if inplace is None else inplace
     schedule = build_schedule(algorithm, topology, kind, place, root, params,
                               gpus_per_file=1 if shard else topology.nranks)
+    coll, m = schedule.collective, chunks * instances
+    check_program_size(coll.nranks, coll.nchunksperloop * m,
+                       coll.nranks * (coll.input_chunks + coll.output_chunks + schedule.scratch_chunks) * m,
+                       f"{algorithm} on {topology.name} with chunks x instances = {m}", LoweringError)
     t1 = clock()
     tell("verify schedule")
     try:

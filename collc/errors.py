@@ -34,3 +34,7 @@ class VerifyError(CollcError):
 
 class EmitError(CollcError):
     """An XML file cannot be written or read (I/O, malformed XML, missing attributes)."""
+
+
+class UsageError(CollcError):
+    """Bad command-line usage, or an input beyond collc's limits (``collc.inputs``)."""

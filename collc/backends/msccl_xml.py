@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,8 @@ from lxml import etree  # type: ignore[import-untyped]
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.errors import EmitError
+from collc.inputs import MAX_XML_BYTES, check_program_size, read_input, show
+from collc.outputs import write_file
 
 ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
               "outofplace", "minBytes", "maxBytes")
@@ -121,20 +122,8 @@ def to_xml(program: Program, dialect: Dialect = Dialect.EXECUTOR, ranks: list[in
 
 
 def write_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write via a temporary file in the same directory, then rename."""
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise EmitError(f"cannot write {target}: {exc.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write via a temporary file in the same directory, then rename (see ``collc.outputs``)."""
+    write_file(path, text)
 
 
 # --------------------------------------------------------------------------- lexical rules
@@ -251,16 +240,13 @@ def _int(el: etree._Element, key: str, path: str, missing: list[tuple[str, str]]
 
 
 def read_xml(path: str | os.PathLike[str]) -> ParsedFile:
-    p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as exc:
-        raise EmitError(f"cannot read {p}: {exc.strerror}") from None
+    """Read an XML file: a regular file of at most ``MAX_XML_BYTES`` (``collc.inputs``)."""
+    raw = read_input(path, MAX_XML_BYTES, EmitError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise EmitError(f"{p} is not a text file") from None
-    return parse_xml(text, str(p))
+        raise EmitError(f"{show(os.fspath(path))} is not a text file") from None
+    return parse_xml(text, os.fspath(path))
 
 
 # The layout collc itself prints, one element per line: files in it are read by
@@ -313,6 +299,13 @@ def _canonical_gpus(body: str) -> list[Gpu] | None:
             gpus.append(Gpu(int(gpu[0]), int(gpu[1]), int(gpu[2]), int(gpu[3]), tuple(tbs)))
             gpu, tbs = None, []
     return gpus if gpu is None else None
+
+
+def _quiet_int(raw: str | None) -> int:
+    try:
+        return int(raw or "0", 10)
+    except ValueError:
+        return 0
 
 
 def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
@@ -407,6 +400,9 @@ def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
                         _int(g, "o_chunks", gpath, missing, diags),
                         _int(g, "s_chunks", gpath, missing, diags), tuple(tbs)))
     extra = tuple(sorted((k, v) for k, v in attrs.items() if k not in ALGO_ATTRS))
+    check_program_size(_quiet_int(attrs.get("ngpus")), _quiet_int(attrs.get("nchunksperloop")),
+                       sum(max(g.i_chunks, 0) + max(g.o_chunks, 0) + max(g.s_chunks, 0) for g in gpus),
+                       show(path), EmitError)
     program = Program(
         name=attrs.get("name", ""), proto=proto, nchannels=opt("nchannels") or 0,
         nchunksperloop=opt("nchunksperloop") or 0, ngpus=opt("ngpus") or 0,

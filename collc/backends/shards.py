@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -30,6 +28,8 @@ from collc.backends.msccl_xml import Diagnostic, ParsedFile, parse_xml, to_xml
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Gpu, Program
 from collc.errors import EmitError
+from collc.inputs import MAX_RANKS, MAX_XML_BYTES, check_program_size, output_dir, read_input, show
+from collc.outputs import discard, new_temp_dir, publish_dir, write_into
 
 WRAPPER = "run-with-msccl.sh"
 _RANK_DIR = re.compile(r"rank-(\d+)\Z")
@@ -64,38 +64,25 @@ def shard_texts(program: Program, dialect: Dialect) -> dict[int, str]:
 
 
 def write_shards(texts: dict[int, str], dialect: Dialect, out: str | os.PathLike[str], filename: str) -> None:
-    """Write all shards into a fresh directory next to ``out``, then move it into place.
+    """Write all shards into a fresh hidden directory next to ``out``, then move it into place.
 
     ``out`` must not exist, be empty, or be an earlier shard directory (which is replaced).
+    The partial directory is removed on any error and on SIGINT/SIGTERM (``collc.outputs``).
     """
-    target = Path(out)
-    if target.exists() and not target.is_dir():
-        raise EmitError(f"{target} exists and is not a directory (--shard-per-rank writes a directory)")
+    target = output_dir(out)
     if target.is_dir() and any(target.iterdir()) and not (target / WRAPPER).exists():
-        raise EmitError(f"{target} is a non-empty directory that collc did not write; choose another -o")
-    parent = target.parent if str(target.parent) else Path(".")
-    try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=parent))
-    except OSError as exc:
-        raise EmitError(f"cannot write {target}: {exc.strerror}") from None
+        raise EmitError(f"{show(target)} is a non-empty directory that collc did not write; choose another -o")
+    tmp = new_temp_dir(target)
     try:
         for rank, text in texts.items():
             d = tmp / f"rank-{rank}"
-            d.mkdir()
-            (d / filename).write_text(text, encoding="ascii")
-        script = tmp / WRAPPER
-        script.write_text(wrapper_script(dialect, filename), encoding="ascii")
-        script.chmod(0o755)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=parent))
-            target.rename(old / "x")
-            tmp.rename(target)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(target)
+            d.mkdir(0o777)
+            write_into(d, filename, text)
+        write_into(tmp, WRAPPER, wrapper_script(dialect, filename), executable=True)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        discard(tmp)
         raise
+    publish_dir(tmp, target, replace=True)
 
 
 def is_shard_dir(path: Path) -> bool:
@@ -108,7 +95,10 @@ def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
     rank_dirs = sorted((int(m.group(1)), p) for p in root.iterdir() if p.is_dir()
                        for m in [_RANK_DIR.match(p.name)] if m)
     if not rank_dirs:
-        raise EmitError(f"{root}: no rank-<K> directories")
+        raise EmitError(f"{show(root)}: no rank-<K> directories")
+    if len(rank_dirs) > MAX_RANKS:
+        raise EmitError(f"{show(root)}: {len(rank_dirs)} rank directories, more than the {MAX_RANKS} ranks "
+                        f"collc handles")
     parts: list[ParsedFile] = []
     extra: list[Diagnostic] = []
     for rank, d in rank_dirs:
@@ -119,15 +109,18 @@ def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
             if not files:
                 continue
         try:
-            text = files[0].read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise EmitError(f"cannot read {files[0]}: {exc}") from None
+            text = read_input(files[0], MAX_XML_BYTES, EmitError).decode("utf-8")
+        except UnicodeDecodeError:
+            raise EmitError(f"{show(files[0])} is not a text file") from None
         part = parse_xml(text, f"rank-{rank}/{files[0].name}")
         if [g.id for g in part.program.gpus] != [rank]:
             extra.append(Diagnostic(f"rank-{rank}", f"holds <gpu> ids {[g.id for g in part.program.gpus][:8]}, "
                                                     f"expected exactly [{rank}]"))
         parts.append(part)
     whole = assemble(parts, str(root))
+    check_program_size(whole.program.ngpus, whole.program.nchunksperloop,
+                       sum(max(g.i_chunks, 0) + max(g.o_chunks, 0) + max(g.s_chunks, 0) for g in whole.program.gpus),
+                       show(root), EmitError)
     return replace(whole, diagnostics=whole.diagnostics + tuple(extra))
 
 

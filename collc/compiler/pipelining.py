@@ -35,6 +35,7 @@ def split_chunks(schedule: Schedule, parts: int = 1, instances: int = 1) -> Sche
     m = parts * instances
     if m == 1:
         return schedule
+    _check_pieces(schedule, m)
     lanes = schedule.lanes
     out: list[Transfer] = []
     for t in schedule.transfers:
@@ -56,6 +57,33 @@ def split_chunks(schedule: Schedule, parts: int = 1, instances: int = 1) -> Sche
                   for rank, lane, a, b in schedule.tb_pairs)
     return Schedule(coll, tuple(out), replace(schedule.provenance, params=params),
                     scratch_chunks=schedule.scratch_chunks * m, tb_pairs=pairs)
+
+
+#: Steps one rank can hold: the parser's 4095 nodes less ``<algo>``, one ``<gpu>`` and one ``<tb>``.
+MAX_RANK_STEPS = 4092
+
+
+def _check_pieces(schedule: Schedule, m: int) -> None:
+    """Refuse, before expanding anything, a split that gives some rank more steps than a file holds.
+
+    Every piece of a transfer is a send step on its source and a receive step on its
+    destination; a receive and a send may fuse into one step, and transfers of one step
+    between the same pair count once (in case they merge), so ``m`` times a rank's distinct
+    sends (or receives) by (step, peer) bounds its steps from below.
+    """
+    seen: set[tuple[int, bool, int, int]] = set()
+    for t in schedule.transfers:
+        if not t.is_local:
+            seen.add((t.src, True, t.step, t.dst))
+            seen.add((t.dst, False, t.step, t.src))
+    per_side: dict[tuple[int, bool], int] = {}
+    for rank, sending, _, _ in seen:
+        per_side[(rank, sending)] = per_side.get((rank, sending), 0) + 1
+    worst = max(((r, n) for (r, _), n in per_side.items()), key=lambda kv: (kv[1], -kv[0]), default=(0, 0))
+    if worst[1] * m > MAX_RANK_STEPS:
+        raise LoweringError(f"chunks x instances = {m} gives rank {worst[0]} at least {worst[1] * m} steps, more "
+                            f"than the {MAX_RANK_STEPS} a rank can hold in the runtime's 4095 XML nodes: use fewer "
+                            f"--chunks or --instances")
 
 
 def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:

@@ -41,6 +41,7 @@ from collc.compiler.program import READS_SRC, RECVS, SENDS, WRITES_DST, Program,
 from collc.compiler.scratch import Interval
 from collc.compiler.segments import Partition
 from collc.errors import ScheduleError
+from collc.inputs import INT64_MAX
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.symbolic import EXACT_LIMIT, DataError, ExactDomain, NumericExpectation, NumVec, leaf_values
 
@@ -111,6 +112,9 @@ def _check_header(p: Program, attrs: dict[str, str] | None, missing: Iterable[tu
     if dialect is not Dialect.LEGACY and p.inplace == 0 and p.outofplace == 0:
         rep.add("attribute", "inplace and outofplace are both 0: the runtime never selects this algorithm",
                 "warning")
+    for key, val in (("minBytes", p.min_bytes), ("maxBytes", p.max_bytes)):
+        if val is not None and not 0 <= val <= INT64_MAX:
+            rep.add("attribute", f"{key}={val} is outside 0..{INT64_MAX}: the runtime reads it as an int64")
     if p.min_bytes is not None and p.max_bytes and p.min_bytes > p.max_bytes:
         rep.add("attribute", f"minBytes={p.min_bytes} exceeds maxBytes={p.max_bytes}")
     if len(p.name) > 63:

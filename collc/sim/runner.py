@@ -15,7 +15,9 @@ that carries data (Simple 1, LL128 120/128, LL 1/2).
 
 from __future__ import annotations
 
+import io
 import json
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +27,8 @@ from collc.compiler.limits import Dialect
 from collc.compiler.program import Program, Proto
 from collc.driver import compile_xml
 from collc.errors import CollcError
+from collc.inputs import INT64_MAX, MAX_SIZES, one_line, output_dir, plot_file
+from collc.outputs import discard, new_temp_dir, publish_dir, signals_blocked, write_file, write_into
 from collc.ir.collective import CollKind
 from collc.sim.analysis import bus_bandwidth, lower_bounds
 from collc.sim.lockstep import program_step_times
@@ -44,9 +48,14 @@ def parse_size(text: str) -> int:
     """'4096', '64KiB', '1MB', '2G' -> bytes (K/M/G/T are powers of 1024, as nccl-tests reads them)."""
     m = _SIZE.match(text.strip())
     if not m:
-        raise SimUsageError(f"cannot read size {text!r} (use e.g. 1048576, 64KiB, 1MiB)")
+        raise SimUsageError(f"cannot read size {one_line(repr(text), 60)} (use e.g. 1048576, 64KiB, 1MiB)")
     power: int = "_KMGT".index(m.group(2).upper() or "_")
-    return int(m.group(1)) * (1 << (10 * power))
+    if len(m.group(1).lstrip("0")) > 19:    # beyond int64 whatever the unit (and int() stays cheap)
+        raise SimUsageError(f"size {one_line(text.strip(), 40)} is beyond int64 (at most {INT64_MAX} bytes)")
+    value = int(m.group(1)) * (1 << (10 * power))
+    if value > INT64_MAX:
+        raise SimUsageError(f"size {text.strip()} is beyond int64 (at most {INT64_MAX} bytes)")
+    return value
 
 
 def parse_sizes(text: str) -> list[int]:
@@ -62,9 +71,12 @@ def parse_sizes(text: str) -> list[int]:
             out.append(size)
             size *= 2
         return out
-    sizes = sorted({parse_size(x) for x in text.split(",") if x.strip()})
+    items = [x for x in text.split(",") if x.strip()]
+    if len(items) > MAX_SIZES:
+        raise SimUsageError(f"{len(items)} sizes: at most {MAX_SIZES} per run")
+    sizes = sorted({parse_size(x) for x in items})
     if not sizes or sizes[0] < 1:
-        raise SimUsageError(f"no positive sizes in {text!r}")
+        raise SimUsageError(f"no positive sizes in {one_line(repr(text), 60)}")
     return sizes
 
 
@@ -267,10 +279,10 @@ def plot_busbw(comparison: Comparison, path: str | Path) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    tmp = Path(str(path) + ".tmp.png")
-    fig.savefig(tmp)
+    image = io.BytesIO()
+    fig.savefig(image, format=plot_file(path).suffix.lower().lstrip("."))
     plt.close(fig)
-    tmp.replace(path)
+    write_file(path, image.getvalue())
 
 
 # --------------------------------------------------------------------------- tune
@@ -329,16 +341,40 @@ def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], si
         rows = comparison.series[label]
         busbw = tuple(r.busbw for r in rows if r.size in run)
         windows.append(Window(label, lo, hi, tuple(run), busbw, fname))
-    algo_dir.mkdir(parents=True, exist_ok=True)
-    for stale in algo_dir.glob("*.xml"):
-        stale.unlink()
-    for fname, text in texts.items():
-        (algo_dir / fname).write_text(text, encoding="ascii")
     manifest = {"topology": topology.name, "collective": kind.value, "model": params.model,
                 "alpha_us": params.alpha_us, "link_bw_GBps": params.link_bw,
                 "windows": [{"file": f"msccl-algorithms/{w.file}", "candidate": w.candidate,
                              "minBytes": w.min_bytes, "maxBytes": w.max_bytes, "sizes": list(w.sizes),
                              "predicted_busbw_GBps": [round(x, 4) for x in w.busbw]} for w in windows],
                 "not_compared": comparison.failed}
-    (out / "MANIFEST.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    _write_tuned(out, texts, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return windows
+
+
+def _write_tuned(out: Path, texts: dict[str, str], manifest: str) -> None:
+    """``out/msccl-algorithms/*.xml`` and ``out/MANIFEST.json``, each set replaced as a whole: the
+    new XML directory is built under a hidden name and swapped in (``collc.outputs``)."""
+    output_dir(out)
+    if not out.exists():
+        tmp = new_temp_dir(out)
+        try:
+            os.mkdir(tmp / "msccl-algorithms", 0o777)
+            for fname, text in texts.items():
+                write_into(tmp / "msccl-algorithms", fname, text)
+            write_into(tmp, "MANIFEST.json", manifest)
+        except BaseException:
+            discard(tmp)
+            raise
+        publish_dir(tmp, out, replace=False)
+        return
+    algo_dir = out / "msccl-algorithms"
+    tmp = new_temp_dir(algo_dir)
+    try:
+        for fname, text in texts.items():
+            write_into(tmp, fname, text)
+    except BaseException:
+        discard(tmp)
+        raise
+    with signals_blocked():     # the XMLs and their manifest change together
+        publish_dir(tmp, algo_dir, replace=True)
+        write_file(out / "MANIFEST.json", manifest)

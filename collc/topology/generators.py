@@ -42,7 +42,7 @@ __all__ = ["ring", "torus", "mesh", "hypercube", "complete", "switch", "fattree"
 #: Largest number of ranks a generator accepts.
 MAX_RANKS = 1 << 16
 #: Largest number of directed links a generator accepts (bounds ``complete``).
-MAX_LINKS = 1 << 22
+MAX_LINKS = 1 << 20     # each link is ~10 us and ~300 bytes to build: the largest specs stay seconds
 
 Coord = tuple[int, ...]
 
@@ -355,6 +355,9 @@ def bigraph(m: int, nsw: int, bandwidth: float = 1.0, latency: float = 0.0) -> T
         raise TopologyError(f"bigraph switch count must be even (upper and lower halves), got {nsw}")
     if m * nsw > MAX_RANKS:
         raise TopologyError(f"bigraph:{m}x{nsw} would have {m * nsw} ranks, more than {MAX_RANKS}")
+    if 2 * (nsw // 2) ** 2 + 2 * m * nsw > MAX_LINKS:
+        raise TopologyError(f"bigraph:{m}x{nsw} would have {2 * (nsw // 2) ** 2 + 2 * m * nsw} links, "
+                            f"more than {MAX_LINKS}")
     _check_link_attrs(bandwidth, latency)
     n = m * nsw
     half = nsw // 2
@@ -419,6 +422,8 @@ def hyperx(dims: Sequence[int], bandwidth: float = 1.0, latency: float = 0.0) ->
     n = rows * cols
     if n > MAX_RANKS:
         raise TopologyError(f"hyperx {rows}x{cols} has {n} ranks, more than {MAX_RANKS}")
+    if n * (rows + cols - 2) > MAX_LINKS:
+        raise TopologyError(f"hyperx {rows}x{cols} would have {n * (rows + cols - 2)} links, more than {MAX_LINKS}")
     _check_link_attrs(bandwidth, latency)
     links: list[Link] = []
     for rank in range(n):

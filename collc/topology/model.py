@@ -18,6 +18,7 @@ sort and a validation pass over its links.
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -32,6 +33,10 @@ __all__ = ["Link", "Topology"]
 
 #: Hamiltonian-cycle search is attempted only for topologies this small.
 MAX_CYCLE_SEARCH_RANKS = 16
+#: Largest node count (ranks, switches) and link-entry count of a topology file; the same
+#: bounds as the generators' (checked before anything is allocated for them).
+MAX_FILE_NODES = 1 << 16
+MAX_FILE_LINKS = 1 << 20
 #: Number of partial paths the cycle search may extend before it gives up.
 CYCLE_SEARCH_BUDGET = 200_000
 #: Number of per-destination switch-route tables kept per topology.
@@ -67,12 +72,15 @@ class Link:
             raise TopologyError(f"link {self.src}->{self.dst}: node ids must be >= 0")
         if self.src == self.dst:
             raise TopologyError(f"link {self.src}->{self.dst}: a link cannot connect a node to itself")
-        if not _is_number(self.bandwidth) or not math.isfinite(self.bandwidth) or self.bandwidth <= 0:
+        # bounds far beyond any machine that keep predicted times finite (JSON has no infinity)
+        if not _is_number(self.bandwidth) or not math.isfinite(self.bandwidth) or self.bandwidth <= 0 \
+                or not 1e-9 <= self.bandwidth <= 1e9:
             raise TopologyError(f"link {self.src}->{self.dst}: bandwidth must be a positive number "
-                                f"(GB/s), got {self.bandwidth!r}")
-        if not _is_number(self.latency) or not math.isfinite(self.latency) or self.latency < 0:
-            raise TopologyError(f"link {self.src}->{self.dst}: latency must be a number >= 0 (us), "
-                                f"got {self.latency!r}")
+                                f"(GB/s) in 1e-9..1e9, got {self.bandwidth!r}")
+        if not _is_number(self.latency) or not math.isfinite(self.latency) or self.latency < 0 \
+                or self.latency > 1e9:
+            raise TopologyError(f"link {self.src}->{self.dst}: latency must be a number >= 0 (us) "
+                                f"and at most 1e9, got {self.latency!r}")
         if not _is_int(self.multiplicity) or self.multiplicity < 1:
             raise TopologyError(f"link {self.src}->{self.dst}: multiplicity must be an integer >= 1, "
                                 f"got {self.multiplicity!r}")
@@ -159,10 +167,37 @@ class Topology:
         if not all(_is_int(r) for r in cycle) or sorted(cycle) != list(range(self.nranks)):
             raise TopologyError(f"topology {self.name}: cycle must list every rank 0..{self.nranks - 1} "
                                 f"exactly once")
+        index, (out, inn), n = self._link_index, self._adjacency, self.nranks
+        # When every switch reaches every other over switches (fat trees, BiGraph, DGX-2), a rank
+        # with a link to a switch reaches every rank with a link from one: no search per step
+        # (that search is a breadth-first pass per rank, minutes for the largest specs).
+        joined = self._switches_strongly_connected()
         for i, a in enumerate(cycle):
             b = cycle[(i + 1) % len(cycle)]
+            if (a, b) in index:
+                continue
+            if joined and any(s >= n for s in out[a]) and any(s >= n for s in inn[b]):
+                continue
             if self.route(a, b) is None:
                 raise TopologyError(f"topology {self.name}: cycle step {a}->{b} has no link or switch route")
+
+    def _switches_strongly_connected(self) -> bool:
+        """True when there are switches and each reaches every other through switches only."""
+        n, nnodes = self.nranks, self.nnodes
+        if nnodes == n:
+            return False
+        out, inn = self._adjacency
+        for adjacency in (out, inn):
+            seen = {n}
+            stack = [n]
+            while stack:
+                for v in adjacency[stack.pop()]:
+                    if v >= n and v not in seen:
+                        seen.add(v)
+                        stack.append(v)
+            if len(seen) != nnodes - n:
+                return False
+        return True
 
     def _check_node(self, node: int) -> None:
         if not _is_int(node) or not 0 <= node < self.nnodes:
@@ -487,19 +522,19 @@ class Topology:
             raise TopologyError("missing required key 'nranks'")
         name = d.get("name", default_name)
         if not isinstance(name, str) or not name:
-            raise TopologyError(f"name must be a non-empty string, got {name!r}")
-        nranks = _int_field(d["nranks"], "nranks", 1)
-        nswitches = _int_field(d.get("nswitches", 0), "nswitches", 0)
+            raise TopologyError(f"name must be a non-empty string, got {_brief(name)}")
+        nranks = _int_field(d["nranks"], "nranks", 1, MAX_FILE_NODES)
+        nswitches = _int_field(d.get("nswitches", 0), "nswitches", 0, MAX_FILE_NODES)
 
         params_raw = d.get("params", {})
         if params_raw is None:
             params_raw = {}
         if not isinstance(params_raw, Mapping):
-            raise TopologyError(f"params must be a mapping of names to values, got {params_raw!r}")
+            raise TopologyError(f"params must be a mapping of names to values, got {_brief(params_raw)}")
         params: list[tuple[str, str]] = []
         for key, value in params_raw.items():
             if not isinstance(key, str) or not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                raise TopologyError(f"params: bad entry {key!r}: {value!r} (expected a name and a "
+                raise TopologyError(f"params: bad entry {_brief(key)}: {_brief(value)} (expected a name and a "
                                     f"string or number)")
             params.append((key, str(value)))
 
@@ -507,20 +542,22 @@ class Topology:
         if defaults_raw is None:
             defaults_raw = {}
         if not isinstance(defaults_raw, Mapping):
-            raise TopologyError(f"defaults must be a mapping, got {defaults_raw!r}")
+            raise TopologyError(f"defaults must be a mapping, got {_brief(defaults_raw)}")
         bad_defaults = sorted(str(k) for k in defaults_raw if k not in ("bandwidth", "latency", "multiplicity"))
         if bad_defaults:
             raise TopologyError(f"defaults: unknown key(s) {', '.join(bad_defaults)} "
                                 f"(known: bandwidth, latency, multiplicity)")
         default_bw = _float_field(defaults_raw.get("bandwidth", 1.0), "defaults.bandwidth")
         default_lat = _float_field(defaults_raw.get("latency", 0.0), "defaults.latency")
-        default_mult = _int_field(defaults_raw.get("multiplicity", 1), "defaults.multiplicity", 1)
+        default_mult = _int_field(defaults_raw.get("multiplicity", 1), "defaults.multiplicity", 1, MAX_FILE_NODES)
 
         links_raw = d.get("links", [])
         if links_raw is None:
             links_raw = []
         if not isinstance(links_raw, Sequence) or isinstance(links_raw, (str, bytes)):
-            raise TopologyError(f"links must be a list, got {links_raw!r}")
+            raise TopologyError(f"links must be a list, got {_brief(links_raw)}")
+        if len(links_raw) > MAX_FILE_LINKS:
+            raise TopologyError(f"{len(links_raw)} link entries, more than {MAX_FILE_LINKS}")
         links: list[Link] = []
         for i, entry in enumerate(links_raw):
             links.extend(_links_from_entry(entry, f"links[{i}]", default_bw, default_lat, default_mult))
@@ -529,7 +566,7 @@ class Topology:
         cycle: tuple[int, ...] | None = None
         if cycle_raw is not None:
             if not isinstance(cycle_raw, Sequence) or isinstance(cycle_raw, (str, bytes)):
-                raise TopologyError(f"cycle must be a list of ranks, got {cycle_raw!r}")
+                raise TopologyError(f"cycle must be a list of ranks, got {_brief(cycle_raw)}")
             cycle = tuple(_int_field(r, "cycle entry", 0) for r in cycle_raw)
         return cls(name, nranks, tuple(links), nswitches, tuple(params), cycle)
 
@@ -539,7 +576,7 @@ _LINK_KEYS = ("src", "dst", "bandwidth", "latency", "multiplicity", "bidirection
 
 def _links_from_entry(entry: object, where: str, bw: float, lat: float, mult: int) -> Iterable[Link]:
     if not isinstance(entry, Mapping):
-        raise TopologyError(f"{where}: a link must be a mapping with src and dst, got {entry!r}")
+        raise TopologyError(f"{where}: a link must be a mapping with src and dst, got {_brief(entry)}")
     unknown = sorted(str(k) for k in entry if k not in _LINK_KEYS)
     if unknown:
         raise TopologyError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(_LINK_KEYS)})")
@@ -550,10 +587,10 @@ def _links_from_entry(entry: object, where: str, bw: float, lat: float, mult: in
     dst = _int_field(entry["dst"], f"{where}.dst", 0)
     bandwidth = _float_field(entry.get("bandwidth", bw), f"{where}.bandwidth")
     latency = _float_field(entry.get("latency", lat), f"{where}.latency")
-    multiplicity = _int_field(entry.get("multiplicity", mult), f"{where}.multiplicity", 1)
+    multiplicity = _int_field(entry.get("multiplicity", mult), f"{where}.multiplicity", 1, MAX_FILE_NODES)
     bidirectional = entry.get("bidirectional", False)
     if not isinstance(bidirectional, bool):
-        raise TopologyError(f"{where}.bidirectional must be true or false, got {bidirectional!r}")
+        raise TopologyError(f"{where}.bidirectional must be true or false, got {_brief(bidirectional)}")
     try:
         link = Link(src, dst, bandwidth, latency, multiplicity)
     except TopologyError as exc:
@@ -561,15 +598,26 @@ def _links_from_entry(entry: object, where: str, bw: float, lat: float, mult: in
     return (link, link.reversed()) if bidirectional else (link,)
 
 
-def _int_field(value: object, what: str, minimum: int) -> int:
+def _int_field(value: object, what: str, minimum: int, maximum: int | None = None) -> int:
     if not isinstance(value, int) or isinstance(value, bool):
-        raise TopologyError(f"{what} must be an integer, got {value!r}")
+        raise TopologyError(f"{what} must be an integer, got {_brief(value)}")
     if value < minimum:
-        raise TopologyError(f"{what} must be >= {minimum}, got {value}")
+        raise TopologyError(f"{what} must be >= {minimum}, got {_brief(value)}")
+    if maximum is not None and value > maximum:
+        raise TopologyError(f"{what} must be <= {maximum}, got {_brief(value)}")
     return value
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxlong, _REPR.maxother = 2, 4, 4, 40, 40, 40
+
+
+def _brief(value: object) -> str:
+    """``repr(value)`` cut short: a file's value may be huge (a long list, a 400-digit number)."""
+    return _REPR.repr(value)
 
 
 def _float_field(value: object, what: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise TopologyError(f"{what} must be a finite number, got {value!r}")
+        raise TopologyError(f"{what} must be a finite number, got {_brief(value)}")
     return float(value)

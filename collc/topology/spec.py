@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from collc.errors import TopologyError
+from collc.inputs import MAX_TOPOLOGY_BYTES, check_spec_text, load_json, load_yaml, read_input
 from collc.topology import generators
 from collc.topology.model import Topology
 
@@ -240,25 +241,16 @@ def load_file(path: str | os.PathLike[str]) -> Topology:
     if suffix not in FILE_SUFFIXES:
         raise TopologyError(f"topology file {p}: unsupported extension {p.suffix!r} "
                             f"(use {', '.join(FILE_SUFFIXES)})")
+    raw = read_input(p, MAX_TOPOLOGY_BYTES, TopologyError, f"topology file {p}")
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise TopologyError(f"cannot read topology file {p}: {reason}") from exc
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TopologyError(f"cannot read topology file {p}: {exc}") from None
     data: Any
     if suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise TopologyError(f"topology file {p}: invalid JSON: {exc}") from exc
+        data = load_json(text, f"topology file {p}", TopologyError)
     else:
-        import yaml  # type: ignore[import-untyped]  # imported lazily: only files need it
-
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            detail = " ".join(str(exc).split())
-            raise TopologyError(f"topology file {p}: invalid YAML: {detail}") from exc
+        data = load_yaml(text, f"topology file {p}", TopologyError)
     if not isinstance(data, dict):
         raise TopologyError(f"topology file {p}: expected a mapping at the top level, "
                             f"got {type(data).__name__}")
@@ -282,6 +274,7 @@ def parse_spec(text: str) -> Topology:
         raise TopologyError("empty topology spec")
     if _looks_like_file(spec):
         return load_file(spec)
+    check_spec_text(spec, TopologyError)
     family, _, rest = spec.partition(":")
     args, sep, options = rest.partition(":")
     entry = FAMILIES.get(family)

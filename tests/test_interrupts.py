@@ -1,0 +1,134 @@
+"""SIGTERM and SIGINT at several moments of real ``collc build`` processes leave no file behind.
+
+Each run starts ``python -m collc.cli build`` (one file, or ``--shard-per-rank``) in an
+empty directory and signals it after a delay (while it imports, builds or lowers) or
+as soon as its temporary output appears (while it writes).  Afterwards the directory
+holds nothing, or, if the build finished first, exactly the complete output.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SWING = ["--algorithm", "swing", "--collective", "allreduce"]
+KINDS = {"file": ["-o", "out.xml"], "shards": ["--shard-per-rank", "-o", "out"]}
+INTERRUPTED = {signal.SIGINT: (130, -signal.SIGINT), signal.SIGTERM: (143, -signal.SIGTERM)}
+
+
+def _complete(d: Path, kind: str, ranks: int) -> bool:
+    if kind == "file":
+        return (d / "out.xml").read_text().endswith("</algo>\n")
+    out = d / "out"
+    return (out / "run-with-msccl.sh").is_file() and all(
+        len(list((out / f"rank-{r}").iterdir())) == 1 for r in range(ranks))
+
+
+def _interrupt(d: Path, topology: str, kind: str, sig: signal.Signals, moment: float | str) -> None:
+    proc = subprocess.Popen([sys.executable, "-m", "collc.cli", "build", "--topology", topology, *SWING,
+                             *KINDS[kind]], cwd=d, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen_temp = False
+    if moment == "writing":      # the first hidden temporary file or directory
+        while proc.poll() is None and not seen_temp:
+            seen_temp = any(name.startswith(".") for name in os.listdir(d))
+            if not seen_temp:
+                time.sleep(0.0005)
+    else:
+        assert isinstance(moment, float)
+        time.sleep(moment)
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    left = sorted(os.listdir(d))
+    ranks = 1
+    for part in topology.split(":")[1].split("x"):
+        ranks *= int(part)
+    if proc.returncode == 0:
+        assert left == [KINDS[kind][-1]] and _complete(d, kind, ranks), (left, err)
+        return
+    assert proc.returncode in INTERRUPTED[sig], (proc.returncode, err)
+    # interrupted: nothing left, or (a signal after the final rename) the complete output only
+    assert left in ([], [KINDS[kind][-1]]), left
+    if left:
+        assert _complete(d, kind, ranks)
+    if proc.returncode > 0:   # our handler ran
+        assert err.count("\n") == 1 and err.startswith("collc: interrupted"), err
+    else:                     # a signal during start-up ends the process quietly
+        assert err == "", err
+    if moment == "writing" and seen_temp:
+        assert left == [], "a signal while writing must remove the partial output"
+    if os.environ.get("COLLC_TRACE_INTERRUPTS"):
+        print(f"{kind} {sig.name} {moment}: rc {proc.returncode}, saw temp {seen_temp}", file=sys.stderr)
+
+
+TERM, INT = signal.SIGTERM, signal.SIGINT
+
+
+@pytest.mark.parametrize("kind, sig, moment", [
+    ("file", TERM, 0.5), ("file", INT, 1.2), ("file", TERM, "writing"), ("file", INT, "writing"),
+    ("shards", INT, 0.5), ("shards", TERM, 1.2), ("shards", TERM, "writing"), ("shards", INT, "writing")])
+def test_interrupted_build_leaves_nothing(tmp_path: Path, kind: str, sig: signal.Signals,
+                                          moment: float | str) -> None:
+    _interrupt(tmp_path, "torus:16x8", kind, sig, moment)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("moment", [2.0, 4.0, "writing"])
+def test_interrupted_large_build_leaves_nothing(tmp_path: Path, kind: str, sig: signal.Signals,
+                                                moment: float | str) -> None:
+    _interrupt(tmp_path, "torus:16x16", kind, sig, moment)
+
+
+def test_interrupt_replacing_shards_keeps_the_old_set(tmp_path: Path) -> None:
+    """A rebuild over an earlier shard directory that is interrupted while writing leaves the old set."""
+    first = subprocess.run([sys.executable, "-m", "collc.cli", "build", "--topology", "torus:4x4", *SWING,
+                            "--shard-per-rank", "-o", "out"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                           capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stderr
+    before = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "out").rglob("*"))
+    _interrupt_rebuild = subprocess.Popen(
+        [sys.executable, "-m", "collc.cli", "build", "--topology", "torus:16x8", *SWING, "--shard-per-rank",
+         "-o", "out"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    while _interrupt_rebuild.poll() is None and not any(n.startswith(".") for n in os.listdir(tmp_path)):
+        time.sleep(0.0005)
+    _interrupt_rebuild.send_signal(signal.SIGTERM)
+    _interrupt_rebuild.communicate(timeout=120)
+    left = sorted(os.listdir(tmp_path))
+    assert left == ["out"]
+    after = sorted(str(p.relative_to(tmp_path)) for p in (tmp_path / "out").rglob("*"))
+    if _interrupt_rebuild.returncode == 0:   # it won the race: the new set, whole
+        assert len(list((tmp_path / "out").glob("rank-*"))) == 128
+    else:
+        assert after == before or len(list((tmp_path / "out").glob("rank-*"))) == 128
+
+
+@pytest.mark.parametrize("ignored", [False, True], ids=["hangup", "nohup"])
+def test_sighup_stops_the_build_unless_ignored(tmp_path: Path, ignored: bool) -> None:
+    """SIGHUP (the terminal closed) cleans up like SIGTERM; under nohup (SIGHUP ignored) the build goes on."""
+    def ignore() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-m", "collc.cli", "build", "--topology", "torus:8x8", *SWING,
+                             "-o", "out.xml"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=ignore if ignored else None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    while proc.poll() is None and not any(n.startswith(".") for n in os.listdir(tmp_path)):
+        time.sleep(0.0005)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=120)
+    if ignored or proc.returncode == 0:
+        assert proc.returncode == 0 and os.listdir(tmp_path) == ["out.xml"], err
+    else:
+        assert proc.returncode == 129 and os.listdir(tmp_path) == [], err
