@@ -1,0 +1,364 @@
+"""Collectives on the two-dimensional fully connected network (2dfc): DO, MD, MultiTree.
+
+Pham, *Low-Latency Collective Communication for HPC Networks* (PhD thesis, SOKENDAI 2026),
+chapter 4; ``docs/kautz-dfc.md`` explains the schedules and lists the check values.
+Topology: ``dfc:M2xM1`` (or ``dragonfly:A,G``); rank ``a2 M1 + a1`` sits at row ``a2``,
+column ``a1``; every row and every column is a clique.  Block ``b`` = one rank's share.
+
+* ``dfc-do`` -- Dimension Order (section 4.1.1, Algorithm 1, eq. 4.5).  Alltoall: step 1
+  sends on every row link one combined message of the M2 blocks bound for the
+  neighbour's column, step 2 on every column link the M1 blocks bound for the
+  neighbour: ``2 alpha + (M1 + M2) b beta``.  Allgather: own block along the row, then
+  the M1 row blocks along the column (``2 alpha + (1 + M1) b beta``); reduce-scatter
+  the mirror (section 4.4 of the notes: ``2 alpha + (M2 + 1) b beta``); allreduce DO
+  reduce-scatter + DO allgather.
+* ``dfc-md`` -- Multi-Dimensional (section 4.2, Algorithm 2, eqs. 4.6-4.7).  Every block
+  is cut into ``(M1+M2)/g`` chunks (``g = gcd(M1, M2)``); the first ``M2/g`` (the
+  fraction ``x = M2/(M1+M2)``) go X then Y, the rest Y then X, so both link sets work
+  in both steps: alltoall ``2 alpha + max(M1, M2) b beta``.  Allgather the same split
+  (square: ``2 alpha + (M+1)/2 b beta``); allreduce is DO reduce-scatter + MD allgather,
+  the thesis's recommendation (Fig. 4.12); reduce-scatter is DO's.
+* ``dfc-multitree`` -- the MultiTree competitor with the thesis's parity tree build
+  (section 4.1.2, Fig. 4.2, eq. 4.4), square networks only: one tree per root, step 1
+  the root reaches its 2(M-1) axis neighbours, each later step grows two row and two
+  column neighbours (offsets 1,2 then 3,4, ...); a column neighbour at row offset o
+  feeds its row's columns of o's parity, a row neighbour at column offset o its
+  column's rows of the other parity.  Steps ``ceil((M^2-1)/(2M-2))``: 3, 4, 5, 9 on
+  4x4, 6x6, 8x8, 16x16.  Alltoall: step 1 carries a neighbour's chunk and its children's
+  (``ceil(M/2) + 1`` chunks), later steps one chunk per link: ``(M/2+1) alpha + (M+1) b
+  beta`` for even M (Table 4.2 prints ``(M/2) alpha + M b beta``; see the docs).
+
+Every step is one message per directed link (combined blocks that are not contiguous
+are gathered and scattered through scratch by the lowering), so the lowered program's
+rounds are the thesis's steps.
+
+>>> from collc.topology import parse_spec
+>>> from collc.frontends.registry import build_schedule
+>>> from collc.ir.collective import CollKind
+>>> s = build_schedule("dfc-md", parse_spec("dfc:4x4"), CollKind.ALLTOALL)
+>>> s.collective.chunk_factor, sorted({t.step for t in s.transfers if not t.is_local})
+(2, [0, 1])
+>>> parity_trees(8).steps
+5
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from collc.errors import ScheduleError
+from collc.frontends.common import I, O, S, Builder
+from collc.frontends.multitree import Trees, check_trees
+from collc.frontends.registry import Algorithm, BuildFn, Options, register
+from collc.ir.collective import Buffer, CollKind, Collective
+from collc.ir.schedule import Schedule
+from collc.topology import Topology
+from collc.topology.kautz_dfc import dfc_dims
+
+__all__ = ["applies", "parity_trees", "eq44_steps", "REFERENCE"]
+
+REFERENCE = ("Pham, Low-Latency Collective Communication for HPC Networks (PhD thesis, SOKENDAI 2026), "
+             "chapter 4: DO (Algorithm 1, eq. 4.5), MD (Algorithm 2, eq. 4.6), MultiTree parity build (eq. 4.4)")
+
+KINDS = {
+    "dfc-do": frozenset({CollKind.ALLTOALL, CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE}),
+    "dfc-md": frozenset({CollKind.ALLTOALL, CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE}),
+    "dfc-multitree": frozenset({CollKind.ALLTOALL}),
+}
+
+Pos = tuple[int, int]   # (a2, a1): row, column
+X, Y = 1, 0             # axis index into Pos: X moves along a row (changes a1), Y along a column
+
+
+def applies(topology: Topology, kind: CollKind, algorithm: str = "dfc-do") -> str | None:
+    """None when ``algorithm`` can run ``kind`` on ``topology``, else the reason."""
+    dims = dfc_dims(topology)
+    if dims is None or len(dims) != 2:
+        return f"{algorithm} needs a two-dimensional fully connected network (dfc:M2xM1 or dragonfly:A,G), " \
+               f"got {topology.name}"
+    if kind not in KINDS[algorithm]:
+        return f"{algorithm} does not implement {kind.value}"
+    if algorithm == "dfc-multitree" and dims[0] != dims[1]:
+        return f"dfc-multitree's parity build is defined for square networks only (thesis 4.1.2), got {topology.name}"
+    return None
+
+
+def eq44_steps(m2: int, m1: int) -> int:
+    """Eq. 4.4: the fewest steps a MultiTree alltoall needs, ceil((m1 m2 - 1) / (m1 + m2 - 2))."""
+    return -(-(m1 * m2 - 1) // (m1 + m2 - 2))
+
+
+# ---------------------------------------------------------------------- grid helpers
+class _Grid:
+    def __init__(self, m2: int, m1: int) -> None:
+        self.dims = (m2, m1)
+        self.n = m2 * m1
+
+    def rank(self, p: Pos) -> int:
+        return p[0] * self.dims[1] + p[1]
+
+    def pos(self, r: int) -> Pos:
+        a2, a1 = divmod(r, self.dims[1])
+        return a2, a1
+
+    @staticmethod
+    def moved(p: Pos, axis: int, value: int) -> Pos:
+        return (value, p[1]) if axis == Y else (p[0], value)
+
+
+def _slots(blocks: Sequence[int], c: int, part: Sequence[int]) -> list[int]:
+    return [q * c + k for q in blocks for k in part]
+
+
+# ---------------------------------------------------------------------- alltoall, DO and MD
+def _alltoall_parts(b: Builder, g: _Grid, c: int, parts: Sequence[tuple[int, Sequence[int]]]) -> None:
+    """Dimension-order alltoall of each part (first axis, chunk offsets in a block) at steps 0 and 1.
+
+    Part scratch at rank v: slot ``(j, t)`` holds the piece from the rank at position j on
+    the first axis (v's line) bound for position t on the second axis.
+    """
+    inplace = b.collective.inplace
+    base = 0
+    for first, part in parts:
+        second = 1 - first
+        mf, ms = g.dims[first], g.dims[second]
+        width = len(part)
+
+        def sslot(j: int, t: int) -> list[int]:
+            return [base + (j * ms + t) * width + k for k in range(width)]  # noqa: B023 (used in this loop only)
+
+        for u in range(g.n):
+            pu = g.pos(u)
+            if not inplace:
+                b.move(0, u, u, I, _slots([u], c, part), O, _slots([u], c, part))
+            # own pieces bound along the second axis wait in scratch for step 1
+            for t in range(ms):
+                if t != pu[second]:
+                    dest = g.rank(g.moved(pu, second, t))
+                    b.move(0, u, u, I, _slots([dest], c, part), S, sslot(pu[first], t))
+            # step 0: along the first axis, the pieces bound for the neighbour's line
+            for x in range(mf):
+                if x == pu[first]:
+                    continue
+                v = g.moved(pu, first, x)
+                dests = [g.rank(g.moved(v, second, t)) for t in range(ms)]
+                b.move(0, u, g.rank(v), I, _slots(dests, c, part), S,
+                       [s for t in range(ms) for s in sslot(pu[first], t)])
+            # step 1: along the second axis, every piece of the line bound for the neighbour
+            line = [g.rank(g.moved(pu, first, j)) for j in range(mf)]
+            for y in range(ms):
+                if y == pu[second]:
+                    continue
+                w = g.rank(g.moved(pu, second, y))
+                b.move(1, u, w, S, [s for j in range(mf) for s in sslot(j, y)], O, _slots(line, c, part))
+            # pieces that reached their destination at step 0
+            for j in range(mf):
+                if j != pu[first]:
+                    b.move(1, u, u, S, sslot(j, pu[second]), O, _slots([line[j]], c, part))
+        base += g.n * width
+    b.scratch = base
+
+
+# ---------------------------------------------------------------------- allgather, DO and MD
+def _allgather_parts(b: Builder, g: _Grid, c: int, parts: Sequence[tuple[int, Sequence[int]]], s0: int,
+                     src: Buffer) -> None:
+    """Each part: own piece along the first axis at step s0, the line's pieces along the second at s0+1.
+
+    ``src`` is where rank u's own block starts out: the input (allgather, offsets within the
+    block) or the output (allreduce, at the block's own offsets)."""
+    for first, part in parts:
+        second = 1 - first
+        mf, ms = g.dims[first], g.dims[second]
+        for u in range(g.n):
+            pu = g.pos(u)
+            own = list(part) if src is I else _slots([u], c, part)
+            for x in range(mf):
+                if x != pu[first]:
+                    b.move(s0, u, g.rank(g.moved(pu, first, x)), src, own, O, _slots([u], c, part))
+            line = [g.rank(g.moved(pu, first, j)) for j in range(mf)]
+            for y in range(ms):
+                if y != pu[second]:
+                    w = g.rank(g.moved(pu, second, y))
+                    b.move(s0 + 1, u, w, O, _slots(line, c, part), O, _slots(line, c, part))
+
+
+# ---------------------------------------------------------------------- reduce-scatter, DO
+def _reducescatter_do(b: Builder, g: _Grid, c: int, s0: int, allreduce: bool) -> None:
+    """DO reduce-scatter: X then Y (mirror of DO allgather), whole blocks of ``c`` chunks.
+
+    Partials of block q live at offset ``q c`` of O (allreduce) or of scratch
+    (reducescatter, initialised by :func:`_reducescatter_init`; a last, local step
+    copies a rank's finished block to its output)."""
+    part = range(c)
+    m2, m1 = g.dims
+    work = O if allreduce else S
+    for u in range(g.n):
+        pu = g.pos(u)
+        # step s0 (X): to row neighbour (a2, k) the blocks bound for column k, reduced there
+        for k in range(m1):
+            if k != pu[1]:
+                dests = _slots([g.rank((r, k)) for r in range(m2)], c, part)
+                b.move(s0, u, g.rank((pu[0], k)), O if allreduce else I, dests, work, dests, reduce=True)
+        # step s0+1 (Y): the partial of (r, a1) to (r, a1)
+        for r in range(m2):
+            if r != pu[0]:
+                q = _slots([g.rank((r, pu[1]))], c, part)
+                b.move(s0 + 1, u, g.rank((r, pu[1])), work, q, work, q, reduce=True)
+        if not allreduce:
+            b.move(s0 + 2, u, u, S, _slots([u], c, part), O, part)
+    if not allreduce:
+        b.scratch = g.n * c
+
+
+def _reducescatter_init(b: Builder, g: _Grid, c: int) -> None:
+    """Step 0 (local): the partial slots a rank accumulates (its column's blocks) start as its input."""
+    for v in range(g.n):
+        a1 = g.pos(v)[1]
+        column = _slots([g.rank((r, a1)) for r in range(g.dims[0])], c, range(c))
+        b.move(0, v, v, I, column, S, column)
+
+
+# ---------------------------------------------------------------------- MultiTree (parity build)
+def parity_trees(m: int, topology: Topology | None = None) -> Trees:
+    """The thesis's parity MultiTree build on an m x m 2dfc, as :class:`multitree.Trees`.
+
+    Validated with :func:`multitree.check_trees` (spanning trees, every link at most once
+    per step) when ``topology`` is given."""
+    if m < 2:
+        raise ScheduleError(f"the parity build needs m >= 2, got {m}")
+    g = _Grid(m, m)
+    edges: list[tuple[tuple[int, int, int], ...]] = []
+    paths: list[tuple[tuple[int, ...], ...]] = []
+    sequence: list[tuple[int, int, int, int]] = []
+    steps = 1
+    for root in range(g.n):
+        r2, r1 = g.pos(root)
+
+        def at(o2: int, o1: int) -> int:
+            return g.rank(((r2 + o2) % m, (r1 + o1) % m))  # noqa: B023 (used in this iteration only)
+
+        tree: list[tuple[int, int, int]] = []
+        for o in range(1, m):
+            tree.append((root, at(0, o), 1))
+        for o in range(1, m):
+            tree.append((root, at(o, 0), 1))
+        for o in range(1, m):
+            t = 2 + (o - 1) // 2
+            steps = max(steps, t)
+            tree.extend((at(o, 0), at(o, x), t) for x in range(1, m) if x % 2 == o % 2)
+            tree.extend((at(0, o), at(y, o), t) for y in range(1, m) if y % 2 != o % 2)
+        tree.sort(key=lambda e: e[2])
+        edges.append(tuple(tree))
+        paths.append(tuple((p, ch) for p, ch, _ in tree))
+        sequence.extend((root, p, ch, t) for p, ch, t in tree)
+    trees = Trees(f"dfc:{m}x{m}", g.n, steps, "parity", "offset", 0, tuple(edges), tuple(paths),
+                  tuple(sorted(sequence, key=lambda e: (e[3], e[0]))))
+    if topology is not None:
+        check_trees(trees, topology)
+    return trees
+
+
+def _alltoall_multitree(b: Builder, trees: Trees) -> None:
+    """Tree r carries r's chunks: at step 1 the root sends each neighbour its chunk and its
+    children's (one message into scratch); at the child's step the neighbour forwards one chunk."""
+    n = trees.nranks
+    inplace = b.collective.inplace
+    used = [0] * n
+    for root, tree in enumerate(trees.edges):
+        if not inplace:
+            b.move(0, root, root, I, [root], O, [root])
+        kids: dict[int, list[tuple[int, int]]] = {}
+        for p, ch, t in tree:
+            if p != root:
+                kids.setdefault(p, []).append((ch, t))
+        for p, ch, t in tree:
+            if p != root:
+                continue
+            below = kids.get(ch, [])
+            at = used[ch]
+            used[ch] += 1 + len(below)
+            b.move(0, root, ch, I, [ch] + [k for k, _ in below], S, range(at, at + 1 + len(below)))
+            b.move(1, ch, ch, S, [at], O, [root])
+            for i, (k, t_k) in enumerate(below):
+                b.move(t_k - 1, ch, k, S, [at + 1 + i], O, [root])
+    b.scratch = max(used)
+
+
+# ---------------------------------------------------------------------- build
+def _build(algorithm: str, topology: Topology, request: Collective, opts: Options) -> Schedule:
+    reason = applies(topology, request.kind, algorithm)
+    if reason is not None:
+        raise ScheduleError(reason)
+    dims = dfc_dims(topology)
+    assert dims is not None
+    m2, m1 = dims
+    g = _Grid(m2, m1)
+    n, kind = g.n, request.kind
+    if algorithm == "dfc-md" and kind is not CollKind.REDUCESCATTER:
+        gcd = math.gcd(m1, m2)
+        c = (m1 + m2) // gcd
+        x1 = m2 // gcd
+        parts: list[tuple[int, Sequence[int]]] = [(X, range(0, x1)), (Y, range(x1, c))]
+    else:
+        c = 1
+        parts = [(X, range(1))]
+    if algorithm == "dfc-multitree":
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        _alltoall_multitree(b, parity_trees(m1, topology))
+    elif kind is CollKind.ALLTOALL:
+        b = Builder(Collective(kind, n, c, request.inplace))
+        _alltoall_parts(b, g, c, parts)
+    elif kind is CollKind.ALLGATHER:
+        b = Builder(Collective(kind, n, c, request.inplace))
+        if not request.inplace:
+            for u in range(n):
+                b.move(0, u, u, I, range(c), O, range(u * c, u * c + c))
+        _allgather_parts(b, g, c, parts, 0, I)
+    elif kind is CollKind.REDUCESCATTER:
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        _reducescatter_init(b, g, 1)
+        _reducescatter_do(b, g, 1, 1, allreduce=False)
+    else:  # allreduce: DO reduce-scatter on whole blocks, then DO or MD allgather
+        b = Builder(Collective(kind, n, n * c, request.inplace))
+        start = 0
+        if not request.inplace:
+            for u in range(n):
+                b.move(0, u, u, I, range(n * c), O, range(n * c))
+            start = 1
+        _reducescatter_do(b, g, c, start, allreduce=True)
+        _allgather_parts(b, g, c, parts, start + 2, O)
+    return b.schedule(algorithm, opts, topology.name, REFERENCE)
+
+
+def _builder(algorithm: str) -> BuildFn:
+    def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
+        return _build(algorithm, topology, request, opts)
+    return build
+
+
+register(Algorithm(
+    name="dfc-do",
+    collectives=KINDS["dfc-do"],
+    topologies="2D fully connected: dfc:M2xM1, dragonfly:A,G",
+    summary="Dimension Order on a 2dfc: rows then columns, one combined message per link and step (2 steps)",
+    reference=REFERENCE, build=_builder("dfc-do"),
+    example="collc build --topology dfc:4x4 --algorithm dfc-do --collective alltoall -o a2a.xml",
+))
+register(Algorithm(
+    name="dfc-md",
+    collectives=KINDS["dfc-md"],
+    topologies="2D fully connected: dfc:M2xM1, dragonfly:A,G",
+    summary="Multi-Dimensional on a 2dfc: blocks split M2:M1, two dimension orders at once (2 steps); "
+            "allreduce = DO reduce-scatter + MD allgather",
+    reference=REFERENCE, build=_builder("dfc-md"),
+    example="collc build --topology dfc:8x8 --algorithm dfc-md --collective alltoall -o a2a.xml",
+))
+register(Algorithm(
+    name="dfc-multitree",
+    collectives=KINDS["dfc-multitree"],
+    topologies="square 2D fully connected: dfc:MxM",
+    summary="MultiTree alltoall with the thesis's parity tree build (eq. 4.4 steps: 3/4/5/9 on 4x4/6x6/8x8/16x16)",
+    reference=REFERENCE, build=_builder("dfc-multitree"),
+    example="collc build --topology dfc:8x8 --algorithm dfc-multitree --collective alltoall -o a2a.xml",
+))
