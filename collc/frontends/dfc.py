@@ -56,7 +56,7 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 from collc.topology.kautz_dfc import dfc_dims
 
-__all__ = ["applies", "parity_trees", "eq44_steps", "REFERENCE"]
+__all__ = ["applies", "parity_trees", "eq44_steps", "tree_alltoall", "REFERENCE"]
 
 REFERENCE = ("Pham, Low-Latency Collective Communication for HPC Networks (PhD thesis, SOKENDAI 2026), "
              "chapter 4: DO (Algorithm 1, eq. 4.5), MD (Algorithm 2, eq. 4.6), MultiTree parity build (eq. 4.4)")
@@ -259,14 +259,19 @@ def parity_trees(m: int, topology: Topology | None = None) -> Trees:
     return trees
 
 
-def _alltoall_multitree(b: Builder, trees: Trees) -> None:
-    """Tree r carries r's chunks: at step 1 the root sends each neighbour its chunk and its
-    children's (one message into scratch); at the child's step the neighbour forwards one chunk."""
-    n = trees.nranks
-    inplace = b.collective.inplace
+def tree_alltoall(b: Builder, edges: Sequence[Sequence[tuple[int, int, int]]]) -> None:
+    """Alltoall over one depth-2 tree per root (``edges[r]``: ``(parent, child, step)``, steps from 1).
+
+    Tree r carries r's chunks.  At step 1 the root sends each child its chunk and the
+    chunks of that child's children (one message, into scratch); a child then forwards
+    one chunk to each of its children at their step.  Forwards sharing a link and a step
+    (several trees) travel as one combined message.  Writes schedule steps ``t - 1``.
+    """
+    n = b.collective.nranks
     used = [0] * n
-    for root, tree in enumerate(trees.edges):
-        if not inplace:
+    forward: dict[tuple[int, int, int], list[tuple[int, int]]] = {}   # (step, u, v) -> [(slot, root)]
+    for root, tree in enumerate(edges):
+        if not b.collective.inplace:
             b.move(0, root, root, I, [root], O, [root])
         kids: dict[int, list[tuple[int, int]]] = {}
         for p, ch, t in tree:
@@ -275,13 +280,19 @@ def _alltoall_multitree(b: Builder, trees: Trees) -> None:
         for p, ch, t in tree:
             if p != root:
                 continue
+            if t != 1:
+                raise ScheduleError(f"tree {root}: the root must reach its children at step 1")
             below = kids.get(ch, [])
             at = used[ch]
             used[ch] += 1 + len(below)
             b.move(0, root, ch, I, [ch] + [k for k, _ in below], S, range(at, at + 1 + len(below)))
             b.move(1, ch, ch, S, [at], O, [root])
             for i, (k, t_k) in enumerate(below):
-                b.move(t_k - 1, ch, k, S, [at + 1 + i], O, [root])
+                if kids.get(k):
+                    raise ScheduleError(f"tree {root} is deeper than 2")
+                forward.setdefault((t_k - 1, ch, k), []).append((at + 1 + i, root))
+    for (step, u, v), items in sorted(forward.items()):
+        b.move(step, u, v, S, [slot for slot, _ in items], O, [root for _, root in items])
     b.scratch = max(used)
 
 
@@ -305,7 +316,7 @@ def _build(algorithm: str, topology: Topology, request: Collective, opts: Option
         parts = [(X, range(1))]
     if algorithm == "dfc-multitree":
         b = Builder(Collective(kind, n, 1, request.inplace))
-        _alltoall_multitree(b, parity_trees(m1, topology))
+        tree_alltoall(b, parity_trees(m1, topology).edges)
     elif kind is CollKind.ALLTOALL:
         b = Builder(Collective(kind, n, c, request.inplace))
         _alltoall_parts(b, g, c, parts)
