@@ -25,6 +25,12 @@ reduce and reduce-scatter; allreduce is reduce-scatter then allgather (Table 3.1
   Broadcast and reduce (one tree, no contention) are the 2-step BFS of kautz-c, as in
   Table 3.2.
 
+Point-to-point multipath (section 3.3, :func:`multipath`): the up to D edge-disjoint paths
+of length <= 3 between two ranks are computed, but no file is emitted: an MSCCL XML is
+selected for a collective that every rank calls, while ``ncclSend``/``ncclRecv`` are called
+by the two endpoints only, so the relaying ranks of a multipath transfer would never run
+their part, and collc's IR has no send/receive collective.
+
 Scatter and gather (Table 3.1) are not built: collc's IR and checker have no scatter or
 gather collective, and of the MSCCL runtimes only RCCL hooks them (msccl-runtime notes,
 section 1.5), so no file is emitted for them.
@@ -53,7 +59,7 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 from collc.topology.kautz_dfc import kautz_params, kautz_rank, kautz_words
 
-__all__ = ["applies", "out_tree", "in_tree", "children", "REFERENCE", "KINDS"]
+__all__ = ["applies", "out_tree", "in_tree", "children", "multipath", "REFERENCE", "KINDS"]
 
 REFERENCE = ("Pham, Low-Latency Collective Communication for HPC Networks (PhD thesis, SOKENDAI 2026), "
              "chapter 3: Kautz-C (eqs. 3.3-3.6) and Kautz-M (Fig. 3.1), Table 3.2")
@@ -102,6 +108,33 @@ def in_tree(root: int, d: int, variant: str) -> list[Edge]:
     round and time reversed (``(c', p', T + 1 - t)``: child sends to parent at that step)."""
     steps = 2 if variant == "c" else d + 1
     return [(_flip(c, d), _flip(p, d), steps + 1 - t) for p, c, t in out_tree(_flip(root, d), d, variant)]
+
+
+def multipath(src: int, dst: int, d: int) -> list[tuple[int, ...]]:
+    """Section 3.3: edge-disjoint paths ``src -> dst`` on K(d, 2), the shortest first.
+
+    For ``xy -> zt``: z != y (type 1): <x y z t> and <x y k z t>, k not in {y, z};
+    zt = yx (type 2): the link and <x y k y x>, k not in {x, y}; z = y, t != x (type 3):
+    the link and <x y k y t>, k not in {x, y, t}.  Paths are rank tuples.
+
+    >>> from collc.topology.kautz_dfc import kautz_label
+    >>> [[kautz_label(r, 3, 2) for r in p] for p in multipath(kautz_rank("01", 3, 2), kautz_rank("02", 3, 2), 3)]
+    [['01', '10', '02'], ['01', '12', '20', '02'], ['01', '13', '30', '02']]
+    """
+    if src == dst:
+        raise ScheduleError("a multipath transfer needs two different ranks")
+    x, y = kautz_words(d, 2)[src]
+    z, t = kautz_words(d, 2)[dst]
+
+    def walk(word: Sequence[int]) -> tuple[int, ...]:
+        return tuple(kautz_rank((a, b), d, 2) for a, b in zip(word, word[1:]))
+
+    letters = range(d + 1)
+    if z != y:
+        return [walk((x, y, z, t))] + [walk((x, y, k, z, t)) for k in letters if k not in (y, z)]
+    if t == x:
+        return [walk((x, y, x))] + [walk((x, y, k, y, x)) for k in letters if k not in (x, y)]
+    return [walk((x, y, t))] + [walk((x, y, k, y, t)) for k in letters if k not in (x, y, t)]
 
 
 # ---------------------------------------------------------------------- emitters

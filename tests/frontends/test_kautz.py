@@ -15,7 +15,7 @@ import pytest
 from collc.compiler.limits import Dialect
 from collc.driver import Compiled, compile_xml
 from collc.errors import CollcError
-from collc.frontends.kautz import children, in_tree, out_tree
+from collc.frontends.kautz import children, in_tree, multipath, out_tree
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind
 from collc.ir.schedule import Schedule
@@ -254,3 +254,37 @@ def test_trees_cover_and_mirror(d: int) -> None:
                 use[(p, c, t)] = use.get((p, c, t), 0) + 1
         if variant == "m":   # Kautz-M: contention-free by construction
             assert max(use.values()) == 1
+
+
+# ---------------------------------------------------------------------- point-to-point multipath (notes 3.10)
+def test_multipath_worked_paths() -> None:
+    def paths(a: str, b: str, d: int) -> list[str]:
+        return ["-".join(kautz_label(r, d, 2) for r in p)
+                for p in multipath(kautz_rank(a, d, 2), kautz_rank(b, d, 2), d)]
+    assert paths("01", "02", 3) == ["01-10-02", "01-12-20-02", "01-13-30-02"]
+    assert paths("01", "10", 3) == ["01-10", "01-12-21-10", "01-13-31-10"]
+    assert paths("01", "12", 3) == ["01-12", "01-13-31-12"]
+    assert paths("01", "02", 2) == ["01-10-02", "01-12-20-02"]
+    assert paths("01", "12", 2) == ["01-12"]          # type 3 on K(2,2): single path (Fig 3.8)
+
+
+@pytest.mark.parametrize("d, speedup", [(3, 1.58), (4, 2.27), (8, 4.96), (16, 10.31)])
+def test_multipath_disjoint_and_eq39(d: int, speedup: float) -> None:
+    topo = parse_spec(f"kautz:{d},2")
+    n = d * (d + 1)
+    hops = 0
+    for dst in range(1, n):
+        ps = multipath(0, dst, d)
+        links = [(a, b) for p in ps for a, b in zip(p, p[1:])]
+        assert all(topo.has_link(a, b) for a, b in links) and len(set(links)) == len(links)
+        assert max(len(p) for p in ps) - 1 <= 3 and all(p[0] == 0 and p[-1] == dst for p in ps)
+        assert len(ps) == (d - 1 if len(ps[0]) == 2 and dst != _rev(0, d) else d)
+        hops += len(ps[0]) - 1
+    assert hops == 2 * d * d + d - 2                   # eq. 3.7's numerator: shortest-path hops per source
+    # eq. 3.9: single-path average hops over multipath's 3 hops of M/d
+    assert round((hops / n) / (3 / d), 2) == speedup
+
+
+def _rev(rank: int, d: int) -> int:
+    a, b = (int(x) for x in kautz_label(rank, d, 2).split(".")) if d > 9 else (int(c) for c in kautz_label(rank, d, 2))
+    return kautz_rank((b, a), d, 2)
