@@ -112,5 +112,5 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
 
 def _load() -> None:
     """Import the frontend modules once; each registers its algorithms at import."""
-    from collc.frontends import (binomial_tree, dfc, direct, hdrm, kautz, multitree,  # noqa: F401
+    from collc.frontends import (alltoall_baselines, binomial_tree, dfc, direct, hdrm, kautz, multitree,  # noqa: F401
                                  recursive_doubling, ring, ring2d, swing, torus_baselines, trees)

@@ -1,0 +1,118 @@
+"""Alltoall baselines every cluster compares against: pairwise exchange and Bruck.
+
+As described among the production algorithms of Pham, *Low-Latency Collective
+Communication for HPC Networks* (PhD thesis, SOKENDAI 2026), section 4.3 (Table 4.3),
+after Thakur, Rabenseifner and Gropp (2005) and Bruck et al. (1997); see
+``docs/kautz-dfc.md``.  Topology: any on which every rank can reach every other (a
+routed network such as ``dfc``, ``torus``, ``hyperx``; a complete graph; a switch).
+
+* ``pairwise``: P-1 steps; at step k rank r sends its block for ``r XOR k`` to it
+  (P a power of two) or for ``(r + k) mod P`` to that rank (else), receiving from
+  ``(r - k) mod P``.  Cost ``(P-1)(alpha + M/P beta)``: bandwidth-lean, latency-heavy.
+* ``bruck``: a local rotation (slot j holds the block for ``r + j``), then
+  ``ceil(log2 P)`` steps: at step k rank r sends the slots whose bit k is set to
+  ``(r + 2^k) mod P``, which stores them in the same slots; finally slot j holds the
+  block from ``r - j``.  Cost ``ceil(log2 P) alpha + ceil(log2 P) M/2 beta`` (about
+  half the blocks each step): latency-lean, bandwidth-heavy.
+
+>>> from collc.topology import parse_spec
+>>> from collc.frontends.registry import build_schedule
+>>> from collc.ir.collective import CollKind
+>>> build_schedule("bruck", parse_spec("dfc:4x4"), CollKind.ALLTOALL).nsteps
+6
+>>> build_schedule("pairwise", parse_spec("dfc:4x4"), CollKind.ALLTOALL).nsteps
+15
+"""
+
+from __future__ import annotations
+
+from collc.errors import ScheduleError
+from collc.frontends.common import I, O, S, Builder, is_pow2
+from collc.frontends.registry import Algorithm, Options, register
+from collc.ir.collective import CollKind, Collective
+from collc.ir.schedule import Schedule
+from collc.topology import Topology
+
+__all__ = ["applies", "REFERENCE"]
+
+REFERENCE = ("pairwise exchange and Bruck alltoall (Thakur et al. 2005; Bruck et al. 1997), the baselines of "
+             "Pham, Low-Latency Collective Communication for HPC Networks (2026), section 4.3")
+
+
+def applies(topology: Topology, kind: CollKind) -> str | None:
+    """None when every rank can reach every other (routed, linked or through switches)."""
+    if kind is not CollKind.ALLTOALL:
+        return f"pairwise and bruck implement alltoall only, not {kind.value}"
+    if topology.is_routed():
+        return None
+    n = topology.nranks
+    for a in range(n):
+        for b in range(n):
+            if a != b and topology.route(a, b) is None:
+                return (f"pairwise and bruck send between any two ranks; {topology.name} has no link or switch "
+                        f"route {a}->{b} and is not a routed network")
+    return None
+
+
+def _check(topology: Topology, request: Collective) -> None:
+    reason = applies(topology, request.kind)
+    if reason is not None:
+        raise ScheduleError(reason)
+
+
+def build_pairwise(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    _check(topology, request)
+    n = request.nranks
+    b = Builder(Collective(CollKind.ALLTOALL, n, 1, request.inplace))
+    # in place, received blocks overwrite slots still to be sent (unless partners swap
+    # the very slots, XOR with P a power of two): send from a copy in scratch then
+    staged = request.inplace and not is_pow2(n)
+    start = 1 if staged else 0
+    for r in range(n):
+        if not request.inplace:
+            b.move(0, r, r, I, [r], O, [r])
+        if staged:
+            b.move(0, r, r, I, range(n), S, range(n))
+    b.scratch = n if staged else 0
+    for k in range(1, n):
+        for r in range(n):
+            peer = r ^ k if is_pow2(n) else (r + k) % n
+            # a lane per 31 partners keeps every channel within the runtime's 32 tbs per direction
+            b.move(start + k - 1, r, peer, S if staged else I, [peer], O, [r], lane=(k - 1) // 31)
+    return b.schedule("pairwise", opts, topology.name, REFERENCE)
+
+
+def build_bruck(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    _check(topology, request)
+    n = request.nranks
+    b = Builder(Collective(CollKind.ALLTOALL, n, 1, request.inplace))
+    b.scratch = n
+    for r in range(n):   # rotation: scratch slot j holds the block for r + j
+        b.move(0, r, r, I, [(r + j) % n for j in range(n)], S, range(n))
+    k, step = 0, 1
+    while (1 << k) < n:
+        slots = [j for j in range(n) if j >> k & 1]
+        for r in range(n):
+            b.move(step, r, (r + (1 << k)) % n, S, slots, S, slots)
+        k, step = k + 1, step + 1
+    for r in range(n):   # slot j now holds the block from r - j
+        b.move(step, r, r, S, range(n), O, [(r - j) % n for j in range(n)])
+    return b.schedule("bruck", opts, topology.name, REFERENCE)
+
+
+register(Algorithm(
+    name="pairwise",
+    collectives=frozenset({CollKind.ALLTOALL}),
+    topologies="any with a route between every pair (routed networks, complete, switch)",
+    summary="pairwise-exchange alltoall: P-1 steps, one block to one partner per step",
+    reference=REFERENCE, build=build_pairwise,
+    example="collc build --topology dfc:4x4 --algorithm pairwise --collective alltoall -o a2a.xml",
+))
+register(Algorithm(
+    name="bruck",
+    collectives=frozenset({CollKind.ALLTOALL}),
+    topologies="any with a route between every pair (routed networks, complete, switch)",
+    summary="Bruck alltoall: ceil(log2 P) steps sending about half the blocks to rank + 2^k",
+    reference=REFERENCE, build=build_bruck,
+    example="collc build --topology dfc:4x4 --algorithm bruck --collective alltoall -o a2a.xml",
+))
