@@ -234,7 +234,8 @@ def _builder(variant: str) -> BuildFn:
     return build
 
 
-_NOTE = "; scatter/gather: not emitted (no MSCCL executor collective; collc has no scatter/gather IR)"
+_NOTE = ("; scatter/gather: not emitted (of the MSCCL runtimes only RCCL hooks them, and collc has no "
+         "scatter/gather collective)")
 
 register(Algorithm(
     name="kautz-c",
