@@ -105,7 +105,22 @@ def kautz(d: int, k: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topol
              for i, w in enumerate(words) for z in range(d + 1) if z != w[-1]]
     options, extra = _suffix(bandwidth, latency)
     name = f"kautz:{d},{k}" + (":" + ",".join(options) if options else "")
-    return Topology(name, n, tuple(links), params=(("degree", str(d)), ("diameter", str(k)), *extra))
+    return Topology(name, n, tuple(links), params=(("degree", str(d)), ("diameter", str(k)), *extra),
+                    cycle=_kautz_cycle(d, k))
+
+
+def _kautz_cycle(d: int, k: int) -> tuple[int, ...]:
+    """A Hamiltonian cycle over the ranks.  K(d,k) is the line digraph of K(d,k-1) (of the
+    complete digraph on the d+1 letters for k = 2): an Eulerian circuit there passes every
+    word of K(d,k) once, consecutive words linked."""
+    import networkx as nx  # imported lazily: slow import
+
+    if k == 1:
+        return tuple(range(d + 1))
+    g = nx.MultiDiGraph()
+    g.add_edges_from((w, w[1:] + (z,)) for w in kautz_words(d, k - 1) for z in range(d + 1) if z != w[-1])
+    index = _kautz_index(d, k)
+    return tuple(index[u + (v[-1],)] for u, v in nx.eulerian_circuit(g, source=kautz_words(d, k - 1)[0]))
 
 
 def kautz_params(topology: Topology) -> tuple[int, int] | None:
@@ -150,6 +165,29 @@ def _check_fc_dims(dims: Sequence[int], family: str) -> tuple[int, ...]:
     return out
 
 
+def _fc_cycle(sizes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A Hamiltonian cycle of a 2-D fully connected network (None in other dimensions).
+
+    Row r is walked from column a_r to column a_(r+1) (consecutive rows meet in a column,
+    and a row is a clique), with a_0 = a_R = 0: a_r = r mod 2, and a_(R-1) = 2 for odd R.
+    Odd R with 2 columns is walked by columns instead."""
+    if len(sizes) != 2:
+        return None
+    rows, cols = sizes
+    if rows % 2 and cols == 2:
+        # down column 0, up column 1
+        return tuple([r * cols for r in range(rows)] + [r * cols + 1 for r in reversed(range(rows))])
+    ends = [r % 2 for r in range(rows)] + [0]
+    if rows % 2:
+        ends[rows - 1] = 2
+    order: list[int] = []
+    for r in range(rows):
+        first, last = ends[r], ends[r + 1]
+        middle = [c for c in range(cols) if c not in (first, last)]
+        order.extend(r * cols + c for c in [first, *middle, last])
+    return tuple(order)
+
+
 def dfc(dims: Sequence[int], bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
     """The n-dimensional fully connected network ``dims = [Mn, .., M2, M1]`` (row-major ranks)."""
     sizes = _check_fc_dims(dims, "dfc")
@@ -157,7 +195,7 @@ def dfc(dims: Sequence[int], bandwidth: float = 1.0, latency: float = 0.0) -> To
     options, extra = _suffix(bandwidth, latency)
     name = f"dfc:{text}" + (":" + ",".join(options) if options else "")
     return Topology(name, math.prod(sizes), tuple(_fc_links(sizes, bandwidth, latency)),
-                    params=(("dims", text), ("routing", "network"), *extra))
+                    params=(("dims", text), ("routing", "network"), *extra), cycle=_fc_cycle(sizes))
 
 
 def dragonfly(a: int, g: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
@@ -169,7 +207,7 @@ def dragonfly(a: int, g: int, bandwidth: float = 1.0, latency: float = 0.0) -> T
     name = f"dragonfly:{a},{g}" + (":" + ",".join(options) if options else "")
     return Topology(name, a * g, tuple(_fc_links(sizes, bandwidth, latency)),
                     params=(("dims", f"{g}x{a}"), ("routing", "network"), ("groups", str(g)),
-                            ("routers", str(a)), *extra))
+                            ("routers", str(a)), *extra), cycle=_fc_cycle(sizes))
 
 
 def dfc_dims(topology: Topology) -> tuple[int, ...] | None:
