@@ -113,7 +113,7 @@ def _kautz_cycle(d: int, k: int) -> tuple[int, ...]:
     """A Hamiltonian cycle over the ranks.  K(d,k) is the line digraph of K(d,k-1) (of the
     complete digraph on the d+1 letters for k = 2): an Eulerian circuit there passes every
     word of K(d,k) once, consecutive words linked."""
-    import networkx as nx  # imported lazily: slow import
+    import networkx as nx  # type: ignore[import-untyped]  # imported lazily: slow import
 
     if k == 1:
         return tuple(range(d + 1))
