@@ -56,7 +56,7 @@ from collc.ir.schedule import Schedule
 from collc.topology import Topology
 from collc.topology.kautz_dfc import dfc_dims
 
-__all__ = ["applies", "parity_trees", "eq44_steps", "tree_alltoall", "REFERENCE"]
+__all__ = ["applies", "applies_multitree", "parity_trees", "eq44_steps", "tree_alltoall", "REFERENCE"]
 
 REFERENCE = ("Pham, Low-Latency Collective Communication for HPC Networks (PhD thesis, SOKENDAI 2026), "
              "chapter 4: DO (Algorithm 1, eq. 4.5), MD (Algorithm 2, eq. 4.6), MultiTree parity build (eq. 4.4)")
@@ -71,8 +71,7 @@ Pos = tuple[int, int]   # (a2, a1): row, column
 X, Y = 1, 0             # axis index into Pos: X moves along a row (changes a1), Y along a column
 
 
-def applies(topology: Topology, kind: CollKind, algorithm: str = "dfc-do") -> str | None:
-    """None when ``algorithm`` can run ``kind`` on ``topology``, else the reason."""
+def _applies(topology: Topology, kind: CollKind, algorithm: str) -> str | None:
     dims = dfc_dims(topology)
     if dims is None or len(dims) != 2:
         return f"{algorithm} needs a two-dimensional fully connected network (dfc:M2xM1 or dragonfly:A,G), " \
@@ -82,6 +81,16 @@ def applies(topology: Topology, kind: CollKind, algorithm: str = "dfc-do") -> st
     if algorithm == "dfc-multitree" and dims[0] != dims[1]:
         return f"dfc-multitree's parity build is defined for square networks only (thesis 4.1.2), got {topology.name}"
     return None
+
+
+def applies(topology: Topology, kind: CollKind) -> str | None:
+    """None when ``dfc-do`` and ``dfc-md`` can run ``kind`` on ``topology``, else the reason."""
+    return _applies(topology, kind, "dfc-do")
+
+
+def applies_multitree(topology: Topology, kind: CollKind) -> str | None:
+    """None when ``dfc-multitree`` can run ``kind`` on ``topology``, else the reason."""
+    return _applies(topology, kind, "dfc-multitree")
 
 
 def eq44_steps(m2: int, m1: int) -> int:
@@ -298,7 +307,7 @@ def tree_alltoall(b: Builder, edges: Sequence[Sequence[tuple[int, int, int]]]) -
 
 # ---------------------------------------------------------------------- build
 def _build(algorithm: str, topology: Topology, request: Collective, opts: Options) -> Schedule:
-    reason = applies(topology, request.kind, algorithm)
+    reason = _applies(topology, request.kind, algorithm)
     if reason is not None:
         raise ScheduleError(reason)
     dims = dfc_dims(topology)
