@@ -73,8 +73,9 @@ def test_alltoall_8x8_checks(alg: str, dialect: Dialect) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("alg", ["dfc-do", "dfc-md", "dfc-multitree"])
-def test_alltoall_16x16_checks(alg: str) -> None:
-    c = built("dfc:16x16", alg, CollKind.ALLTOALL)
+@pytest.mark.parametrize("dialect", [Dialect.EXECUTOR, Dialect.RCCL])
+def test_alltoall_16x16_checks(alg: str, dialect: Dialect) -> None:
+    c = built("dfc:16x16", alg, CollKind.ALLTOALL, False, dialect)
     assert c.report.ok
     assert len(rounds(c)) == (2 if alg != "dfc-multitree" else 9)
 
