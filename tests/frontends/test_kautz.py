@@ -288,3 +288,15 @@ def test_multipath_disjoint_and_eq39(d: int, speedup: float) -> None:
 def _rev(rank: int, d: int) -> int:
     a, b = (int(x) for x in kautz_label(rank, d, 2).split(".")) if d > 9 else (int(c) for c in kautz_label(rank, d, 2))
     return kautz_rank((b, a), d, 2)
+
+
+@pytest.mark.parametrize("d", [4, 6])
+def test_table32_dragonfly_alltoall_column(d: int) -> None:
+    """Table 3.2's Dragonfly alltoall 2 alpha + 2M/(d_i+1) beta, d_i = ceil(d/2): DO on an m x m
+    2dfc with m = d_i + 1 (M = per-node buffer)."""
+    di = -(-d // 2)
+    spec = f"dfc:{di + 1}x{di + 1}"
+    m = 1e6
+    c = compile_xml(parse_spec(spec), "dfc-do", CollKind.ALLTOALL)
+    got = program_step_times(c.program, parse_spec(spec), [m], ALPHA, bandwidth=BW)[0]
+    assert got == pytest.approx(2 * ALPHA + 2 * m / (di + 1) / (BW * 1e3))
