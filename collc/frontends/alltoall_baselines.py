@@ -9,6 +9,9 @@ routed network such as ``dfc``, ``torus``, ``hyperx``; a complete graph; a switc
 * ``pairwise``: P-1 steps; at step k rank r sends its block for ``r XOR k`` to it
   (P a power of two) or for ``(r + k) mod P`` to that rank (else), receiving from
   ``(r - k) mod P``.  Cost ``(P-1)(alpha + M/P beta)``: bandwidth-lean, latency-heavy.
+  Each exchange goes through one scratch slot (local copy in, send, local copy out), so
+  the program keeps the steps in order like ``MPI_Sendrecv``; plain sends to different
+  peers would all run at once on their own threadblocks.
 * ``bruck``: a local rotation (slot j holds the block for ``r + j``), then
   ``ceil(log2 P)`` steps: at step k rank r sends the slots whose bit k is set to
   ``(r + 2^k) mod P``, which stores them in the same slots; finally slot j holds the
@@ -21,7 +24,7 @@ routed network such as ``dfc``, ``torus``, ``hyperx``; a complete graph; a switc
 >>> build_schedule("bruck", parse_spec("dfc:4x4"), CollKind.ALLTOALL).nsteps
 6
 >>> build_schedule("pairwise", parse_spec("dfc:4x4"), CollKind.ALLTOALL).nsteps
-15
+46
 """
 
 from __future__ import annotations
@@ -64,21 +67,37 @@ def build_pairwise(topology: Topology, request: Collective, opts: Options) -> Sc
     _check(topology, request)
     n = request.nranks
     b = Builder(Collective(CollKind.ALLTOALL, n, 1, request.inplace))
-    # in place, received blocks overwrite slots still to be sent (unless partners swap
-    # the very slots, XOR with P a power of two): send from a copy in scratch then
+    # MSCCL threadblocks run independently: P-1 plain sends to P-1 peers would all go at
+    # once.  Passing every exchange through one scratch slot (copy in, send, copy out) makes
+    # exchange k wait for exchange k-1's send and receive, as MPI_Sendrecv does.
+    # In place without XOR partners, received blocks would overwrite blocks still to be
+    # sent: the input is staged in scratch first.
     staged = request.inplace and not is_pow2(n)
-    start = 1 if staged else 0
+    base = 1 if staged else 0
+    src, off = (S, 1) if staged else (I, 0)
+    b.scratch = 1 + (n if staged else 0)
     for r in range(n):
         if not request.inplace:
             b.move(0, r, r, I, [r], O, [r])
         if staged:
-            b.move(0, r, r, I, range(n), S, range(n))
-    b.scratch = n if staged else 0
+            b.move(0, r, r, I, range(n), S, range(1, n + 1))
+
+    def partner(r: int, k: int) -> tuple[int, int]:   # (send to, receive from) at exchange k
+        return (r ^ k, r ^ k) if is_pow2(n) else ((r + k) % n, (r - k) % n)
+
     for k in range(1, n):
+        t = base + 3 * (k - 1)
         for r in range(n):
-            peer = r ^ k if is_pow2(n) else (r + k) % n
-            # a lane per 31 partners keeps every channel within the runtime's 32 tbs per direction
-            b.move(start + k - 1, r, peer, S if staged else I, [peer], O, [r], lane=(k - 1) // 31)
+            send_to, _ = partner(r, k)
+            if k > 1:
+                b.move(t, r, r, S, [0], O, [partner(r, k - 1)[1]])
+            b.move(t + 1, r, r, src, [send_to + off], S, [0])
+            # a lane per 31 partners keeps every channel within the runtime's 32 tbs per direction;
+            # one tb per exchange (receive and send) keeps dependency targets below tb 128
+            b.move(t + 2, r, send_to, S, [0], S, [0], lane=(k - 1) // 31)
+            b.tb_pairs.append((r, (k - 1) // 31, partner(r, k)[1], send_to))
+    for r in range(n):
+        b.move(base + 3 * (n - 1), r, r, S, [0], O, [partner(r, n - 1)[1]])
     return b.schedule("pairwise", opts, topology.name, REFERENCE)
 
 
