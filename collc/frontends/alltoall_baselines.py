@@ -9,9 +9,10 @@ routed network such as ``dfc``, ``torus``, ``hyperx``; a complete graph; a switc
 * ``pairwise``: P-1 steps; at step k rank r sends its block for ``r XOR k`` to it
   (P a power of two) or for ``(r + k) mod P`` to that rank (else), receiving from
   ``(r - k) mod P``.  Cost ``(P-1)(alpha + M/P beta)``: bandwidth-lean, latency-heavy.
-  Each exchange goes through one scratch slot (local copy in, send, local copy out), so
-  the program keeps the steps in order like ``MPI_Sendrecv``; plain sends to different
-  peers would all run at once on their own threadblocks.
+  MSCCL threadblocks run independently, so by default (``order=concurrent``) the
+  exchanges all go at once: one alpha, but every exchange's traffic shares the links.
+  ``order=sendrecv`` keeps them in order as ``MPI_Sendrecv`` does: exchange k lands in
+  scratch slot k, from which exchange k+1 sends after local copies out and in.
 * ``bruck``: a local rotation (slot j holds the block for ``r + j``), then
   ``ceil(log2 P)`` steps: at step k rank r sends the slots whose bit k is set to
   ``(r + 2^k) mod P``, which stores them in the same slots; finally slot j holds the
@@ -23,7 +24,7 @@ routed network such as ``dfc``, ``torus``, ``hyperx``; a complete graph; a switc
 >>> from collc.ir.collective import CollKind
 >>> build_schedule("bruck", parse_spec("dfc:4x4"), CollKind.ALLTOALL).nsteps
 6
->>> build_schedule("pairwise", parse_spec("dfc:4x4"), CollKind.ALLTOALL).nsteps
+>>> build_schedule("pairwise", parse_spec("dfc:4x4"), CollKind.ALLTOALL, params={"order": "sendrecv"}).nsteps
 46
 """
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, is_pow2
-from collc.frontends.registry import Algorithm, Options, register
+from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
@@ -65,39 +66,60 @@ def _check(topology: Topology, request: Collective) -> None:
 
 def build_pairwise(topology: Topology, request: Collective, opts: Options) -> Schedule:
     _check(topology, request)
+    if opts.get("order") == "concurrent":
+        return _pairwise_concurrent(topology, request, opts)
     n = request.nranks
     b = Builder(Collective(CollKind.ALLTOALL, n, 1, request.inplace))
     # MSCCL threadblocks run independently: P-1 plain sends to P-1 peers would all go at
-    # once.  Passing every exchange through one scratch slot (copy in, send, copy out) makes
-    # exchange k wait for exchange k-1's send and receive, as MPI_Sendrecv does.
-    # In place without XOR partners, received blocks would overwrite blocks still to be
-    # sent: the input is staged in scratch first.
+    # once.  Exchange k instead lands in scratch slot k, which exchange k+1 then reuses to
+    # send from (copy out to the output, copy the next block in): so exchange k+1 waits for
+    # exchange k's receive, as after MPI_Sendrecv.  In place without XOR partners, received
+    # blocks would overwrite blocks still to be sent: the input is staged in scratch first.
     staged = request.inplace and not is_pow2(n)
     base = 1 if staged else 0
-    src, off = (S, 1) if staged else (I, 0)
-    b.scratch = 1 + (n if staged else 0)
+    src, off = (S, n) if staged else (I, 0)
+    b.scratch = n * (2 if staged else 1)
     for r in range(n):
         if not request.inplace:
             b.move(0, r, r, I, [r], O, [r])
         if staged:
-            b.move(0, r, r, I, range(n), S, range(1, n + 1))
+            b.move(0, r, r, I, range(n), S, range(n, 2 * n))
 
     def partner(r: int, k: int) -> tuple[int, int]:   # (send to, receive from) at exchange k
         return (r ^ k, r ^ k) if is_pow2(n) else ((r + k) % n, (r - k) % n)
 
     for k in range(1, n):
         t = base + 3 * (k - 1)
+        lane = (k - 1) // 31   # a lane per 31 partners: at most 32 tbs per channel and direction
         for r in range(n):
-            send_to, _ = partner(r, k)
+            send_to, recv_from = partner(r, k)
             if k > 1:
-                b.move(t, r, r, S, [0], O, [partner(r, k - 1)[1]])
-            b.move(t + 1, r, r, src, [send_to + off], S, [0])
-            # a lane per 31 partners keeps every channel within the runtime's 32 tbs per direction;
+                b.move(t, r, r, S, [k - 1], O, [partner(r, k - 1)[1]])
+            b.move(t + 1, r, r, src, [send_to + off], S, [k - 1])
+            b.move(t + 2, r, send_to, S, [k - 1], S, [k], lane=lane)
             # one tb per exchange (receive and send) keeps dependency targets below tb 128
-            b.move(t + 2, r, send_to, S, [0], S, [0], lane=(k - 1) // 31)
-            b.tb_pairs.append((r, (k - 1) // 31, partner(r, k)[1], send_to))
+            b.tb_pairs.append((r, lane, recv_from, send_to))
     for r in range(n):
-        b.move(base + 3 * (n - 1), r, r, S, [0], O, [partner(r, n - 1)[1]])
+        b.move(base + 3 * (n - 1), r, r, S, [n - 1], O, [partner(r, n - 1)[1]])
+    return b.schedule("pairwise", opts, topology.name, REFERENCE)
+
+
+def _pairwise_concurrent(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    """The same exchanges with no ordering between them: every send goes out at once."""
+    n = request.nranks
+    b = Builder(Collective(CollKind.ALLTOALL, n, 1, request.inplace))
+    staged = request.inplace and not is_pow2(n)   # see build_pairwise
+    start = 1 if staged else 0
+    for r in range(n):
+        if not request.inplace:
+            b.move(0, r, r, I, [r], O, [r])
+        if staged:
+            b.move(0, r, r, I, range(n), S, range(n))
+    b.scratch = n if staged else 0
+    for k in range(1, n):
+        for r in range(n):
+            peer = r ^ k if is_pow2(n) else (r + k) % n
+            b.move(start + k - 1, r, peer, S if staged else I, [peer], O, [r], lane=(k - 1) // 31)
     return b.schedule("pairwise", opts, topology.name, REFERENCE)
 
 
@@ -125,6 +147,11 @@ register(Algorithm(
     topologies="any with a route between every pair (routed networks, complete, switch)",
     summary="pairwise-exchange alltoall: P-1 steps, one block to one partner per step",
     reference=REFERENCE, build=build_pairwise,
+    params=(Param("order", str, "concurrent",
+                  "concurrent: exchanges run at once (MSCCL has no barrier; fits any --chunks/--instances); "
+                  "sendrecv: exchange k waits for exchange k-1 as after MPI_Sendrecv (P-1 rounds; with "
+                  "--chunks x --instances > 2 from 17 ranks on, its local tb exceeds 64 steps)",
+                  ("concurrent", "sendrecv")),),
     example="collc build --topology dfc:4x4 --algorithm pairwise --collective alltoall -o a2a.xml",
 ))
 register(Algorithm(
