@@ -220,3 +220,9 @@ def test_6x6_parity_example() -> None:
         kids.setdefault(p, []).append(ch)
     assert sorted(kids[6]) == [7, 9, 11] and sorted(kids[12]) == [14, 16]
     assert sorted(kids[1]) == [13, 25] and sorted(kids[2]) == [8, 20, 32]
+
+
+@pytest.mark.parametrize("alg, kind", CASES, ids=[f"{a}-{k.value}" for a, k in CASES])
+def test_pipelined_and_instanced(alg: str, kind: CollKind) -> None:
+    c = compile_xml(parse_spec("dfc:3x3"), alg, kind, chunks=3, instances=2)
+    assert c.report.ok, [f.message for f in c.report.errors()][:3]

@@ -300,3 +300,10 @@ def test_table32_dragonfly_alltoall_column(d: int) -> None:
     c = compile_xml(parse_spec(spec), "dfc-do", CollKind.ALLTOALL)
     got = program_step_times(c.program, parse_spec(spec), [m], ALPHA, bandwidth=BW)[0]
     assert got == pytest.approx(2 * ALPHA + 2 * m / (di + 1) / (BW * 1e3))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.value for k in KINDS])
+def test_pipelined_and_instanced(kind: CollKind) -> None:
+    for alg in ("kautz-c", "kautz-m"):
+        c = compile_xml(parse_spec("kautz:3,2"), alg, kind, chunks=2, instances=2)
+        assert c.report.ok, [f.message for f in c.report.errors()][:3]
