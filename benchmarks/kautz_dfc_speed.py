@@ -4,6 +4,8 @@
     python benchmarks/kautz_dfc_speed.py            # dfc 16x16 (256 ranks) and K(8,2) (72 ranks)
     python benchmarks/kautz_dfc_speed.py --quick    # dfc 8x8 and K(4,2)
 
+(from a checkout, ``PYTHONPATH=.`` makes it time that checkout rather than an installed collc)
+
 One row per case: seconds in the frontend, in lowering + emit, in the read-back check,
 the total, the program's rounds (the thesis's steps) and the target beside it.  The
 target is ours (the issue sets none): a 256-rank alltoall builds and checks within 60 s

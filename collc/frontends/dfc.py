@@ -10,7 +10,7 @@ column ``a1``; every row and every column is a clique.  Block ``b`` = one rank's
   neighbour's column, step 2 on every column link the M1 blocks bound for the
   neighbour: ``2 alpha + (M1 + M2) b beta``.  Allgather: own block along the row, then
   the M1 row blocks along the column (``2 alpha + (1 + M1) b beta``); reduce-scatter
-  the mirror (section 4.4 of the notes: ``2 alpha + (M2 + 1) b beta``); allreduce DO
+  the mirror (derived, see the docs: ``2 alpha + (M2 + 1) b beta``); allreduce DO
   reduce-scatter + DO allgather.
 * ``dfc-md`` -- Multi-Dimensional (section 4.2, Algorithm 2, eqs. 4.6-4.7).  Every block
   is cut into ``(M1+M2)/g`` chunks (``g = gcd(M1, M2)``); the first ``M2/g`` (the

@@ -32,8 +32,8 @@ by the two endpoints only, so the relaying ranks of a multipath transfer would n
 their part, and collc's IR has no send/receive collective.
 
 Scatter and gather (Table 3.1) are not built: collc's IR and checker have no scatter or
-gather collective, and of the MSCCL runtimes only RCCL hooks them (msccl-runtime notes,
-section 1.5), so no file is emitted for them.
+gather collective, and of the MSCCL runtimes only RCCL hooks them (its src/collectives.cc;
+the NCCL-based executor intercepts neither), so no file is emitted for them.
 
 >>> from collc.topology import parse_spec
 >>> from collc.frontends.registry import build_schedule
