@@ -28,6 +28,11 @@ column ``a1``; every row and every column is a clique.  Block ``b`` = one rank's
   (``ceil(M/2) + 1`` chunks), later steps one chunk per link: ``(M/2+1) alpha + (M+1) b
   beta`` for even M (Table 4.2 prints ``(M/2) alpha + M b beta``; see the docs).
 
+In n dimensions (section 4.5) DO goes axis by axis, last axis first (n steps, step j
+carries N/M_j blocks per link); MD needs equal sizes, cuts every block in n chunks and
+runs the n rotations of that axis order at once, so every link works in every step
+(a third of DO's bytes on 3x3x3).
+
 Every step is one message per directed link (combined blocks that are not contiguous
 are gathered and scattered through scratch by the lowering), so the lowered program's
 rounds are the thesis's steps.
@@ -73,8 +78,10 @@ X, Y = 1, 0             # axis index into Pos: X moves along a row (changes a1),
 
 def _applies(topology: Topology, kind: CollKind, algorithm: str) -> str | None:
     dims = dfc_dims(topology)
-    if dims is None or len(dims) != 2:
-        return f"{algorithm} needs a two-dimensional fully connected network (dfc:M2xM1 or dragonfly:A,G), " \
+    if algorithm == "dfc-multitree" and (dims is None or len(dims) != 2):
+        return f"dfc-multitree needs a square two-dimensional fully connected network (dfc:MxM), got {topology.name}"
+    if dims is None:
+        return f"{algorithm} needs a fully connected network (dfc:M2xM1, dfc:M3xM2xM1, ... or dragonfly:A,G), " \
                f"got {topology.name}"
     if kind not in KINDS[algorithm]:
         return f"{algorithm} does not implement {kind.value}"
@@ -305,6 +312,148 @@ def tree_alltoall(b: Builder, edges: Sequence[Sequence[tuple[int, int, int]]]) -
     b.scratch = max(used)
 
 
+# ---------------------------------------------------------------------- n dimensions (section 4.5)
+class _Cube:
+    """Row-major coordinates of an n-dimensional fully connected network (last axis fastest)."""
+
+    def __init__(self, dims: Sequence[int]) -> None:
+        self.dims = tuple(dims)
+        self.n = math.prod(self.dims)
+        self.strides = [math.prod(self.dims[i + 1:]) for i in range(len(self.dims))]
+
+    def coord(self, r: int, axis: int) -> int:
+        return (r // self.strides[axis]) % self.dims[axis]
+
+    def moved(self, r: int, axis: int, value: int) -> int:
+        return r + (value - self.coord(r, axis)) * self.strides[axis]
+
+    def line(self, r: int, axes: Sequence[int]) -> list[int]:
+        """Ranks equal to ``r`` except on ``axes`` (which take every value), ascending."""
+        out = [r]
+        for a in axes:
+            out = [self.moved(x, a, v) for x in out for v in range(self.dims[a])]
+        return sorted(out)
+
+
+def _nd_alltoall(b: Builder, cube: _Cube, c: int, parts: Sequence[tuple[Sequence[int], Sequence[int]]]) -> None:
+    """Dimension-order alltoall of each part (axis order, chunk offsets) in n steps.
+
+    Before step j a rank w holds the pieces (o, t) with o equal to w off the first j axes
+    of the order and t equal to w on them; they live in region j of scratch (the input at
+    j = 0), at the dense index of (o on axes < j, t on axes >= j).  Step j sends along
+    axis order[j] the pieces whose destination has the neighbour's coordinate there."""
+    n, inplace = cube.n, b.collective.inplace
+    base = 0
+    for order, part in parts:
+        width = len(part)
+        nax = len(order)
+
+        def index(w: int, o: int, t: int, j: int) -> list[int]:
+            """Chunks of piece (o, t) at rank w in region j (1 <= j < nax)."""
+            pos = 0
+            for i, a in enumerate(order):  # noqa: B023 (used in this loop only)
+                pos = pos * cube.dims[a] + cube.coord(o if i < j else t, a)
+            return [base + ((j - 1) * n + pos) * width + k for k in range(width)]  # noqa: B023
+
+        def place(w: int, o: int, t: int, j: int) -> tuple[Buffer, list[int]]:
+            if j == 0:
+                return I, [t * c + k for k in part]  # noqa: B023
+            if j == nax:
+                return O, [o * c + k for k in part]  # noqa: B023
+            return S, index(w, o, t, j)
+
+        for u in range(n):
+            if not inplace:
+                b.move(0, u, u, I, [u * c + k for k in part], O, [u * c + k for k in part])
+            for j, a in enumerate(order):
+                origins = cube.line(u, order[:j])
+                for x in range(cube.dims[a]):
+                    v = cube.moved(u, a, x)
+                    dests = [t for t in cube.line(u, order[j:]) if cube.coord(t, a) == x]
+                    pieces = [(o, t) for o in origins for t in dests if not (v == u and o == u and t == u)]
+                    if not pieces:
+                        continue
+                    sb = place(u, pieces[0][0], pieces[0][1], j)[0]
+                    db = place(v, pieces[0][0], pieces[0][1], j + 1)[0]
+                    src = [i for o, t in pieces for i in place(u, o, t, j)[1]]
+                    dst = [i for o, t in pieces for i in place(v, o, t, j + 1)[1]]
+                    b.move(j, u, v, sb, src, db, dst)
+        base += (nax - 1) * n * width
+    b.scratch = base
+
+
+def _nd_allgather(b: Builder, cube: _Cube, c: int, parts: Sequence[tuple[Sequence[int], Sequence[int]]],
+                  s0: int, src: Buffer) -> None:
+    """Step j along axis order[j]: every block gathered on the first j axes of the order."""
+    for order, part in parts:
+        for u in range(cube.n):
+            for j, a in enumerate(order):
+                held = cube.line(u, order[:j])
+                idx = [o * c + k for o in held for k in part]
+                for x in range(cube.dims[a]):
+                    if x != cube.coord(u, a):
+                        own = list(part) if src is I and j == 0 else idx
+                        b.move(s0 + j, u, cube.moved(u, a, x), src if j == 0 else O, own, O, idx)
+
+
+def _nd_reducescatter(b: Builder, cube: _Cube, c: int, s0: int, work: Buffer, first: Buffer) -> None:
+    """Step j along axis order[j] = last axis first: the partials of the blocks bound for the
+    neighbour's coordinate there (equal to the sender on earlier axes), reduced there."""
+    order = list(reversed(range(len(cube.dims))))
+    for u in range(cube.n):
+        for j, a in enumerate(order):
+            for x in range(cube.dims[a]):
+                if x == cube.coord(u, a):
+                    continue
+                v = cube.moved(u, a, x)
+                dests = cube.line(v, order[j + 1:])
+                idx = [t * c + k for t in dests for k in range(c)]
+                b.move(s0 + j, u, v, first if j == 0 else work, idx, work, idx, reduce=True)
+
+
+def _build_nd(algorithm: str, topology: Topology, request: Collective, dims: Sequence[int],
+              opts: Options) -> Schedule:
+    cube = _Cube(dims)
+    n, kind, nax = cube.n, request.kind, len(dims)
+    do_order = list(reversed(range(nax)))
+    if algorithm == "dfc-md" and kind is not CollKind.REDUCESCATTER:
+        if len(set(dims)) != 1:
+            raise ScheduleError(f"dfc-md in {nax} dimensions needs equal sizes (the thesis gives no split for "
+                                f"unequal ones), got {topology.name}")
+        c = nax
+        parts: list[tuple[Sequence[int], Sequence[int]]] = [(do_order[p:] + do_order[:p], [p]) for p in range(nax)]
+    else:
+        c = 1
+        parts = [(do_order, [0])]
+    if kind is CollKind.ALLTOALL:
+        b = Builder(Collective(kind, n, c, request.inplace))
+        _nd_alltoall(b, cube, c, parts)
+    elif kind is CollKind.ALLGATHER:
+        b = Builder(Collective(kind, n, c, request.inplace))
+        if not request.inplace:
+            for u in range(n):
+                b.move(0, u, u, I, range(c), O, range(u * c, u * c + c))
+        _nd_allgather(b, cube, c, parts, 0, I)
+    elif kind is CollKind.REDUCESCATTER:
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        for u in range(n):
+            b.move(0, u, u, I, range(n), S, range(n))
+        b.scratch = n
+        _nd_reducescatter(b, cube, 1, 1, S, S)
+        for u in range(n):
+            b.move(1 + nax, u, u, S, [u], O, [0])
+    else:
+        b = Builder(Collective(kind, n, n * c, request.inplace))
+        start = 0
+        if not request.inplace:
+            for u in range(n):
+                b.move(0, u, u, I, range(n * c), O, range(n * c))
+            start = 1
+        _nd_reducescatter(b, cube, c, start, O, O)
+        _nd_allgather(b, cube, c, parts, start + nax, O)
+    return b.schedule(algorithm, opts, topology.name, REFERENCE)
+
+
 # ---------------------------------------------------------------------- build
 def _build(algorithm: str, topology: Topology, request: Collective, opts: Options) -> Schedule:
     reason = _applies(topology, request.kind, algorithm)
@@ -312,6 +461,8 @@ def _build(algorithm: str, topology: Topology, request: Collective, opts: Option
         raise ScheduleError(reason)
     dims = dfc_dims(topology)
     assert dims is not None
+    if len(dims) != 2:
+        return _build_nd(algorithm, topology, request, dims, opts)
     m2, m1 = dims
     g = _Grid(m2, m1)
     n, kind = g.n, request.kind
@@ -360,17 +511,18 @@ def _builder(algorithm: str) -> BuildFn:
 register(Algorithm(
     name="dfc-do",
     collectives=KINDS["dfc-do"],
-    topologies="2D fully connected: dfc:M2xM1, dragonfly:A,G",
-    summary="Dimension Order on a 2dfc: rows then columns, one combined message per link and step (2 steps)",
+    topologies="fully connected: dfc:M2xM1 (also n-D, dfc:M3xM2xM1), dragonfly:A,G",
+    summary="Dimension Order on a 2dfc: rows then columns, one combined message per link and step (2 steps; "
+            "n steps in n-D)",
     reference=REFERENCE, build=_builder("dfc-do"),
     example="collc build --topology dfc:4x4 --algorithm dfc-do --collective alltoall -o a2a.xml",
 ))
 register(Algorithm(
     name="dfc-md",
     collectives=KINDS["dfc-md"],
-    topologies="2D fully connected: dfc:M2xM1, dragonfly:A,G",
-    summary="Multi-Dimensional on a 2dfc: blocks split M2:M1, two dimension orders at once (2 steps); "
-            "allreduce = DO reduce-scatter + MD allgather",
+    topologies="fully connected: dfc:M2xM1 (also n-D with equal sizes), dragonfly:A,G",
+    summary="Multi-Dimensional on a 2dfc: blocks split M2:M1, two dimension orders at once (2 steps; in n-D "
+            "n orders rotated, n steps); allreduce = DO reduce-scatter + MD allgather",
     reference=REFERENCE, build=_builder("dfc-md"),
     example="collc build --topology dfc:8x8 --algorithm dfc-md --collective alltoall -o a2a.xml",
 ))

@@ -80,11 +80,41 @@ def test_alltoall_16x16_checks(alg: str, dialect: Dialect) -> None:
     assert len(rounds(c)) == (2 if alg != "dfc-multitree" else 9)
 
 
-def test_not_a_2dfc() -> None:
-    with pytest.raises(CollcError, match="two-dimensional fully connected"):
+def test_not_a_dfc() -> None:
+    with pytest.raises(CollcError, match="fully connected network"):
         build_schedule("dfc-do", parse_spec("torus:4x4"), CollKind.ALLTOALL)
-    with pytest.raises(CollcError, match="two-dimensional"):
-        build_schedule("dfc-md", parse_spec("dfc:2x2x2"), CollKind.ALLGATHER)
+    with pytest.raises(CollcError, match="square two-dimensional"):
+        build_schedule("dfc-multitree", parse_spec("dfc:3x3x3"), CollKind.ALLTOALL)
+    with pytest.raises(CollcError, match="equal sizes"):
+        build_schedule("dfc-md", parse_spec("dfc:2x3x4"), CollKind.ALLTOALL)
+
+
+# ---------------------------------------------------------------------- n dimensions (section 4.5)
+ND = [("dfc:3x3x3", "dfc-do"), ("dfc:3x3x3", "dfc-md"), ("dfc:2x3x4", "dfc-do"), ("dfc:2x2x2x2", "dfc-md")]
+
+
+@pytest.mark.parametrize("spec, alg", ND)
+@pytest.mark.parametrize("kind", [CollKind.ALLTOALL, CollKind.ALLGATHER, CollKind.REDUCESCATTER,
+                                  CollKind.ALLREDUCE], ids=lambda k: k.value)
+def test_nd_builds_and_checks(spec: str, alg: str, kind: CollKind) -> None:
+    ndim = spec.count("x") + 1
+    for inplace, dialect in ((False, Dialect.EXECUTOR), (True, Dialect.RCCL)):
+        c = built(spec, alg, kind, inplace, dialect)
+        assert c.report.ok, [f.message for f in c.report.errors()][:3]
+        rs = rounds(c)
+        assert len(rs) == (2 * ndim if kind is CollKind.ALLREDUCE else ndim)
+        topo = parse_spec(spec)
+        for r in rs:
+            assert len({(a, b) for a, b, _ in r}) == len(r) and all(topo.has_link(a, b) for a, b, _ in r)
+
+
+def test_nd_alltoall_costs() -> None:
+    """3x3x3: DO sends N/M = 9 blocks per link in each of 3 steps; MD's three rotated orders keep
+    every link busy with a third of that: 3 alpha + 9 b beta against 3 alpha + 27 b beta."""
+    b = 64 * KIB
+    beta_b = b / (BW * 1e3)
+    assert time_us(built("dfc:3x3x3", "dfc-do", CollKind.ALLTOALL), "dfc:3x3x3", 27 * b) == pytest.approx(3 + 27 * beta_b)
+    assert time_us(built("dfc:3x3x3", "dfc-md", CollKind.ALLTOALL), "dfc:3x3x3", 27 * b) == pytest.approx(3 + 9 * beta_b)
 
 
 # ---------------------------------------------------------------------- eq. 4.4 step counts
