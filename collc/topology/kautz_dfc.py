@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from collc.errors import TopologyError
-from collc.topology.generators import MAX_RANKS, format_number
+from collc.topology.generators import MAX_RANKS, _snake, format_number
 from collc.topology.model import Link, Topology
 from collc.topology.spec import parse_dims, parse_int, parse_link_options, register_family
 
@@ -170,9 +170,16 @@ def _fc_cycle(sizes: tuple[int, ...]) -> tuple[int, ...] | None:
 
     Row r is walked from column a_r to column a_(r+1) (consecutive rows meet in a column,
     and a row is a clique), with a_0 = a_R = 0: a_r = r mod 2, and a_(R-1) = 2 for odd R.
-    Odd R with 2 columns is walked by columns instead."""
+    Odd R with 2 columns is walked by columns instead.  In more dimensions: the mesh snake
+    with an even-sized axis slowest, which ends one step from its start (None if all are odd)."""
     if len(sizes) != 2:
-        return None
+        even = [a for a, m in enumerate(sizes) if m % 2 == 0]
+        if not even:
+            return None
+        axes = [even[0]] + [a for a in range(len(sizes)) if a != even[0]]
+        strides = [math.prod(sizes[a + 1:]) for a in range(len(sizes))]
+        cells = _snake([sizes[a] for a in axes])
+        return tuple(sum(cell[i] * strides[a] for i, a in enumerate(axes)) for cell in cells)
     rows, cols = sizes
     if rows % 2 and cols == 2:
         # down column 0, up column 1

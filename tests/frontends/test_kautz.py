@@ -307,3 +307,21 @@ def test_pipelined_and_instanced(kind: CollKind) -> None:
     for alg in ("kautz-c", "kautz-m"):
         c = compile_xml(parse_spec("kautz:3,2"), alg, kind, chunks=2, instances=2)
         assert c.report.ok, [f.message for f in c.report.errors()][:3]
+
+
+@pytest.mark.parametrize("d", [2, 3, 4, 8])
+def test_table32_scatter_gather_from_the_trees(d: int) -> None:
+    """Scatter/gather are not emitted (no runtime collective), but their Table 3.2 cost
+    2 alpha + (d+2) M/(d(d+1)) beta follows from the same trees: the root sends each child the
+    chunks of its subtree (d+1 at most), the children one chunk each."""
+    n = d * (d + 1)
+    for root in (0, n - 1):
+        edges = out_tree(root, d, "c")
+        below = {c: sum(1 for p, _, _ in edges if p == c) for _, c, t in edges if t == 1}
+        step1 = max(1 + k for k in below.values())
+        assert step1 == d + 1 and sorted(set(1 + k for k in below.values())) == [d, d + 1]
+        assert step1 + 1 == d + 2
+        # gather mirrors it on the in-tree: d+1 chunks at most into the root
+        ins = in_tree(root, d, "c")
+        into_root = {u: 1 + sum(1 for _, v, _ in ins if v == u) for u, v, _ in ins if v == root}
+        assert max(into_root.values()) == d + 1

@@ -35,8 +35,10 @@ def test_kautz_is_directed_with_one_reverse_neighbour() -> None:
 
 
 def test_every_kautz_and_dfc_has_a_cycle() -> None:
-    for spec in ("kautz:4,2", "kautz:16,2", "dfc:5x5", "dfc:3x2", "dfc:7x4", "dragonfly:4,5"):
+    for spec in ("kautz:4,2", "kautz:16,2", "kautz:2,3", "dfc:5x5", "dfc:3x2", "dfc:7x4", "dragonfly:4,5",
+                 "dfc:3x4x3", "dfc:5x3x2"):
         assert parse_spec(spec).cycle is not None
+    assert parse_spec("dfc:3x3x3").cycle is None   # n-D with every size odd: none recorded
 
 
 def test_dragonfly_is_the_2dfc() -> None:
