@@ -292,3 +292,7 @@ def parse_spec(text: str) -> Topology:
 def dump_json(topology: Topology) -> str:
     """The file-format dict as JSON (indent 2, fixed field order, no trailing newline)."""
     return json.dumps(topology.to_dict(), indent=2)
+
+
+# Families defined in their own modules register themselves on import.
+from collc.topology import kautz_dfc as _kautz_dfc  # noqa: E402,F401

@@ -26,13 +26,24 @@ EXPECTED = {
     "bucket": {CollKind.ALLREDUCE},
     "hamiltonian-rings": {CollKind.ALLREDUCE},
     "swing": {CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER},
+    "kautz-c": {CollKind.BROADCAST, CollKind.REDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER,
+                CollKind.ALLREDUCE, CollKind.ALLTOALL},
+    "kautz-m": {CollKind.BROADCAST, CollKind.REDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER,
+                CollKind.ALLREDUCE, CollKind.ALLTOALL},
+    "dfc-do": {CollKind.ALLTOALL, CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE},
+    "dfc-md": {CollKind.ALLTOALL, CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE},
+    "dfc-multitree": {CollKind.ALLTOALL},
+    "pairwise": {CollKind.ALLTOALL},
+    "bruck": {CollKind.ALLTOALL},
 }
 # a topology on which each algorithm applies (used by the invalid-input tests)
 HOME = {"binomial-tree": "switch:8", "direct": "switch:8", "recursive-doubling": "switch:8",
         "recursive-halving-doubling": "switch:8", "ring": "ring:8", "ring-2d": "torus:4x4",
         "double-binary-tree": "switch:8", "hdrm": "bigraph:4x8", "multitree": "torus:4x4",
         "recursive-doubling-torus": "torus:4x4", "mirrored-recursive-doubling": "torus:4x4", "bucket": "torus:4x4",
-        "hamiltonian-rings": "torus:4x4", "swing": "torus:4x4"}
+        "hamiltonian-rings": "torus:4x4", "swing": "torus:4x4", "kautz-c": "kautz:2,2", "kautz-m": "kautz:2,2",
+        "dfc-do": "dfc:3x3", "dfc-md": "dfc:3x3", "dfc-multitree": "dfc:3x3", "pairwise": "switch:8",
+        "bruck": "switch:8"}
 
 
 # ---------------------------------------------------------------------- registrations
@@ -124,8 +135,10 @@ def test_root_given_to_an_unrooted_collective(name: str) -> None:
 @pytest.mark.parametrize("root", [-1, 8])
 def test_root_outside_the_ranks(name: str, root: int) -> None:
     rooted = sorted((k for k in get(name).collectives if k.rooted), key=lambda k: k.value)
-    with pytest.raises(ScheduleError, match=f"root {root} is outside 0..7"):
-        build_schedule(name, parse_spec(HOME[name]), rooted[0], root=root)
+    topo = parse_spec(HOME[name])
+    root = root if root < 0 else topo.nranks
+    with pytest.raises(ScheduleError, match=f"root {root} is outside 0..{topo.nranks - 1}"):
+        build_schedule(name, topo, rooted[0], root=root)
 
 
 @pytest.mark.parametrize("name", NAMES)
