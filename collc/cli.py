@@ -38,8 +38,8 @@ from collc.frontends.registry import algorithms
 from collc.ir.collective import CollKind, Collective
 from collc.outputs import Interrupted, interrupt_handlers
 from collc.sim.report import schedule_report
-from collc.sim.runner import (Candidate, Comparison, ModelParams, bound_busbw, compare, human, parse_size,
-                              parse_sizes, plot_busbw, rows_for, time_program, tune)
+from collc.sim.runner import ModelParams, bound_busbw, human, parse_size, parse_sizes, rows_for, time_program
+from collc.tuning import Candidate, Comparison, compare, plot_busbw, tune
 from collc.topology import Topology, dump_json, list_families, parse_spec
 
 EXAMPLES = {

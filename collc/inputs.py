@@ -63,6 +63,8 @@ MAX_XML_BYTES = 1 << 29
 #: A topology file: 64 MiB is half a million links in the JSON that ``topology show --json`` prints.
 MAX_TOPOLOGY_BYTES = 1 << 26
 #: Nesting of a YAML/JSON topology file (the format itself needs 3 levels).
+#: A test log (nccl-tests / rccl-tests output, INFO lines included) or a tuner CSV.
+MAX_LOG_BYTES = 1 << 28
 MAX_NESTING = 32
 #: Values of a YAML file after its aliases are expanded (a 64 MiB file holds fewer than this).
 MAX_YAML_NODES = 1 << 24

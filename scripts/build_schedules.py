@@ -81,7 +81,8 @@ def render_tuned() -> tuple[dict[Path, str], list[str]]:
     import tempfile
 
     from collc.compiler.program import Proto
-    from collc.sim.runner import Candidate, ModelParams, human, parse_sizes, tune
+    from collc.sim.runner import ModelParams, human, parse_sizes
+    from collc.tuning import Candidate, tune
 
     files: dict[Path, str] = {}
     rows = ["| directory | fabric | file | collective | window (bytes) | candidate | predicted busbw (GB/s) at the "

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from collc.backends.msccl_xml import ParsedFile, read_xml
+from collc.backends.msccl_xml import read_xml
+from collc.compiler.program import ParsedFile
 from collc.compiler.limits import Dialect
 from collc.compiler.verify import Report, check_parsed
 

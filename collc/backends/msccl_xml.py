@@ -22,26 +22,18 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 from lxml import etree  # type: ignore[import-untyped]
 
 from collc.compiler.limits import Dialect
-from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.program import (Diagnostic, Gpu, ParsedFile, Program, Proto, Step, StepType,
+                                   Threadblock)
 from collc.errors import EmitError
 from collc.inputs import MAX_XML_BYTES, check_program_size, read_input, show
 from collc.outputs import write_file
 
 ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
               "outofplace", "minBytes", "maxBytes")
-REQUIRED_ALGO: dict[Dialect, tuple[str, ...]] = {
-    Dialect.EXECUTOR: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "minBytes", "maxBytes",
-                       "inplace", "outofplace"),
-    Dialect.RCCL: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "minBytes", "maxBytes",
-                   "inplace", "outofplace"),
-    Dialect.LEGACY: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "inplace"),
-}
 GPU_ATTRS = ("id", "i_chunks", "o_chunks", "s_chunks")
 TB_ATTRS = ("id", "send", "recv", "chan")
 STEP_ATTRS = ("s", "type", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt", "depid", "deps", "hasdep")
@@ -52,27 +44,6 @@ COLL_SPELLING = {"reducescatter": {Dialect.EXECUTOR: "reducescatter", Dialect.RC
                                    Dialect.LEGACY: "reduce_scatter"}}
 MAX_NAME = 63
 _STEP_TYPES = {t.value: t for t in StepType}
-
-
-@dataclass(frozen=True)
-class Diagnostic:
-    """A problem found while reading a file; ``where`` is a line or element path."""
-
-    where: str
-    message: str
-    kind: str = "error"  # "error" or "warning"
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}"
-
-
-@dataclass(frozen=True)
-class ParsedFile:
-    path: str
-    program: Program
-    attrs: dict[str, str]          # the <algo> attributes as written
-    diagnostics: tuple[Diagnostic, ...]
-    missing: tuple[tuple[str, str], ...]  # (element path, attribute) absent from the file
 
 
 # --------------------------------------------------------------------------- writer

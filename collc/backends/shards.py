@@ -24,7 +24,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from collc.backends.msccl_xml import Diagnostic, ParsedFile, parse_xml, to_xml
+from collc.backends.msccl_xml import parse_xml, to_xml
+from collc.compiler.program import Diagnostic, ParsedFile
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Gpu, Program
 from collc.errors import EmitError

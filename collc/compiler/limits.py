@@ -26,6 +26,15 @@ class Dialect(str, Enum):
         raise CollcError(f"unknown dialect {text!r} (choose executor, rccl or legacy)")
 
 
+#: ``<algo>`` attributes each dialect's parser requires (the legacy runtime defaults the window).
+REQUIRED_ALGO: dict[Dialect, tuple[str, ...]] = {
+    Dialect.EXECUTOR: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "minBytes", "maxBytes",
+                       "inplace", "outofplace"),
+    Dialect.RCCL: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "minBytes", "maxBytes",
+                   "inplace", "outofplace"),
+    Dialect.LEGACY: ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "inplace"),
+}
+
 #: Highest tb id a dependency may name (``depid`` is an int8 on the device).
 MAX_DEPID = 127
 
@@ -71,6 +80,12 @@ def parser_nodes(gpus_in_file: int, tbs: int, steps: int) -> int:
     (4095, 4096)
     """
     return 1 + gpus_in_file + tbs + steps
+
+
+def connection_steps_per_tb(max_steps: int) -> int:
+    """Steps of one connection that channel groups aim to keep in a tb: three quarters of the
+    dialect's limit, leaving room for dependency nops and unfused pairs."""
+    return max_steps * 3 // 4
 
 
 # Runtime buffer geometry used to model slicing (docs/runtime-model.md; NCCL defaults).

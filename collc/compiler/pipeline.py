@@ -28,7 +28,7 @@ import numpy as np
 
 from collc.compiler.dependencies import build_gpu
 from collc.compiler.fusion import fuse_rank
-from collc.compiler.limits import LIMITS, Dialect, parser_nodes
+from collc.compiler.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, RankOp, expand
@@ -152,12 +152,6 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     g_ = clock()
     opts.timings.update(pipelining=t1 - t0, scratch=t2 - t1, **spent, limits=g_ - f)
     return prog
-
-
-def connection_steps_per_tb(max_steps: int) -> int:
-    """Steps of one connection that channel groups aim to keep in a tb: three quarters of the
-    dialect's limit, leaving room for dependency nops and unfused pairs."""
-    return max_steps * 3 // 4
 
 
 def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:

@@ -1,4 +1,5 @@
-"""The lowered Program: gpus -> threadblocks -> steps, the exact model of an MSCCL XML.
+"""The lowered Program: gpus -> threadblocks -> steps, the exact model of an MSCCL XML
+(and :class:`ParsedFile`, a Program as a reader found it, with what it noticed).
 
 Integers keep the XML's meaning: ``depid``/``deps`` of -1 mean "no dependency"
 and offsets of -1 appear on ``nop`` steps, exactly as the runtimes read them.
@@ -124,3 +125,24 @@ class Program:
             if g.id == rank:
                 return g
         raise KeyError(rank)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A problem found while reading a file; ``where`` is a line or element path."""
+
+    where: str
+    message: str
+    kind: str = "error"  # "error" or "warning"
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    path: str
+    program: Program
+    attrs: dict[str, str]          # the <algo> attributes as written
+    diagnostics: tuple[Diagnostic, ...]
+    missing: tuple[tuple[str, str], ...]  # (element path, attribute) absent from the file

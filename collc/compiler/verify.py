@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from collc.backends.msccl_xml import REQUIRED_ALGO, ParsedFile
-from collc.compiler.limits import LIMITS, NCCL_STEPS, Dialect, LL128_BUFF, LL_BUFF, SIMPLE_BUFF, parser_nodes
-from collc.compiler.program import READS_SRC, RECVS, SENDS, WRITES_DST, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.limits import (LIMITS, LL128_BUFF, LL_BUFF, NCCL_STEPS, REQUIRED_ALGO, SIMPLE_BUFF, Dialect,
+                                  parser_nodes)
+from collc.compiler.program import (READS_SRC, RECVS, SENDS, WRITES_DST, ParsedFile, Program, Proto, Step, StepType,
+                                   Threadblock)
 from collc.compiler.scratch import Interval
 from collc.compiler.segments import Partition
 from collc.errors import ScheduleError

@@ -44,6 +44,7 @@ from pathlib import Path
 from collc.backends.msccl_xml import read_xml
 from collc.backends.shards import WRAPPER, is_shard_dir, read_shards
 from collc.errors import CollcError
+from collc.inputs import MAX_LOG_BYTES, read_input, show
 
 __all__ = ["LaunchError", "RunPlan", "Options", "plan_runs", "render", "add_run_arguments", "run_command",
            "tuner_csv"]
@@ -159,10 +160,7 @@ def _schedules(paths: tuple[str, ...], runtime: str) -> _Schedules:
 
 def tuner_csv(path: str) -> list[list[str]]:
     """Read and validate a tuner CSV (8 to 10 fields per line; ``#`` comments)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise LaunchError(f"--tuner-csv {path}: cannot read: {exc.strerror or exc}") from exc
+    text = read_input(path, MAX_LOG_BYTES, LaunchError, f"--tuner-csv {show(path)}").decode("utf-8", "replace")
     rows: list[list[str]] = []
     for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from collc.errors import CollcError
+from collc.inputs import MAX_LOG_BYTES, read_input
 
 __all__ = ["LogParseError", "Row", "Verdict", "BenchLog", "parse_file", "parse_file_tests", "parse_text",
            "parse_tests", "TYPE_SIZES", "PERF_NAMES"]
@@ -626,10 +627,8 @@ def _parse_rccl_jsonl(text: str, path: str) -> BenchLog:
 
 
 def _read(path: str | Path) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise LogParseError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    """A log's text: a regular file of at most MAX_LOG_BYTES, read without blocking."""
+    return read_input(path, MAX_LOG_BYTES, LogParseError).decode("utf-8", errors="replace")
 
 
 def parse_file_tests(path: str | Path) -> list[BenchLog]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from collc.backends.msccl_xml import read_xml, write_atomic
+from collc.sim.plot import busbw_figure, save_busbw_figure
 from collc.backends.shards import is_shard_dir, read_shards
 from collc.compiler.program import Program
 from collc.errors import CollcError
@@ -154,12 +155,7 @@ def _f(x: float | None) -> float:
 
 def plot(rows: list[ReportRow], title: str, path: str | Path) -> None:
     """busbw against size: ours (filled where MSCCL ran, hollow where NCCL ran), baseline, prediction."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.5), dpi=120)
+    fig, ax = busbw_figure()
     for placement, color in (("out-of-place", "tab:blue"), ("in-place", "tab:orange")):
         rs = [r for r in rows if r.placement == placement and r.busbw is not None]
         if not rs:
@@ -180,17 +176,8 @@ def plot(rows: list[ReportRow], title: str, path: str | Path) -> None:
         if ps:
             ax.plot([r.size for r in ps], [_f(r.predicted_busbw) for r in ps], color=color, linestyle="--",
                     label=f"collc prediction ({placement})")
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("busbw (GB/s)")
-    ax.set_title(title + "  (filled: MSCCL ran, hollow: NCCL, triangle: not proven)", fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    tmp = Path(str(path) + ".tmp.png")
-    fig.savefig(tmp)
-    plt.close(fig)
-    tmp.replace(path)
+    save_busbw_figure(fig, ax, title + "  (filled: MSCCL ran, hollow: NCCL, triangle: not proven)", path,
+                      legend_size=7, title_size=9)
 
 
 def add_report_arguments(a: argparse.ArgumentParser) -> None:

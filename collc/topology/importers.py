@@ -43,6 +43,8 @@ from pathlib import Path
 from lxml import etree  # type: ignore[import-untyped]
 
 from collc.errors import TopologyError
+from collc.inputs import MAX_TOPOLOGY_BYTES, output_file, read_input, show
+from collc.outputs import write_file
 from collc.topology.model import MAX_CYCLE_SEARCH_RANKS, Link, Topology
 from collc.topology.spec import register_family
 
@@ -485,10 +487,8 @@ def import_files(paths: Sequence[str | Path]) -> Topology:
     texts: list[tuple[str, str]] = []
     for raw in paths:
         p = Path(raw)
-        try:
-            texts.append((p.read_text(encoding="utf-8", errors="replace"), str(p)))
-        except OSError as exc:
-            raise TopologyError(f"cannot read topology file {p}: {exc.strerror or exc}") from exc
+        data = read_input(p, MAX_TOPOLOGY_BYTES, TopologyError, f"topology file {show(str(p))}")
+        texts.append((data.decode("utf-8", errors="replace"), str(p)))
     if len(texts) == 1:
         return import_text(*texts[0])
     kinds = {_kind(t) for t, _ in texts}
@@ -504,16 +504,16 @@ def import_command(files: Sequence[str], output: str | None) -> int:
 
     import yaml  # type: ignore[import-untyped]
 
-    from collc.backends.msccl_xml import write_atomic
-
-    topo = import_files(files)
-    data = topo.to_dict()
     if output:
         suffix = Path(output).suffix.lower()
         if suffix not in (".yaml", ".yml", ".json"):
-            raise TopologyError(f"-o {output}: use a .yaml, .yml or .json name")
+            raise TopologyError(f"-o {show(output)}: use a .yaml, .yml or .json name")
+        output_file(output, error=TopologyError)       # before any work, as every command does
+    topo = import_files(files)
+    data = topo.to_dict()
+    if output:
         text = json.dumps(data, indent=2) + "\n" if suffix == ".json" else yaml.safe_dump(data, sort_keys=False)
-        write_atomic(output, text)
+        write_file(output, text, encoding="utf-8")
     params = dict(topo.params)
     nvl = sum(1 for lk in topo.links if lk.src < topo.nranks and lk.dst < topo.nranks)
     print(f"{topo.name}: {topo.nranks} GPUs, {topo.nswitches} switch nodes, {len(topo.links)} directed links "

@@ -22,7 +22,8 @@ from functools import lru_cache
 import pytest
 
 from collc.ir.collective import CollKind
-from collc.sim.runner import Candidate, Comparison, ModelParams, compare, parse_sizes
+from collc.sim.runner import ModelParams, parse_sizes
+from collc.tuning import Candidate, Comparison, compare
 from collc.topology import parse_spec
 
 PAPER = ModelParams(model="event", alpha_us=0.0, link_bw=16.0, hop_latency_us=0.15)

@@ -15,8 +15,8 @@ from collc.compiler.verify import check_parsed
 from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.ir.collective import CollKind
-from collc.sim.runner import (Candidate, ModelParams, compare, parse_sizes, selected, time_program, tune,
-                              windows_from)
+from collc.sim.runner import ModelParams, parse_sizes, selected, time_program
+from collc.tuning import Candidate, compare, tune, windows_from
 from collc.topology import parse_spec
 
 STEP = ModelParams(model="step", alpha_us=5.0)

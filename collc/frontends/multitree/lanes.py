@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from collc.compiler.limits import LIMITS, Dialect, parser_nodes
-from collc.compiler.pipeline import connection_steps_per_tb
+from collc.compiler.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.frontends.multitree.trees import Trees, _grid_dims, neighbour_order
 from collc.topology import Topology
 
