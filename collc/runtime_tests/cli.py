@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from collc.errors import CollcError
+from collc.inputs import MAX_LOG_BYTES, input_file
 from collc.runtime_tests.parse import BenchLog, LogParseError, Row, parse_file_tests, path_per_size
 
 __all__ = ["add_bench_parser", "run_bench", "format_log"]
@@ -98,8 +99,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     logs: list[BenchLog] = []
     for raw in args.logs:
         p = Path(raw)
-        if not p.is_file():
-            raise BenchUsageError(f"{p}: no such file")
+        input_file(p, MAX_LOG_BYTES, BenchUsageError)    # a regular file (no FIFO), bounded
         logs.extend(parse_file_tests(p))
     if args.json:
         print(json.dumps([lg.to_json() for lg in logs], indent=2, sort_keys=True))
