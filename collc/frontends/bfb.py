@@ -26,7 +26,7 @@ Hamming graphs) one node is solved per step and the answer translated.
 >>> from collc.topology import parse_spec
 >>> r = bfb_allgather(parse_spec("torus:3x3"))
 >>> r.diameter, r.beta, r.chunks
-(2, Fraction(8, 9), 2)
+(2, Fraction(8, 9), 1)
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
 >>> build_schedule("bfb", parse_spec("ring:8"), CollKind.ALLREDUCE, inplace=True).nsteps
@@ -55,7 +55,7 @@ from collc.topology import Topology
 REFERENCE = ("Zhao et al., Efficient Direct-Connect Topologies for Collective Communications, "
              "section 6 (BFB), LP (3), App. D.2")
 
-__all__ = ["Digraph", "BFBResult", "digraph_of", "bfb_allgather", "applies", "build", "measure"]
+__all__ = ["Digraph", "BFBResult", "digraph_of", "bfb_allgather", "applies", "build", "measure", "schedule_cost"]
 
 #: Largest chunk count per shard the LCM rule may pick before it falls back to rounding.
 MAX_LCM_CHUNKS = 64
@@ -336,6 +336,26 @@ def measure(pieces: np.ndarray, g: Digraph, chunks: int) -> tuple[int, Fraction]
     for (t, w, v), c in loads.items():
         worst[t - 1] = max(worst[t - 1], Fraction(c, chunks * mult[w, v]))
     return steps, sum(worst, Fraction(0)) * g.degree / g.n
+
+
+def schedule_cost(schedule: Schedule, topology: Topology) -> tuple[int, Fraction]:
+    """``(T_L / alpha, beta)`` measured on a built Schedule: communication steps, and the sum
+    over steps of the busiest link's load in shards (``nchunksperloop / N`` chunks) per
+    parallel arc, times ``d / N`` (eq. 4; an allreduce counts both phases)."""
+    n = schedule.collective.nranks
+    shard = Fraction(schedule.collective.nchunksperloop, n)
+    mult = {(lk.src, lk.dst): lk.multiplicity for lk in topology.links}
+    degree = digraph_of(topology).degree
+    steps, beta = 0, Fraction(0)
+    for transfers in schedule.steps:
+        load: dict[tuple[int, int], int] = {}
+        for t in transfers:
+            if not t.is_local:
+                load[t.src, t.dst] = load.get((t.src, t.dst), 0) + t.count
+        if load:
+            steps += 1
+            beta += max(Fraction(c) / (shard * mult[k]) for k, c in load.items())
+    return steps, beta * degree / n
 
 
 # ---------------------------------------------------------------------- lowering to the IR
