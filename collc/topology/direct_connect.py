@@ -63,6 +63,8 @@ def from_arcs(name: str, n: int, arcs: Iterable[tuple[int, int]], params: list[t
     p = list(params)
     if ports is not None:
         p.append(("ports", str(ports)))
+    if loops:
+        p.append(("selfloops", str(loops)))
     return Topology(name, n, links, params=tuple(p))
 
 
