@@ -69,11 +69,21 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("what", nargs="?", choices=["algorithms", "topologies", "collectives"], default="algorithms")
 
     top = cmd("topology", "inspect a topology spec")
-    tsub = top.add_subparsers(dest="action", metavar="{show}")
+    tsub = top.add_subparsers(dest="action", metavar="{show,find}")
     tsub.required = True
     show = tsub.add_parser("show", help="summarize a topology (or print its JSON file form)")
     show.add_argument("spec")
     show.add_argument("--json", action="store_true", help="print the round-trippable JSON file format")
+    fnd = tsub.add_parser("find", help="Pareto frontier of direct-connect topologies (T_L, beta) for N nodes, "
+                          "degree d", epilog="example:\n  collc topology find --nodes 1024 --degree 4",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    fnd.add_argument("--nodes", type=int, required=True)
+    fnd.add_argument("--degree", type=int, required=True)
+    fnd.add_argument("--bidirectional", action="store_true", help="only topologies of bidirectional links")
+    fnd.add_argument("--alpha", type=float, default=10.0, help="us per communication step (default 10)")
+    fnd.add_argument("--bw", type=float, default=100.0, help="node egress bandwidth B in Gbit/s (default 100)")
+    fnd.add_argument("--size", default="1MiB", help="allreduce size, or a comma list (buckets) summed (default 1MiB)")
+    fnd.add_argument("--no-cache", action="store_true", help="search again instead of reading the cache")
 
     b = cmd("build", "build, lower, check and write an MSCCL XML")
     b.add_argument("--topology", required=True, help="spec such as ring:8, torus:4x4, switch:8, or a .yaml/.json")
@@ -169,6 +179,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
+    if args.action == "find":
+        from collc.frontends.topology_finder import frontier_lines
+        sizes = [float(parse_size(x)) for x in args.size.split(",")]
+        print("\n".join(frontier_lines(args.nodes, args.degree, args.bidirectional, args.alpha, args.bw, sizes,
+                                        not args.no_cache)))
+        return 0
     topo = parse_spec(args.spec)
     if args.json:
         print(dump_json(topo))

@@ -40,7 +40,7 @@ from collc.errors import TopologyError
 from collc.topology.model import Link, Topology
 from collc.topology.spec import parse_int, register_family
 
-__all__ = ["circulant", "min_diameter_generators", "bipartite", "hamming", "genkautz", "debruijn",
+__all__ = ["dcirculant", "uni_torus", "circulant", "min_diameter_generators", "bipartite", "hamming", "genkautz", "debruijn",
            "twisted_torus", "drg", "DRG_NAMES", "from_arcs"]
 
 MAX_DC_RANKS = 1 << 16
@@ -94,6 +94,40 @@ def circulant(n: int, gens: tuple[int, ...] | None = None) -> Topology:
     text = ",".join(map(str, gens))
     return from_arcs(f"circulant:{n}:{text}", n, arcs, [("n", str(n)), ("generators", text),
                                                         ("group", str(n))])
+
+
+def dcirculant(n: int, gens: tuple[int, ...]) -> Topology:
+    """Directed circulant ``i -> i + a_j (mod N)`` (Table 9), degree ``len(gens)``."""
+    if n < 2 or not gens or any(not 1 <= g < n for g in gens):
+        raise TopologyError(f"dcirculant:{n} generators must lie in 1..{n - 1}, got {gens}")
+    if math.gcd(n, *gens) != 1:
+        raise TopologyError(f"dcirculant:{n}:{','.join(map(str, gens))} is not strongly connected")
+    text = ",".join(map(str, gens))
+    return from_arcs(f"dcirculant:{n}:{text}", n, [(i, (i + g) % n) for i in range(n) for g in gens],
+                     [("n", str(n)), ("generators", text), ("group", str(n))])
+
+
+def uni_torus(dims: Iterable[int]) -> Topology:
+    """Unidirectional torus: the Cartesian product of directed rings (degree = #dims)."""
+    ds = list(dims)
+    if not ds or any(x < 2 for x in ds):
+        raise TopologyError(f"unitorus sides must be >= 2, got {ds}")
+    n = math.prod(ds)
+    if n > MAX_DC_RANKS:
+        raise TopologyError(f"unitorus would have {n} ranks, more than {MAX_DC_RANKS}")
+    arcs = []
+    stride = 1
+    strides = []
+    for x in reversed(ds):
+        strides.append(stride)
+        stride *= x
+    strides.reverse()
+    for u in range(n):
+        for size, st in zip(ds, strides):
+            c = (u // st) % size
+            arcs.append((u, u + (((c + 1) % size) - c) * st))
+    text = "x".join(map(str, ds))
+    return from_arcs(f"unitorus:{text}", n, arcs, [("dims", text), ("group", text)])
 
 
 # ---------------------------------------------------------------------- bipartite, Hamming
@@ -310,6 +344,34 @@ def _no_options(family: str, options: str | None) -> None:
         raise TopologyError(f"{family} takes no options, got {options!r}")
 
 
+def _parse_dcirculant(args: str, options: str | None) -> Topology:
+    n = parse_int(args, "dcirculant size")
+    if options is None or not re.fullmatch(r"[0-9]+(,[0-9]+)*", options):
+        raise TopologyError(f"dcirculant needs generators such as dcirculant:16:1,7, got {options!r}")
+    return dcirculant(n, tuple(int(x) for x in options.split(",")))
+
+
+def _parse_unitorus(args: str, options: str | None) -> Topology:
+    _no_options("unitorus", options)
+    if not re.fullmatch(r"[0-9]+(x[0-9]+)*", args):
+        raise TopologyError(f"unitorus dimensions must be sizes separated by 'x', got {args!r}")
+    return uni_torus(int(x) for x in args.split("x"))
+
+
+def _parse_find(args: str, options: str | None) -> Topology:
+    from collc.frontends.topology_finder import parse_find  # the finder needs the frontends
+
+    return parse_find(args, options)
+
+
+def _parse_recipe(args: str, options: str | None) -> Topology:
+    from collc.frontends.topology_finder import parse_recipe
+
+    text = args if options is None else f"{args}:{options}"
+    t = parse_recipe(text)
+    return Topology(f"recipe:{text}", t.nranks, t.links, params=t.params)
+
+
 def _parse_bipartite(args: str, options: str | None) -> Topology:
     _no_options("bipartite", options)
     return bipartite(parse_int(args, "bipartite degree"))
@@ -346,6 +408,8 @@ def _parse_drg(args: str, options: str | None) -> Topology:
 register_family("circulant", _parse_circulant,
                 "bidirectional circulant i <-> i +- a_j; without generators Thm 22's minimum diameter {a, a+1}",
                 "circulant:16:3,4")
+register_family("dcirculant", _parse_dcirculant, "directed circulant i -> i + a_j (mod N)", "dcirculant:16:1,7")
+register_family("unitorus", _parse_unitorus, "unidirectional torus (product of directed rings)", "unitorus:4x4x8x8")
 register_family("bipartite", _parse_bipartite, "complete bipartite digraph K_{D,D} (2D ranks, degree D)",
                 "bipartite:4")
 register_family("hamming", _parse_hamming, "Hamming graph H(D,Q): Q^D ranks, degree D(Q-1)", "hamming:2,3")
@@ -357,3 +421,7 @@ register_family("twistedtorus", _parse_twisted, "2D torus whose row wrap-around 
                 "twistedtorus:4x8:4")
 register_family("drg", _parse_drg, "a degree-4 distance-regular graph of the paper's Table 7: "
                 + ", ".join(DRG_NAMES), "drg:petersen-line")
+register_family("find", _parse_find, "the topology finder's pick for NODES:DEGREE (1-based frontier ROW, "
+                "',bi' for bidirectional; no ROW: best at 10 us, 100 Gbps, 1 MiB)", "find:12:4:1,bi")
+register_family("recipe", _parse_recipe, "an expansion recipe such as L3(C16(3,4)) (also accepted bare)",
+                "recipe:L(K5)")
