@@ -173,13 +173,40 @@ class _Problem:
     eligible: np.ndarray         # |S| x |W| bool: dist(u, w) = t - 1
 
 
-def _solve_u(p: _Problem) -> Fraction:
-    """The optimal U of LP (3), exact."""
+#: In-link counts up to which U is computed by the Hall condition over link subsets
+#: (2^|W| terms) instead of the LP.
+HALL_MAX_LINKS = 12
+
+
+def _masks(p: _Problem) -> np.ndarray:
+    return (p.eligible.astype(np.int64) << np.arange(p.eligible.shape[1], dtype=np.int64)).sum(axis=1)
+
+
+def _hall_u(p: _Problem) -> Fraction:
+    """The optimum of LP (3) in closed form (Thm 19): the sources that can only use links in
+    X need ``U mult(X)`` capacity, so ``U = max_X #{u : F(u) in X} / mult(X)``."""
+    nw = p.eligible.shape[1]
+    full = 1 << nw
+    count = np.bincount(_masks(p), minlength=full).astype(np.int64)
+    for i in range(nw):                     # subset sums (zeta transform)
+        bit = 1 << i
+        idx = np.arange(full)
+        has = (idx & bit) != 0
+        count[has] += count[idx[has] ^ bit]
+    cap = np.zeros(full, dtype=np.int64)
+    for i in range(nw):
+        cap[(np.arange(full) & (1 << i)) != 0] += int(p.mult[i])
+    ratio = count[1:] / cap[1:]
+    top = float(ratio.max())
+    return max(Fraction(int(count[x]), int(cap[x])) for x in 1 + np.nonzero(ratio >= top - 1e-9)[0])
+
+
+def _lp_u(p: _Problem) -> Fraction:
+    """The optimum of LP (3) by scipy's HiGHS, rationalised (the optimum is a ratio
+    ``|S'| / mult(P(S'))``, so its denominator is at most the in-link count) and
+    confirmed exactly by an integral max-flow."""
     ns, nw = p.eligible.shape
     cap = int(p.mult.sum())
-    lower = Fraction(ns, cap)
-    if _flow(p, lower.denominator, lower, exact=True) is not None:
-        return lower                   # the counting bound is met: no LP needed
     us, ws = np.nonzero(p.eligible)
     nv = len(us)
     # variables x[k] for each eligible (u, w), then U; minimise U
@@ -194,34 +221,93 @@ def _solve_u(p: _Problem) -> Fraction:
                   method="highs")
     if res.status != 0:
         raise ScheduleError(f"bfb: the HiGHS LP failed ({res.message})")
-    # the optimum is |S'| / (ports of P(S')) for a Hall-tight S': denominator <= cap
     value = float(res.fun)
     candidates = sorted({Fraction(math.ceil((value - 1e-7) * q), q) for q in range(1, cap + 1)})
     for u in candidates:               # the smallest that an exact integral flow confirms
-        if u >= lower and _flow(p, u.denominator, u, exact=True) is not None:
+        if u > 0 and _flow(p, u.denominator, u, exact=True) is not None:
             return u
     raise ScheduleError(f"bfb: LP optimum {value} could not be confirmed exactly")  # pragma: no cover
 
 
+def _solve_u(p: _Problem) -> Fraction:
+    return _hall_u(p) if p.eligible.shape[1] <= HALL_MAX_LINKS else _lp_u(p)
+
+
+def _max_flow(cap: list[list[int]], src: int, sink: int) -> tuple[int, list[list[int]]]:
+    """Edmonds-Karp on a small dense graph (a few dozen nodes)."""
+    n = len(cap)
+    flow = [[0] * n for _ in range(n)]
+    total = 0
+    while True:
+        parent = [-1] * n
+        parent[src] = src
+        queue = [src]
+        for x in queue:
+            for y in range(n):
+                if parent[y] < 0 and cap[x][y] - flow[x][y] > 0:
+                    parent[y] = x
+                    queue.append(y)
+        if parent[sink] < 0:
+            return total, flow
+        push, y = None, sink
+        while y != src:
+            x = parent[y]
+            r = cap[x][y] - flow[x][y]
+            push = r if push is None else min(push, r)
+            y = x
+        assert push is not None
+        y = sink
+        while y != src:
+            x = parent[y]
+            flow[x][y] += push
+            flow[y][x] -= push
+            y = x
+        total += push
+
+
 def _flow(p: _Problem, chunks: int, u: Fraction, exact: bool) -> np.ndarray | None:
     """Integral split (|S| x |W| chunk counts) with every link w carrying at most
-    ``ceil(u mult_w chunks)`` chunks, or None when none exists."""
+    ``ceil(u mult_w chunks)`` chunks, or None when none exists.  Sources with the same
+    eligible links are interchangeable: the flow runs on those types, and each type's
+    per-link totals are then cut into consecutive whole shards."""
     ns, nw = p.eligible.shape
     caps = [math.ceil(u * int(m) * chunks) for m in p.mult]
     if exact and any(c != u * int(m) * chunks for c, m in zip(caps, p.mult)):
         return None
-    us, ws = np.nonzero(p.eligible)
-    src, sink = 0, 1 + ns + nw
-    rows = np.concatenate([np.zeros(ns, dtype=np.int64), 1 + us, 1 + ns + np.arange(nw)])
-    cols = np.concatenate([1 + np.arange(ns), 1 + ns + ws, np.full(nw, sink)])
-    vals = np.concatenate([np.full(ns, chunks), np.full(len(us), chunks), caps]).astype(np.int32)
-    net = sp.csr_matrix((vals, (rows, cols)), shape=(sink + 1, sink + 1))
-    res = maximum_flow(net, src, sink, method="dinic")
-    if res.flow_value != ns * chunks:
+    masks = _masks(p)
+    types = sorted(set(masks.tolist()))
+    size = 2 + len(types) + nw
+    src, sink = 0, size - 1
+    cap = [[0] * size for _ in range(size)]
+    members = {m: np.nonzero(masks == m)[0] for m in types}
+    for i, m in enumerate(types):
+        cap[src][1 + i] = chunks * len(members[m])
+        for w in range(nw):
+            if m >> w & 1:
+                cap[1 + i][1 + len(types) + w] = chunks * len(members[m])
+    for w in range(nw):
+        cap[1 + len(types) + w][sink] = caps[w]
+    if size <= 40:
+        total, flow = _max_flow(cap, src, sink)
+    else:   # scipy's compiled max-flow once the type graph is large (hypercubes: C(d, t) types)
+        dense = np.array(cap, dtype=np.int64)
+        res = maximum_flow(sp.csr_matrix(dense.astype(np.int32)), src, sink, method="dinic")
+        total, flow = int(res.flow_value), res.flow.toarray().tolist()
+    if total != ns * chunks:
         return None
-    flow = res.flow.tocsr()
     split = np.zeros((ns, nw), dtype=np.int64)
-    split[us, ws] = np.asarray(flow[1 + us, 1 + ns + ws]).ravel()
+    for i, m in enumerate(types):
+        who = members[m].tolist()
+        k, left = 0, chunks          # fill sources one after another along the links
+        for w in range(nw):
+            amount = flow[1 + i][1 + len(types) + w]
+            while amount > 0:
+                take = min(amount, left)
+                split[who[k], w] += take
+                amount -= take
+                left -= take
+                if left == 0:
+                    k, left = k + 1, chunks
     return split
 
 
@@ -312,17 +398,29 @@ def bfb_allgather(topology: Topology | Digraph, chunks: int = 0) -> BFBResult:
         rows.append(np.stack([np.full(len(us), t), p.sources[us], lo[us, ws], split[us, ws],
                               inn[v][ws], np.full(len(us), v)], axis=1))
     pieces = np.concatenate(rows) if rows else np.zeros((0, 6), dtype=np.int64)
-    if g.group is not None:
-        base = pieces
-        allv = np.arange(n, dtype=np.int64)
-        rep = np.repeat(base[None, :, :], n, axis=0)
-        shift = allv[:, None]
-        rep[:, :, 1] = _translate(rep[:, :, 1], shift, g.group)
-        rep[:, :, 4] = _translate(rep[:, :, 4], shift, g.group)
-        rep[:, :, 5] = np.broadcast_to(shift, rep[:, :, 5].shape)
-        pieces = rep.reshape(-1, 6)
-    order = np.lexsort((pieces[:, 2], pieces[:, 1], pieces[:, 4], pieces[:, 5], pieces[:, 0]))
-    return BFBResult(g, chunks, tuple(step_max), pieces[order])
+    if g.group is None:
+        order = np.lexsort((pieces[:, 2], pieces[:, 1], pieces[:, 4], pieces[:, 5], pieces[:, 0]))
+        return BFBResult(g, chunks, tuple(step_max), pieces[order])
+    # translate node 0's rows to every receiver; rows come out ordered by (step, receiver)
+    base = pieces[np.lexsort((pieces[:, 2], pieces[:, 1], pieces[:, 4], pieces[:, 0]))]
+    cv = _coords(np.arange(n, dtype=np.int64), g.group)
+    blocks = []
+    for t in range(1, diameter + 1):
+        b = base[base[:, 0] == t]
+        rep = np.empty((n, len(b), 6), dtype=np.int32)
+        rep[:, :, 0] = t
+        rep[:, :, 2] = b[:, 2]
+        rep[:, :, 3] = b[:, 3]
+        rep[:, :, 5] = np.arange(n, dtype=np.int32)[:, None]
+        for col in (1, 4):
+            cu = _coords(b[:, col], g.group)
+            acc = np.zeros((n, len(b)), dtype=np.int64)
+            for a_, v_, size in zip(cu, cv, g.group):
+                acc *= size
+                acc += (a_[None, :] + v_[:, None]) % size
+            rep[:, :, col] = acc
+        blocks.append(rep.reshape(-1, 6))
+    return BFBResult(g, chunks, tuple(step_max), np.concatenate(blocks))
 
 
 def measure(pieces: np.ndarray, g: Digraph, chunks: int) -> tuple[int, Fraction]:
