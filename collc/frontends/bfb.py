@@ -341,9 +341,10 @@ def _problem(g: Digraph, dist: np.ndarray, inn: list[np.ndarray], inm: list[np.n
     return _Problem(sources, links, inm[v], eligible)
 
 
-def bfb_allgather(topology: Topology | Digraph, chunks: int = 0) -> BFBResult:
+def bfb_allgather(topology: Topology | Digraph, chunks: int = 0, with_pieces: bool = True) -> BFBResult:
     """The optimal BFB allgather (LP (3) per step and receiver).  ``chunks`` fixes the
-    chunks per shard (0: the LCM of the LP denominators, App. D.2)."""
+    chunks per shard (0: the LCM of the LP denominators, App. D.2).  ``with_pieces=False``
+    computes only the costs (the finder's use): no split, no rows."""
     g = topology if isinstance(topology, Digraph) else digraph_of(topology)
     n = g.n
     mat = g.matrix()
@@ -384,6 +385,10 @@ def bfb_allgather(topology: Topology | Digraph, chunks: int = 0) -> BFBResult:
         chunks = math.lcm(*(u.denominator for u in loads.values()))
         if chunks > MAX_LCM_CHUNKS:
             chunks = MAX_LCM_CHUNKS
+    if not with_pieces:
+        worst = [max((u for (t, _), u in loads.items() if t == s_), default=Fraction(0))
+                 for s_ in range(1, diameter + 1)]
+        return BFBResult(g, chunks, tuple(worst), np.zeros((0, 6), dtype=np.int64))
     rows: list[np.ndarray] = []
     step_max = [Fraction(0)] * diameter
     for (t, v), p in problems.items():

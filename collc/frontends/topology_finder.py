@@ -103,7 +103,7 @@ def _divisors(n: int) -> list[int]:
 def _bfb(t: Topology) -> tuple[int, Fraction]:
     from collc.frontends.bfb import bfb_allgather
 
-    r = bfb_allgather(t)
+    r = bfb_allgather(t, with_pieces=False)
     return r.diameter, r.beta
 
 
