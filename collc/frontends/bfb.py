@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
-import scipy.sparse as sp
+import scipy.sparse as sp  # type: ignore[import-untyped]
 from scipy.optimize import linprog  # type: ignore[import-untyped]
 from scipy.sparse.csgraph import connected_components, maximum_flow, shortest_path  # type: ignore[import-untyped]
 
@@ -179,7 +179,8 @@ HALL_MAX_LINKS = 12
 
 
 def _masks(p: _Problem) -> np.ndarray:
-    return (p.eligible.astype(np.int64) << np.arange(p.eligible.shape[1], dtype=np.int64)).sum(axis=1)
+    bits: np.ndarray = (p.eligible.astype(np.int64) << np.arange(p.eligible.shape[1], dtype=np.int64)).sum(axis=1)
+    return bits
 
 
 def _hall_u(p: _Problem) -> Fraction:

@@ -34,7 +34,8 @@ import itertools
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any
 
 from collc.errors import TopologyError
 from collc.topology.model import Link, Topology
@@ -55,7 +56,7 @@ def from_arcs(name: str, n: int, arcs: Iterable[tuple[int, int]], params: list[t
     count = Counter(arcs)
     loops = sum(c for (a, b), c in count.items() if a == b)
     links = tuple(Link(a, b, multiplicity=c) for (a, b), c in sorted(count.items()) if a != b)
-    out = Counter()
+    out: Counter[int] = Counter()
     for (a, _b), c in count.items():
         out[a] += c
     if ports is None and loops:
@@ -207,7 +208,7 @@ def _projective_points(q: int, dim: int) -> list[tuple[int, ...]]:
     return pts
 
 
-def _incidence(points: list[object], blocks: list[frozenset[object]]) -> list[tuple[int, int]]:
+def _incidence(points: Sequence[Hashable], blocks: Sequence[frozenset[Any]]) -> list[tuple[int, int]]:
     idx = {p: i for i, p in enumerate(points)}
     np_ = len(points)
     edges = []
@@ -282,7 +283,9 @@ def _sortable(g: object) -> bool:
 def _drg_edges(name: str) -> list[tuple[int, int]]:
     import networkx as nx
 
-    tutte8 = lambda: nx.LCF_graph(30, [-13, -9, 7, -7, 9, 13], 5)  # noqa: E731  Tutte-Coxeter graph
+    def tutte8() -> object:   # the Tutte-Coxeter graph (Tutte's 8-cage) in LCF notation
+        return nx.LCF_graph(30, [-13, -9, 7, -7, 9, 13], 5)
+
     builders: dict[str, Callable[[], object]] = {
         "octahedron": nx.octahedral_graph,
         "paley9": lambda: nx.cartesian_product(nx.complete_graph(3), nx.complete_graph(3)),  # = H(2,3)
