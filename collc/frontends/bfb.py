@@ -55,7 +55,7 @@ from collc.topology import Topology
 REFERENCE = ("Zhao et al., Efficient Direct-Connect Topologies for Collective Communications, "
              "section 6 (BFB), LP (3), App. D.2")
 
-__all__ = ["Digraph", "BFBResult", "digraph_of", "bfb_allgather", "applies", "build", "measure", "schedule_cost"]
+__all__ = ["Digraph", "BFBResult", "digraph_of", "bfb_allgather", "applies", "build", "measure", "schedule_cost", "emit"]
 
 #: Largest chunk count per shard the LCM rule may pick before it falls back to rounding.
 MAX_LCM_CHUNKS = 64
@@ -535,8 +535,15 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     chunks = int(str(opts.get("chunks", 0)))
     if chunks < 0:
         raise ScheduleError(f"chunks={chunks} must be >= 0 (0: the LCM of the LP denominators)")
+    ag, rs = _results(topology, request.kind, chunks)
+    return emit(topology, request, ag, rs, "bfb", opts, REFERENCE)
+
+
+def emit(topology: Topology, request: Collective, ag: BFBResult | None, rs: BFBResult | None, name: str,
+         opts: Options, reference: str) -> Schedule:
+    """The Schedule of an allgather (rows ``ag`` on G), a reduce-scatter (rows ``rs`` of an
+    allgather on G^T, run backwards) or an allreduce (both, same chunk count)."""
     n, kind = request.nranks, request.kind
-    ag, rs = _results(topology, kind, chunks)
     if kind is CollKind.ALLGATHER:
         assert ag is not None
         c = ag.chunks
@@ -558,7 +565,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                 b.move(0, r, r, I, range(r * c, r * c + c), O, range(c))
             _emit_reducescatter(b, rs, 1, c, S, O)
     else:
-        assert ag is not None and rs is not None
+        assert ag is not None and rs is not None and ag.chunks == rs.chunks
         c = ag.chunks
         b = Builder(Collective(kind, n, n * c, request.inplace))
         start = 0
@@ -568,7 +575,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
             start = 1
         _emit_reducescatter(b, rs, start, c, O, None)
         _emit_allgather(b, ag, start + rs.diameter, c, True)
-    return b.schedule("bfb", opts, topology.name, REFERENCE)
+    return b.schedule(name, opts, topology.name, reference)
 
 
 def _report(topology: Topology, schedule: Schedule) -> list[str]:

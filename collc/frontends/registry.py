@@ -113,4 +113,4 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
 def _load() -> None:
     """Import the frontend modules once; each registers its algorithms at import."""
     from collc.frontends import (bfb, binomial_tree, direct, hdrm, multitree, recursive_doubling,  # noqa: F401
-                                 ring, ring2d, swing, torus_baselines, trees)
+                                 ring, ring2d, shifted_rings, swing, torus_baselines, trees)
