@@ -134,7 +134,8 @@ def _parser() -> argparse.ArgumentParser:
     def candidate_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--collective", required=True)
         a.add_argument("--algorithm", action="append", required=True,
-                       help="repeat; NAME or NAME:key=value,key=value for parameters")
+                       help="repeat; NAME or NAME:key=value,key=value for parameters; @SPEC runs it on its own "
+                            "topology (same ranks)")
         a.add_argument("--root", type=int, default=None)
         place = a.add_mutually_exclusive_group()
         place.add_argument("--inplace", dest="inplace", action="store_true", default=None)
@@ -340,6 +341,7 @@ def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: S
                 protos: Sequence[Proto] = (Proto.SIMPLE,)) -> list[Candidate]:
     out = []
     for spec in specs:
+        spec, _, own = spec.partition("@")   # NAME[:k=v,..]@TOPOLOGY: the candidate's own fabric
         name, _, rest = spec.partition(":")
         params: list[tuple[str, str]] = []
         for item in filter(None, rest.split(",")):
@@ -350,7 +352,7 @@ def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: S
         for c in chunks:
             for i in instances:
                 for pr in protos:
-                    out.append(Candidate(name, tuple(params), c, i, pr))
+                    out.append(Candidate(name, tuple(params), c, i, pr, own))
     return out
 
 

@@ -19,7 +19,10 @@ and receiver ``v`` LP (3) minimises the largest load ``U`` of an in-link of ``v`
 count) and proved feasible by an integral max-flow at the chosen chunk count ``C``
 (LCM of the denominators, or a fixed count with the ``ceil(U C)`` rounding of App
 D.2), which also yields the exact integer split.  Cost (eq. 4): ``T_L = D alpha``,
-``T_B = beta M / B`` with ``beta = (d/N) sum_t max_v U_{t,v}``.  On graphs whose
+``T_B = beta M / B`` with ``beta = (d/N) sum_t max_v U_{t,v}``.  In a reduce-scatter,
+partials of one slot that arrive over several links in one step land in scratch and
+are folded in by a local step, so the schedule may have local-only steps between
+communication steps (``schedule_cost`` counts the latter).  On graphs whose
 nodes form an abelian translation group (rings, circulants, tori, hypercubes,
 Hamming graphs) one node is solved per step and the answer translated.
 
@@ -29,8 +32,9 @@ Hamming graphs) one node is solved per step and the answer translated.
 (2, Fraction(8, 9), 1)
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
->>> build_schedule("bfb", parse_spec("ring:8"), CollKind.ALLREDUCE, inplace=True).nsteps
-8
+>>> s = build_schedule("bfb", parse_spec("ring:8"), CollKind.ALLREDUCE, inplace=True)
+>>> schedule_cost(s, parse_spec("ring:8"))   # communication steps, beta of both phases
+(8, Fraction(7, 4))
 """
 
 from __future__ import annotations
@@ -497,20 +501,52 @@ def _emit_allgather(b: Builder, r: BFBResult, start: int, stride: int, inplace_s
 
 
 def _emit_reducescatter(b: Builder, r: BFBResult, start: int, stride: int, work: Buffer,
-                        final: Buffer | None) -> None:
+                        final: Buffer | None) -> int:
     """Reductions of the reversed transpose-allgather (Def 7): piece ``(t, u, w -> v)`` of
     G^T becomes ``v -> w`` at step ``D - t + 1`` reducing destination ``u``'s slots; with
-    ``final`` the reductions into the destination itself land in ``final[lo..]``."""
+    ``final`` the reductions into the destination itself land in ``final[lo..]``.
+
+    Partials of one slot arriving from several links in one step would serialise on that
+    slot (each reduction waits for the previous): all but the first land in fresh scratch
+    slots instead and a local step after the transfer folds them in (the paper's compiler
+    consolidates through scratch the same way).  Returns the next free step."""
     steps = r.diameter
-    rows_by: dict[tuple[int, bool], list[tuple[int, int, int, int, int]]] = {}
+    rows_by: dict[int, list[tuple[int, int, int, int, int, bool]]] = {}
     for t, u, lo, cnt, w, v in r.pieces.tolist():
         slot = u * stride + lo
         last = final is not None and w == u
-        rows_by.setdefault((steps - t + 1, last), []).append((v, w, slot, lo if last else slot, cnt))
-    for (t, last), rows in sorted(rows_by.items()):
-        for s_, d_, s, d, c in _merged(rows):
+        rows_by.setdefault(steps - t + 1, []).append((v, w, slot, lo if last else slot, cnt, last))
+    base = b.scratch
+    extra = 0
+    cur = start
+    for t in range(1, steps + 1):
+        used: set[tuple[int, bool, int]] = set()
+        direct: dict[bool, list[tuple[int, int, int, int, int]]] = {False: [], True: []}
+        spilled: list[tuple[int, int, int, int, int, bool]] = []   # (src, dst, slot, dst slot, cnt, last)
+        for s_, d_, src, dst, c, last in sorted(rows_by.get(t, [])):
+            keys = [(d_, last, i) for i in range(dst, dst + c)]
+            if any(k in used for k in keys):
+                spilled.append((s_, d_, src, dst, c, last))
+            else:
+                used.update(keys)
+                direct[last].append((s_, d_, src, dst, c))
+        for last, rows in direct.items():
             dbuf = final if last and final is not None else work
-            b.move(start + t - 1, s_, d_, work, range(s, s + c), dbuf, range(d, d + c), reduce=True)
+            for s_, d_, src, dst, c in _merged(rows):
+                b.move(cur, s_, d_, work, range(src, src + c), dbuf, range(dst, dst + c), reduce=True)
+        if spilled:
+            offset: dict[int, int] = {}
+            for s_, d_, src, dst, c, last in spilled:
+                at = base + extra + offset.get(d_, 0)
+                offset[d_] = offset.get(d_, 0) + c
+                dbuf = final if last and final is not None else work
+                b.move(cur, s_, d_, work, range(src, src + c), S, range(at, at + c))
+                b.move(cur + 1, d_, d_, S, range(at, at + c), dbuf, range(dst, dst + c), reduce=True)
+            extra += max(offset.values())
+            cur += 1
+        cur += 1
+    b.scratch = base + extra
+    return cur
 
 
 def _results(topology: Topology, kind: CollKind, chunks: int) -> tuple[BFBResult | None, BFBResult | None]:
@@ -573,8 +609,8 @@ def emit(topology: Topology, request: Collective, ag: BFBResult | None, rs: BFBR
             for r in range(n):
                 b.move(0, r, r, I, range(n * c), O, range(n * c))
             start = 1
-        _emit_reducescatter(b, rs, start, c, O, None)
-        _emit_allgather(b, ag, start + rs.diameter, c, True)
+        after = _emit_reducescatter(b, rs, start, c, O, None)
+        _emit_allgather(b, ag, after, c, True)
     return b.schedule(name, opts, topology.name, reference)
 
 
@@ -595,4 +631,5 @@ register(Algorithm(
     params=(Param("chunks", int, 0, "chunks per shard (0: the LCM of the LP's denominators, App. D.2)"),),
     example="collc build --topology circulant:12:2,3 --algorithm bfb --collective allreduce -o c12.xml",
     report=_report,
+    pair_tbs=False,
 ))

@@ -21,8 +21,10 @@ backwards (Def 7; the rings are bidirectional).
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
 >>> t = parse_spec("circulant:12:1,5")
->>> [build_schedule(a, t, CollKind.ALLREDUCE, inplace=True).nsteps for a in ("shifted-ring", "shifted-bfb-ring")]
-[22, 12]
+>>> from collc.frontends.bfb import schedule_cost
+>>> [schedule_cost(build_schedule(a, t, CollKind.ALLREDUCE, inplace=True), t)
+...  for a in ("shifted-ring", "shifted-bfb-ring")]
+[(22, Fraction(11, 6)), (12, Fraction(11, 6))]
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from collc.ir.collective import CollKind
 from collc.sim.analysis import bus_bandwidth, lower_bounds
 from collc.sim.lockstep import program_step_times
 from collc.sim.routing import Router
-from collc.topology import Topology
+from collc.topology import Topology, parse_spec
 
 PROTO_ALPHA = {Proto.SIMPLE: 1.0, Proto.LL128: 1.9 / 3.4, Proto.LL: 0.6 / 3.4}
 PROTO_BW = {Proto.SIMPLE: 1.0, Proto.LL128: 120 / 128, Proto.LL: 0.5}
@@ -164,9 +164,13 @@ class Candidate:
     chunks: int = 1
     instances: int = 1
     proto: Proto = Proto.SIMPLE
+    topology: str = ""    # its own topology spec (same rank count), e.g. a baseline's fabric
 
     @property
     def label(self) -> str:
+        return self._label() + (f"@{self.topology}" if self.topology else "")
+
+    def _label(self) -> str:
         extra = [f"{k}={v}" for k, v in self.params]
         if self.chunks > 1:
             extra.append(f"chunks={self.chunks}")
@@ -221,9 +225,12 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
         if progress:
             progress(cand.label)
         try:
+            own = parse_spec(cand.topology) if cand.topology else topology
+            if own.nranks != topology.nranks:
+                raise SimUsageError(f"{own.name} has {own.nranks} ranks, {topology.name} {topology.nranks}")
             # only the timing is wanted: from 1024 ranks on, check the program as per-rank
             # files (what such a job must use: one file cannot hold its ranks' XML nodes)
-            built = compile_xml(topology, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
+            built = compile_xml(own, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
                                 chunks=cand.chunks, instances=cand.instances, proto=cand.proto,
                                 shard=topology.nranks >= 1024)
         except CollcError as exc:
@@ -232,7 +239,7 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
         if not built.report.ok:
             result.failed[cand.label] = built.report.errors()[0].message
             continue
-        times = time_program(built.program, topology, sizes, params)
+        times = time_program(built.program, own, sizes, params)
         result.series[cand.label] = rows_for(built.program, sizes, times)
     if not result.series:
         raise SimUsageError("no candidate could be built: " + "; ".join(f"{k}: {v}" for k, v in result.failed.items()))
