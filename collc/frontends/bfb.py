@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
 import numpy as np
@@ -611,7 +611,29 @@ def emit(topology: Topology, request: Collective, ag: BFBResult | None, rs: BFBR
             start = 1
         after = _emit_reducescatter(b, rs, start, c, O, None)
         _emit_allgather(b, ag, after, c, True)
+    _spread_lanes(b, c)
     return b.schedule(name, opts, topology.name, reference)
+
+
+#: Remote transfers per directed link above which a schedule is spread over lanes.
+LANE_SPREAD_AT = 48
+
+
+def _spread_lanes(b: Builder, c: int) -> None:
+    """Spread busy links over channels: the lowering picks a channel from the chunk index,
+    and BFB's pieces mostly start at shard boundaries (multiples of ``c``), so on large
+    graphs the transfers of shard ``u`` go to lane ``u mod L`` instead (every transfer of a
+    shard's data stays in one lane)."""
+    per_link: dict[tuple[int, int], int] = {}
+    for t in b.transfers:
+        if not t.is_local:
+            per_link[t.src, t.dst] = per_link.get((t.src, t.dst), 0) + 1
+    busiest = max(per_link.values(), default=0)
+    if busiest <= LANE_SPREAD_AT:
+        return
+    lanes = min(32, 1 << math.ceil(math.log2(busiest / (LANE_SPREAD_AT // 2))))
+    b.transfers = [replace(t, lane=(t.dst_idx[0] // c if t.dst_buf is not S else t.src_idx[0] // c) % lanes
+                           if not (t.src_buf is S and t.dst_buf is S) else 0) for t in b.transfers]
 
 
 def _report(topology: Topology, schedule: Schedule) -> list[str]:

@@ -151,3 +151,13 @@ def test_pieces_cover_every_shard_once() -> None:
     got = np.zeros((n, n), dtype=np.int64)
     np.add.at(got, (r.pieces[:, 5], r.pieces[:, 1]), r.pieces[:, 3])
     assert np.array_equal(got, r.chunks * (1 - np.eye(n, dtype=np.int64)))
+
+
+@pytest.mark.parametrize("spec", ["genkautz:4,50", "hypercube:4", "circulant:10:2,3", "debruijn:4,2"])
+def test_highs_lp_agrees_with_the_hall_closed_form(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import collc.frontends.bfb as bfb
+
+    hall = bfb.bfb_allgather(parse_spec(spec))
+    monkeypatch.setattr(bfb, "HALL_MAX_LINKS", 0)      # every (t, v) problem through scipy HiGHS
+    lp = bfb.bfb_allgather(parse_spec(spec))
+    assert lp.step_loads == hall.step_loads and lp.chunks == hall.chunks
