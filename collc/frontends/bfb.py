@@ -337,13 +337,10 @@ class BFBResult:
         return sum(self.step_loads, Fraction(0)) * self.graph.degree / self.graph.n
 
 
-def _problem(g: Digraph, dist: np.ndarray, inn: list[np.ndarray], inm: list[np.ndarray], t: int,
-             v: int, col: np.ndarray) -> _Problem:
-    """``col[x] = dist(x, v)``; ``dist`` a callable-free matrix of distances to the in-links."""
+def _problem(link_dist: np.ndarray, links: np.ndarray, mult: np.ndarray, t: int, col: np.ndarray) -> _Problem:
+    """Step ``t`` at one receiver: ``col[x] = dist(x, v)``, ``link_dist[x, i] = dist(x, links[i])``."""
     sources = np.nonzero(col == t)[0]
-    links = inn[v]
-    eligible = dist[np.ix_(sources, np.arange(len(links)))] == t - 1
-    return _Problem(sources, links, inm[v], eligible)
+    return _Problem(sources, links, mult, link_dist[sources] == t - 1)
 
 
 def bfb_allgather(topology: Topology | Digraph, chunks: int = 0, with_pieces: bool = True) -> BFBResult:
@@ -381,7 +378,7 @@ def bfb_allgather(topology: Topology | Digraph, chunks: int = 0, with_pieces: bo
     loads: dict[tuple[int, int], Fraction] = {}
     for t in range(1, diameter + 1):
         for v in receivers:
-            p = _problem(g, link_dist[v], inn, inm, t, v, cols[v])
+            p = _problem(link_dist[v], inn[v], inm[v], t, cols[v])
             if len(p.sources) == 0:
                 continue
             problems[t, v] = p

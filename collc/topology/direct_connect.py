@@ -12,13 +12,17 @@ Spec grammar (see ``docs/direct-connect.md``):
 
 * ``circulant:N:a,b,...`` bidirectional circulant, ``i <-> i +- a_j``; ``circulant:N``
   picks Thm 22's minimum-diameter generators ``{a, a+1}``, ``a = ceil((sqrt(2N-1)-1)/2)``;
+* ``dcirculant:N:a,b,...`` directed circulant ``i -> i + a_j``;
+* ``unitorus:AxBx..`` unidirectional torus (product of directed rings);
 * ``bipartite:D`` complete bipartite ``K_{D,D}`` (N = 2D, degree D);
 * ``hamming:D,Q`` Hamming graph ``H(D, Q)`` (N = Q^D, degree D(Q-1));
 * ``genkautz:D,N`` generalized Kautz (Imase-Itoh): ``u -> (-D u - a) mod N``, a = 1..D;
 * ``debruijn:D,K`` de Bruijn ``B(D, K)``: ``u -> (D u + x) mod D^K``;
 * ``twistedtorus:RxC[:S]`` 2D torus whose row wrap-around shifts the column by ``S``
   (default ``C/2``; TPU v4 style);
-* ``drg:NAME`` the distance-regular graphs of Table 7 (``collc list topologies``).
+* ``drg:NAME`` the distance-regular graphs of Table 7 (``collc list topologies``);
+* ``recipe:L3(C16(3,4))`` (or the bare recipe) and ``find:N:D[:ROW][,bi]``: expansion
+  recipes and the topology finder's picks (``collc.frontends.topology_finder``).
 
 >>> from collc.topology import parse_spec
 >>> t = parse_spec("circulant:12")
