@@ -128,3 +128,10 @@ def test_bad_finder_input() -> None:
         find(5000, 4)
     with pytest.raises(TopologyError, match="no topology"):
         find(2, 3)
+
+
+@pytest.mark.slow
+def test_build_l3_c16_allgather_1024_ranks_sharded() -> None:
+    # the finder's Table 4 pick as a real 1024-rank build: one file per rank, checked as one program
+    c = compile_xml(parse_spec("find:1024:4:2"), "bfb", CollKind.ALLGATHER, shard=True)
+    assert c.report.ok and c.shards is not None and len(c.shards) == 1024
