@@ -53,7 +53,7 @@ from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import Buffer, CollKind, Collective
-from collc.ir.schedule import Schedule
+from collc.ir.schedule import Schedule, Transfer
 from collc.topology import Topology
 
 REFERENCE = ("Zhao et al., Efficient Direct-Connect Topologies for Collective Communications, "
@@ -619,8 +619,8 @@ LANE_SPREAD_AT = 48
 def _spread_lanes(b: Builder, c: int) -> None:
     """Spread busy links over channels: the lowering picks a channel from the chunk index,
     and BFB's pieces mostly start at shard boundaries (multiples of ``c``), so on large
-    graphs the transfers of shard ``u`` go to lane ``u mod L`` instead (every transfer of a
-    shard's data stays in one lane)."""
+    graphs the transfers of shard ``u`` go to lane ``hash(u) mod L`` instead (every transfer
+    of a shard's data stays in one lane)."""
     per_link: dict[tuple[int, int], int] = {}
     for t in b.transfers:
         if not t.is_local:
@@ -629,8 +629,12 @@ def _spread_lanes(b: Builder, c: int) -> None:
     if busiest <= LANE_SPREAD_AT:
         return
     lanes = min(32, 1 << math.ceil(math.log2(busiest / (LANE_SPREAD_AT // 2))))
-    b.transfers = [replace(t, lane=(t.dst_idx[0] // c if t.dst_buf is not S else t.src_idx[0] // c) % lanes
-                           if not (t.src_buf is S and t.dst_buf is S) else 0) for t in b.transfers]
+    def lane(t: Transfer) -> int:
+        shard = (t.dst_idx[0] if t.dst_buf is not S else t.src_idx[0]) // c
+        return ((shard * 2654435761) >> 11) % lanes   # a multiplicative hash: shard ids through one
+        # link follow the graph's arithmetic structure, which a plain modulus keeps unbalanced
+
+    b.transfers = [replace(t, lane=lane(t)) for t in b.transfers]
 
 
 def _report(topology: Topology, schedule: Schedule) -> list[str]:
