@@ -628,7 +628,7 @@ def _spread_lanes(b: Builder, c: int) -> None:
     busiest = max(per_link.values(), default=0)
     if busiest <= LANE_SPREAD_AT:
         return
-    lanes = min(32, 1 << math.ceil(math.log2(busiest / (LANE_SPREAD_AT // 2))))
+    lanes = min(32, 1 << math.ceil(math.log2(busiest / 40)))   # about 40 transfers per link and lane
     def lane(t: Transfer) -> int:
         shard = (t.dst_idx[0] if t.dst_buf is not S else t.src_idx[0]) // c
         return ((shard * 2654435761) >> 11) % lanes   # a multiplicative hash: shard ids through one
