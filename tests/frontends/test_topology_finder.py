@@ -62,9 +62,12 @@ def test_finder_predictions_match_bfb_on_small_recipes() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("recipe", ["L3(C16(3,4))", "L2(C64(6,7))", "L(DC16(1,7)^2)"])
 def test_table4_rows_by_bfb_on_the_built_graph(recipe: str) -> None:
+    # Thm 1 is an upper bound (equal for uniform-load optimal bases): BFB on L(DC16(1,7)^2) even
+    # reaches the bandwidth optimum, 1023/1024, below the finder's (and the paper's) 1.0
     c = next(c for c in find(1024, 4) if c.recipe == recipe)
     r = bfb_allgather(parse_recipe(recipe), with_pieces=False)
-    assert (r.diameter, r.beta) == (c.steps, c.beta)
+    assert r.diameter == c.steps and r.beta <= c.beta
+    assert r.beta == (c.beta if recipe != "L(DC16(1,7)^2)" else Fraction(1023, 1024))
 
 
 # Table 5: the testbed picks (d = 4, bidirectional); every one Moore- and BW-optimal
