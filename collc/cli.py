@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="with algorithms: say for each collective whether it applies on this topology, or why not")
 
     top = cmd("topology", "inspect a topology spec")
-    tsub = top.add_subparsers(dest="action", metavar="{show,import}")
+    tsub = top.add_subparsers(dest="action", metavar="{show,import,find}")
     tsub.required = True
     show = tsub.add_parser("show", help="summarize a topology (or print its JSON file form)")
     show.add_argument("spec")
@@ -88,6 +88,16 @@ def _parser() -> argparse.ArgumentParser:
     imp = tsub.add_parser("import", help="NCCL topology XML (one per node) or nvidia-smi/rocm-smi text -> YAML")
     imp.add_argument("files", nargs="+", metavar="FILE")
     imp.add_argument("-o", "--output", default=None, help="write the topology file here (.yaml or .json)")
+    fnd = tsub.add_parser("find", help="Pareto frontier of direct-connect topologies (T_L, beta) for N nodes, "
+                          "degree d", epilog="example:\n  collc topology find --nodes 1024 --degree 4",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    fnd.add_argument("--nodes", type=int, required=True)
+    fnd.add_argument("--degree", type=int, required=True)
+    fnd.add_argument("--bidirectional", action="store_true", help="only topologies of bidirectional links")
+    fnd.add_argument("--alpha", type=float, default=10.0, help="us per communication step (default 10)")
+    fnd.add_argument("--bw", type=float, default=100.0, help="node egress bandwidth B in Gbit/s (default 100)")
+    fnd.add_argument("--size", default="1MiB", help="allreduce size, or a comma list (buckets) summed (default 1MiB)")
+    fnd.add_argument("--no-cache", action="store_true", help="search again instead of reading the cache")
 
     b = cmd("build", "build, lower, check and write an MSCCL XML")
     b.add_argument("--topology", required=True, help="spec such as ring:8, torus:4x4, switch:8, or a .yaml/.json")
@@ -138,8 +148,9 @@ def _parser() -> argparse.ArgumentParser:
     def candidate_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--collective", required=True)
         a.add_argument("--algorithm", action="append", default=None,
-                       help="repeat; NAME or NAME:key=value,key=value for parameters (default: every algorithm "
-                            "that applies to the collective on the topology)")
+                       help="repeat; NAME or NAME:key=value,key=value for parameters; @SPEC runs it on its own "
+                            "topology (same ranks) (default: every algorithm that applies to the collective on "
+                            "the topology)")
         a.add_argument("--root", type=int, default=None)
         place = a.add_mutually_exclusive_group()
         place.add_argument("--inplace", dest="inplace", action="store_true", default=None)
@@ -198,6 +209,12 @@ def cmd_topology(args: argparse.Namespace) -> int:
     if args.action == "import":
         from collc.topology.importers import import_command
         return import_command(args.files, args.output)
+    if args.action == "find":
+        from collc.frontends.topology_finder import frontier_lines
+        sizes = [float(parse_size(x)) for x in args.size.split(",")]
+        print("\n".join(frontier_lines(args.nodes, args.degree, args.bidirectional, args.alpha, args.bw, sizes,
+                                        not args.no_cache)))
+        return 0
     topo = parse_spec(args.spec)
     if args.json:
         print(dump_json(topo))
@@ -413,6 +430,7 @@ def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: S
                          f"chunks x instances x protocols): at most {MAX_CANDIDATES}, each is a full build")
     out = []
     for spec in specs:
+        spec, _, own = spec.partition("@")   # NAME[:k=v,..]@TOPOLOGY: the candidate's own fabric
         name, _, rest = spec.partition(":")
         params: list[tuple[str, str]] = []
         for item in filter(None, rest.split(",")):
@@ -423,7 +441,7 @@ def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: S
         for c in chunks:
             for i in instances:
                 for pr in protos:
-                    out.append(Candidate(name, tuple(params), c, i, pr))
+                    out.append(Candidate(name, tuple(params), c, i, pr, own))
     return out
 
 

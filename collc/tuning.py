@@ -23,7 +23,7 @@ from collc.ir.collective import CollKind
 from collc.outputs import discard, new_temp_dir, publish_dir, signals_blocked, write_file, write_into
 from collc.sim.plot import busbw_figure, save_busbw_figure
 from collc.sim.runner import ModelParams, Row, SimUsageError, bound_busbw, human, rows_for, time_program
-from collc.topology import Topology
+from collc.topology import Topology, parse_spec
 
 
 # --------------------------------------------------------------------------- compare
@@ -34,9 +34,13 @@ class Candidate:
     chunks: int = 1
     instances: int = 1
     proto: Proto = Proto.SIMPLE
+    topology: str = ""    # its own topology spec (same rank count), e.g. a baseline's fabric
 
     @property
     def label(self) -> str:
+        return self._label() + (f"@{self.topology}" if self.topology else "")
+
+    def _label(self) -> str:
         extra = [f"{k}={v}" for k, v in self.params]
         if self.chunks > 1:
             extra.append(f"chunks={self.chunks}")
@@ -91,9 +95,12 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
         if progress:
             progress(cand.label)
         try:
+            own = parse_spec(cand.topology) if cand.topology else topology
+            if own.nranks != topology.nranks:
+                raise SimUsageError(f"{own.name} has {own.nranks} ranks, {topology.name} {topology.nranks}")
             # only the timing is wanted: from 1024 ranks on, check the program as per-rank
             # files (what such a job must use: one file cannot hold its ranks' XML nodes)
-            built = compile_xml(topology, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
+            built = compile_xml(own, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
                                 chunks=cand.chunks, instances=cand.instances, proto=cand.proto,
                                 shard=topology.nranks >= 1024)
         except CollcError as exc:
@@ -102,7 +109,7 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
         if not built.report.ok:
             result.failed[cand.label] = built.report.errors()[0].message
             continue
-        times = time_program(built.program, topology, sizes, params)
+        times = time_program(built.program, own, sizes, params)
         result.series[cand.label] = rows_for(built.program, sizes, times)
     if not result.series:
         raise SimUsageError("no candidate could be built: " + "; ".join(f"{k}: {v}" for k, v in result.failed.items()))

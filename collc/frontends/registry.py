@@ -156,7 +156,7 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
 
 #: Modules of ``collc.frontends`` that register no algorithm (shared helpers); private
 #: ``_name`` modules are helpers too.  Every other module must register at least one.
-HELPER_MODULES = frozenset({"registry", "common"})
+HELPER_MODULES = frozenset({"registry", "common", "expansions", "topology_finder"})
 
 
 def frontend_modules() -> list[str]:

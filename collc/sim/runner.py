@@ -27,7 +27,7 @@ from collc.ir.collective import CollKind
 from collc.sim.analysis import bus_bandwidth, lower_bounds
 from collc.sim.lockstep import program_step_times
 from collc.sim.routing import Router
-from collc.topology import Topology
+from collc.topology import Topology, parse_spec
 
 PROTO_ALPHA = {Proto.SIMPLE: 1.0, Proto.LL128: 1.9 / 3.4, Proto.LL: 0.6 / 3.4}
 PROTO_BW = {Proto.SIMPLE: 1.0, Proto.LL128: 120 / 128, Proto.LL: 0.5}

@@ -12,6 +12,7 @@ from collc.topology.generators import complete, coords, hypercube, mesh, rank_of
 from collc.topology.model import Link, Topology
 from collc.topology.spec import (FAMILIES, FamilyEntry, dump_json, list_families, load_file, parse_spec,
                                  register_family)
+from collc.topology import direct_connect  # noqa: E402,F401  (registers the direct-connect families)
 
 from collc.topology import importers as _importers  # noqa: E402,F401  registers the nccl: family
 

@@ -278,6 +278,9 @@ def parse_spec(text: str) -> Topology:
     family, _, rest = spec.partition(":")
     args, sep, options = rest.partition(":")
     entry = FAMILIES.get(family)
+    if entry is None and spec[:1].isupper() and "recipe" in FAMILIES:   # a bare recipe: L3(C16(3,4))
+        family, args, sep, options = "recipe", spec, "", ""
+        entry = FAMILIES["recipe"]
     if entry is None:
         raise TopologyError(f"unknown topology family {family!r} in spec {spec!r} (known: "
                             f"{', '.join(FAMILIES)}; or a path to a {'/'.join(FILE_SUFFIXES)} file)")
