@@ -112,5 +112,5 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
 
 def _load() -> None:
     """Import the frontend modules once; each registers its algorithms at import."""
-    from collc.frontends import (binomial_tree, direct, hdrm, multitree, recursive_doubling,  # noqa: F401
-                                 ring, ring2d, swing, torus_baselines, trees)
+    from collc.frontends import (binomial_tree, direct, forestcoll, hdrm, multitree,  # noqa: F401
+                                 recursive_doubling, ring, ring2d, swing, torus_baselines, trees)

@@ -12,6 +12,7 @@ from collc.topology.generators import complete, coords, hypercube, mesh, rank_of
 from collc.topology.model import Link, Topology
 from collc.topology.spec import (FAMILIES, FamilyEntry, dump_json, list_families, load_file, parse_spec,
                                  register_family)
+from collc.topology import fabrics  # noqa: F401,E402  (registers the a100 and mi250 families)
 
 __all__ = [
     "Link", "Topology",

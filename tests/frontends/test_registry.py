@@ -26,13 +26,14 @@ EXPECTED = {
     "bucket": {CollKind.ALLREDUCE},
     "hamiltonian-rings": {CollKind.ALLREDUCE},
     "swing": {CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER},
+    "forestcoll": {CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER},
 }
 # a topology on which each algorithm applies (used by the invalid-input tests)
 HOME = {"binomial-tree": "switch:8", "direct": "switch:8", "recursive-doubling": "switch:8",
         "recursive-halving-doubling": "switch:8", "ring": "ring:8", "ring-2d": "torus:4x4",
         "double-binary-tree": "switch:8", "hdrm": "bigraph:4x8", "multitree": "torus:4x4",
         "recursive-doubling-torus": "torus:4x4", "mirrored-recursive-doubling": "torus:4x4", "bucket": "torus:4x4",
-        "hamiltonian-rings": "torus:4x4", "swing": "torus:4x4"}
+        "hamiltonian-rings": "torus:4x4", "swing": "torus:4x4", "forestcoll": "a100:2x4"}
 
 
 # ---------------------------------------------------------------------- registrations

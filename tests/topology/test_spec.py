@@ -100,7 +100,7 @@ def test_non_string_spec() -> None:
 def test_list_families() -> None:
     families = list_families()
     assert [f[0] for f in families] == ["ring", "torus", "mesh", "hypercube", "complete", "switch", "fattree",
-                                        "bigraph", "dgx2", "hammingmesh", "hyperx"]
+                                        "bigraph", "dgx2", "hammingmesh", "hyperx", "a100", "mi250"]
     for name, description, example in families:
         assert description and "\n" not in description
         assert example.startswith(name + ":")

@@ -1,0 +1,160 @@
+"""Spanning out-tree packing on the switch-free graph, and mapping back to links.
+
+ForestColl section 4.4 and appendix C.3 (Theorems 9-12, Algorithm 5): Bérczi and
+Frank's batched packing with multiplicities.  Every root ``v`` starts one tree
+``({v}, no edges)`` of multiplicity ``k``.  A tree ``j`` grows breadth-first; for an
+edge ``(x, y)`` leaving its vertex set ``R_j`` the number of its copies that may take
+the edge is (Theorem 12, one max-flow)::
+
+    mu = min(c(x,y), m_j, F(x, y; D_j) - sum_{i != j} m_i)
+
+where ``D_j`` is the residual graph plus a node ``s_i`` per other unfinished tree with
+``x -> s_i`` of capacity ``m_i`` and ``s_i -> R_i`` infinite (trees with equal vertex
+sets share one ``s_i``).  When ``mu < m_j`` the tree splits: ``m_j - mu`` copies stay
+behind as a new tree.  Trees keep their multiplicities throughout: a tree of
+multiplicity m carries m chunks and is never expanded into copies.
+
+``map_back`` consumes, for every tree edge, units of the logical edge's physical
+paths (``splitting.Logical.paths``), so the physical link loads can be checked
+against ``U b(e)`` exactly (``link_loads``).
+
+>>> from collc.topology import parse_spec
+>>> from collc.frontends.forestcoll.flow import Network, optimal
+>>> from collc.frontends.forestcoll.splitting import split_switches
+>>> net = Network.of(parse_spec("a100:2x8"))
+>>> opt = optimal(net)
+>>> trees = pack_trees(split_switches(net, opt.scaled(net), opt.k), opt.k)
+>>> len(trees), sum(t.mult for t in trees if t.root == 0), len(trees[0].edges)
+(35, 13, 15)
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from collc.errors import ScheduleError
+from collc.frontends.forestcoll.flow import Edge, FlowNet
+from collc.frontends.forestcoll.splitting import Logical, Path, _take
+
+__all__ = ["Tree", "pack_trees", "map_back", "link_loads", "check_forest"]
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A spanning out-tree: root, edges (parent, child) in the order they were added
+    (parents before children), multiplicity (trees, hence chunks, it stands for)."""
+
+    root: int
+    edges: tuple[Edge, ...]
+    mult: int
+
+    def depths(self) -> dict[int, int]:
+        depth = {self.root: 0}
+        for p, c in self.edges:
+            depth[c] = depth[p] + 1
+        return depth
+
+    @property
+    def height(self) -> int:
+        return max(self.depths().values())
+
+
+@dataclass
+class _Growing:
+    root: int
+    verts: list[int]
+    edges: list[Edge]
+    mult: int
+
+
+def pack_trees(logical: Logical, k: int) -> list[Tree]:
+    n = logical.nranks
+    cap = dict(logical.cap)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for a, b in sorted(cap):
+        succ[a].append(b)
+    queue: deque[_Growing] = deque(_Growing(v, [v], [], k) for v in range(n))
+    done: list[Tree] = []
+    total = sum(cap.values()) + n * k + 1
+    while queue:
+        j = queue.popleft()
+        inside = set(j.verts)
+        todo = deque(j.verts)
+        while todo and len(inside) < n:
+            x = todo.popleft()
+            for y in succ[x]:
+                if y in inside or cap.get((x, y), 0) == 0:
+                    continue
+                mu = min(cap[(x, y)], j.mult)
+                # D_j: the residual graph plus one s node per distinct vertex set of the other trees
+                groups: dict[frozenset[int], int] = {}
+                for other in queue:
+                    key = frozenset(other.verts)
+                    groups[key] = groups.get(key, 0) + other.mult
+                others = sum(groups.values())
+                if groups:
+                    edges: list[Edge] = [e for e, c in cap.items() if c > 0]
+                    vals = [cap[e] for e in edges]
+                    for i, (verts, m) in enumerate(sorted(groups.items(), key=lambda kv: sorted(kv[0]))):
+                        node = n + i
+                        edges.append((x, node))
+                        vals.append(m)
+                        for v in verts:
+                            edges.append((node, v))
+                            vals.append(total)
+                    flow = FlowNet(n + len(groups), edges, vals).flow(x, y)
+                    mu = min(mu, flow - others)
+                if mu <= 0:
+                    continue
+                if mu < j.mult:
+                    queue.append(_Growing(j.root, list(j.verts), list(j.edges), j.mult - mu))
+                    j.mult = mu
+                j.verts.append(y)
+                j.edges.append((x, y))
+                inside.add(y)
+                cap[(x, y)] -= mu
+                todo.append(y)
+        if len(inside) < n:
+            raise ScheduleError(f"forestcoll: tree packing got stuck at root {j.root} with {len(inside)} of {n} "
+                                f"ranks (the logical graph does not hold k={k} trees per root)")
+        done.append(Tree(j.root, tuple(j.edges), j.mult))
+    done.sort(key=lambda t: (t.root, -t.mult, t.edges))
+    return done
+
+
+def map_back(trees: list[Tree], logical: Logical) -> list[list[tuple[Path, int]]]:
+    """For each tree, each edge's physical paths with the units they take (sum = mult)."""
+    pool = {e: list(u) for e, u in logical.paths.items()}
+    out: list[list[tuple[Path, int]]] = []
+    for t in trees:
+        used: list[tuple[Path, int]] = []
+        for e in t.edges:
+            if sum(n for _, n in pool.get(e, [])) < t.mult:
+                raise ScheduleError(f"forestcoll: logical edge {e} has too few units for its trees")
+            used.extend(_take(pool[e], t.mult))
+        out.append(used)
+    return out
+
+
+def link_loads(mapped: list[list[tuple[Path, int]]]) -> dict[Edge, int]:
+    """Trees (units) crossing each physical link."""
+    load: dict[Edge, int] = {}
+    for used in mapped:
+        for path, units in used:
+            for a, b in zip(path, path[1:]):
+                load[(a, b)] = load.get((a, b), 0) + units
+    return load
+
+
+def check_forest(trees: list[Tree], n: int, k: int) -> None:
+    """Every tree spans all ranks with N-1 edges; multiplicities sum to k per root."""
+    per_root = [0] * n
+    for t in trees:
+        verts = {t.root} | {c for _, c in t.edges}
+        if len(t.edges) != n - 1 or verts != set(range(n)) or t.mult < 1:
+            raise ScheduleError(f"forestcoll: a tree of root {t.root} does not span the {n} ranks")
+        per_root[t.root] += t.mult
+    bad = [v for v in range(n) if per_root[v] != k]
+    if bad:
+        raise ScheduleError(f"forestcoll: root {bad[0]} has {per_root[bad[0]]} trees, not k={k}")

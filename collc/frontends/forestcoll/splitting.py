@@ -1,0 +1,198 @@
+"""Switch removal by edge splitting (ForestColl section 4.3, appendix C.2, Theorems 6-8).
+
+At switch ``w`` a split takes ``gamma`` units of ``(u, w)`` and of ``(w, t)`` and adds
+``gamma`` units of a direct edge ``(u, t)`` (dropped when ``u == t``).  Theorem 8 gives
+the largest ``gamma`` that keeps ``min_v F(s, v) >= N k``::
+
+    gamma = min(c(u,w), c(w,t), min_v F(u, w; H1_v) - N k, min_v F(w, t; H2_v) - N k)
+
+with ``H1_v`` = G_k plus infinite edges (u,s), (u,t), (v,w) and ``H2_v`` = G_k plus
+infinite edges (w,s), (u,t), (v,t).  Before evaluating the formula we try the whole
+``min(c(u,w), c(w,t))`` with one Theorem 1 test (N max-flows instead of 2N), since the
+admissible amounts form an interval ``[0, gamma]``.
+
+Switches go in increasing degree (NICs before the switches they feed); at a switch
+the egress edges go in ascending order and, for each, the ingress edges whose tail is
+farthest from ``t`` in the fabric without ``w`` come first (the paper's Fig. 13
+preference for the other cluster, so an IB switch carries inter-box pairs; ties by
+node id; ``u == t`` last).  Every unit of a logical edge remembers the physical path
+it stands for (``paths``), so trees map back to links exactly.
+
+>>> from collc.topology import parse_spec
+>>> from collc.frontends.forestcoll.flow import Network, optimal
+>>> net = Network.of(parse_spec("a100:2x8"))
+>>> opt = optimal(net)
+>>> logical = split_switches(net, opt.scaled(net), opt.k)
+>>> sorted(logical.cap.items())[:3]
+[((0, 1), 28), ((0, 3), 84), ((0, 5), 28)]
+>>> logical.paths[(0, 8)]
+[((0, 18, 34, 26, 8), 15)]
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from collc.errors import ScheduleError
+from collc.frontends.forestcoll.flow import Edge, FlowNet, Network, source_net
+
+__all__ = ["Logical", "split_switches"]
+
+Path = tuple[int, ...]
+Units = list[tuple[Path, int]]   # physical paths with the units of capacity they carry
+
+
+@dataclass
+class Logical:
+    """The switch-free graph on the ranks: capacities and their physical paths."""
+
+    nranks: int
+    cap: dict[Edge, int]
+    paths: dict[Edge, Units]
+
+
+def _take(units: Units, amount: int) -> Units:
+    """Remove ``amount`` units from the front of ``units`` (in place) and return them."""
+    out: Units = []
+    while amount > 0:
+        path, have = units[0]
+        use = min(have, amount)
+        out.append((path, use))
+        amount -= use
+        if use == have:
+            units.pop(0)
+        else:
+            units[0] = (path, have - use)
+    return out
+
+
+def _join(first: Units, second: Units) -> Units:
+    """Pair units of two equal-size lists into concatenated paths."""
+    out: Units = []
+    a, b = list(first), list(second)
+    while a:
+        (pa, na), (pb, nb) = a[0], b[0]
+        use = min(na, nb)
+        path = pa + pb[1:]
+        if out and out[-1][0] == path:
+            out[-1] = (path, out[-1][1] + use)
+        else:
+            out.append((path, use))
+        a[0], b[0] = (pa, na - use), (pb, nb - use)
+        if a[0][1] == 0:
+            a.pop(0)
+        if b[0][1] == 0:
+            b.pop(0)
+    return out
+
+
+def _distances(net: Network, without: int, start: int) -> dict[int, int]:
+    adj: dict[int, list[int]] = {}
+    for a, b in net.cap:
+        adj.setdefault(a, []).append(b)
+    dist = {start: 0}
+    todo = deque([start])
+    while todo:
+        u = todo.popleft()
+        for v in adj.get(u, ()):
+            if v != without and v not in dist:
+                dist[v] = dist[u] + 1
+                todo.append(v)
+    return dist
+
+
+class _Splitter:
+    def __init__(self, net: Network, caps: dict[Edge, int], k: int) -> None:
+        self.net = net
+        self.k = k
+        self.cap = {e: c for e, c in caps.items() if c > 0}
+        self.paths: dict[Edge, Units] = {e: [((e[0], e[1]), c)] for e, c in self.cap.items()}
+        self.s = net.nnodes
+        self.need = net.nranks * k
+        self.big = sum(self.cap.values()) + k * net.nranks + 1
+        self.evaluations = 0
+
+    def _net(self, extra: tuple[Edge, ...]) -> FlowNet:
+        return source_net(self.net, self.cap, self.k, extra)
+
+    def _feasible_after(self, u: int, w: int, t: int, amount: int) -> bool:
+        cap = dict(self.cap)
+        cap[(u, w)] -= amount
+        cap[(w, t)] -= amount
+        if u != t:
+            cap[(u, t)] = cap.get((u, t), 0) + amount
+        g = source_net(self.net, {e: c for e, c in cap.items() if c > 0}, self.k)
+        return all(g.flow(self.s, v) >= self.need for v in range(self.net.nranks))
+
+    def gamma(self, u: int, w: int, t: int) -> int:
+        """Theorem 8's maximal split of (u, w), (w, t)."""
+        self.evaluations += 1
+        most = min(self.cap[(u, w)], self.cap[(w, t)])
+        if self._feasible_after(u, w, t, most):
+            return most
+        s, n, big = self.s, self.net.nranks, self.big
+        h1 = self._net(((u, s), (u, t)) + tuple((v, w) for v in range(n)))
+        h1.put((u, s), big)
+        h1.put((u, t), big + self.cap.get((u, t), 0))
+        for v in range(n):
+            if v in (u, t):
+                continue
+            h1.put((v, w), big + self.cap.get((v, w), 0))
+            most = min(most, h1.flow(u, w) - self.need)
+            h1.put((v, w), self.cap.get((v, w), 0))
+            if most <= 0:
+                return 0
+        h2 = self._net(((w, s), (u, t)) + tuple((v, t) for v in range(n) if v != t))
+        h2.put((w, s), big)
+        h2.put((u, t), big + self.cap.get((u, t), 0))
+        for v in range(n):
+            if v != t and v != u:
+                h2.put((v, t), big + self.cap.get((v, t), 0))
+            most = min(most, h2.flow(w, t) - self.need)
+            if v != t and v != u:
+                h2.put((v, t), self.cap.get((v, t), 0))
+            if most <= 0:
+                return 0
+        return max(most, 0)
+
+    def split(self, u: int, w: int, t: int, amount: int) -> None:
+        for e in ((u, w), (w, t)):
+            self.cap[e] -= amount
+        first = _take(self.paths[(u, w)], amount)
+        second = _take(self.paths[(w, t)], amount)
+        for e in ((u, w), (w, t)):
+            if self.cap[e] == 0:
+                del self.cap[e]
+                del self.paths[e]
+        if u == t:
+            return   # a self-loop carries nothing
+        self.cap[(u, t)] = self.cap.get((u, t), 0) + amount
+        self.paths.setdefault((u, t), []).extend(_join(first, second))
+
+    def remove(self, w: int) -> None:
+        far = {u: _distances(self.net, w, u) for u in sorted({a for a, b in self.cap if b == w})}
+        for t in sorted({b for a, b in self.cap if a == w}):
+            ins = sorted((a for a, b in self.cap if b == w),
+                         key=lambda u: (u == t, -far[u].get(t, 1 << 30), u))
+            for u in ins:
+                if (w, t) not in self.cap:
+                    break
+                if (u, w) not in self.cap:
+                    continue
+                g = self.gamma(u, w, t)
+                if g > 0:
+                    self.split(u, w, t, g)
+        left = [e for e in self.cap if w in e]
+        if left:   # pragma: no cover - Theorem 7 guarantees isolation
+            raise ScheduleError(f"forestcoll: edge splitting left switch {w} with edges {sorted(left)[:4]}")
+
+
+def split_switches(net: Network, caps: dict[Edge, int], k: int) -> Logical:
+    """Remove every switch of ``net`` (capacities ``caps``, k trees per root)."""
+    sp = _Splitter(net, caps, k)
+    degree = {w: len({b for a, b in sp.cap if a == w} | {a for a, b in sp.cap if b == w})
+              for w in range(net.nranks, net.nnodes)}
+    for w in sorted(degree, key=lambda x: (degree[x], x)):
+        sp.remove(w)
+    return Logical(net.nranks, sp.cap, sp.paths)
