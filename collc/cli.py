@@ -27,6 +27,7 @@ from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.frontends.registry import algorithms
 from collc.ir.collective import CollKind
+from collc.sim.analysis import bus_bandwidth
 from collc.sim.report import schedule_report
 from collc.sim.runner import (Candidate, Comparison, ModelParams, bound_busbw, compare, human, parse_size,
                               parse_sizes, plot_busbw, rows_for, time_program, tune)
@@ -239,7 +240,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.report:
         for line in schedule_report(result.schedule, topo):
             print(line)
+        if p.ngpus <= REPORT_SIM_RANKS:
+            size = 1 << 30
+            t = time_program(result.program, topo, [size], ModelParams())[0]
+            print(f"simulated algbw of {where} at 1 GiB (event model): "
+                  f"{bus_bandwidth(p.kind, p.ngpus, size, t)[0]:.2f} GB/s")
     return 0
+
+
+REPORT_SIM_RANKS = 256  # --report simulates the emitted file at 1 GiB up to this many ranks
 
 
 PROGRESS_RANKS = 128  # compiles this large take seconds: show the stages on a terminal

@@ -167,8 +167,10 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     if not isinstance(lanes_opt, int) or not isinstance(pieces_opt, int) or lanes_opt < 0 or pieces_opt < 0:
         raise ScheduleError(f"forestcoll: lanes and pieces must be integers >= 0 (0 = auto), got "
                             f"{lanes_opt!r}, {pieces_opt!r}")
-    ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE)
-    rs_lanes, rs_pieces = (ag_lanes, ag_pieces) if rs is ag else plan_lanes(rs, n, lanes_opt, pieces_opt, True)
+    reduces = kind is not CollKind.ALLGATHER
+    ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, reduces)
+    rs_lanes, rs_pieces = ((ag_lanes, ag_pieces) if rs is ag else
+                           plan_lanes(rs, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, True))
     pieces = min(ag_pieces, rs_pieces)
     params = dict(opts)
     params.update(trees_per_root=k, lanes=max(ag_lanes) + 1, pieces=pieces)
@@ -235,7 +237,7 @@ STEP_BUDGET = 48      # of the 64 steps per tb, leaving room for dependency nops
 
 
 def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
-               both_ways: bool = False) -> tuple[list[int], int]:
+               both_ways: bool = False, reduces: bool = False) -> tuple[list[int], int]:
     """A lane (hence channel) per tree where the limits allow, and the pieces per transfer.
 
     Trees on one lane that share a connection share its tbs, in step order; trees on
@@ -243,7 +245,8 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
     32) whose tbs fit ``TB_BUDGET`` per rank are used; trees go greedily (most chunks
     first) to the lane where they share the fewest connections.  With ``pieces = 0``
     each transfer is cut into as many pieces (up to 32) as ``STEP_BUDGET`` steps per tb
-    allow.  ``both_ways``: the tree is used as in-tree and out-tree (allreduce).
+    allow.  ``both_ways``: the tree is used as in-tree and out-tree (allreduce);
+    ``reduces``: a received piece may lower to up to 3 steps (receive, reduce, nop).
     """
     order = sorted(range(len(trees)), key=lambda i: (-trees[i].mult, i))
 
@@ -274,14 +277,16 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
         nl -= 1
         lane_of, conns = assign(nl)
     busiest = max(conns.values(), default=1)
-    return lane_of, pieces or max(1, min(32, STEP_BUDGET // busiest))
+    return lane_of, pieces or max(1, min(32, STEP_BUDGET // (busiest * (3 if reduces else 1))))
 
 
 def _cut_text(fo: Forest) -> str:
     cut = sorted(v for v in fo.best.cut if v < fo.net.nranks)
     out = sum(c for (a, b), c in fo.net.cap.items() if a in fo.best.cut and b not in fo.best.cut) * fo.net.unit
-    shown = ",".join(str(v) for v in cut) if len(cut) <= 12 else f"{len(cut)} ranks"
-    return f"S* holds ranks {{{shown}}} ({len(cut)} of {fo.net.nranks}), B+(S*) = {float(out):g} GB/s"
+    rest = sorted(set(range(fo.net.nranks)) - set(cut))
+    shown = (f"ranks {{{','.join(map(str, cut))}}}" if len(cut) <= len(rest) else
+             f"every rank but {{{','.join(map(str, rest))}}}")
+    return f"S* holds {shown} ({len(cut)} of {fo.net.nranks}), B+(S*) = {float(out):g} GB/s"
 
 
 def report_lines(fo: Forest) -> list[str]:
@@ -302,7 +307,7 @@ def report_lines(fo: Forest) -> list[str]:
         lines.append(f"forestcoll: k = {opt.k} gives up {float(lost) * 100:.2f}% of the optimum "
                      f"(optimal k = {best.k})")
     lines.append(f"forestcoll: {len(fo.trees)} distinct trees ({sum(t.mult for t in fo.trees)} with multiplicity), "
-                 f"{'-'.join(str(c) for c in (counts[0], counts[-1]))} per root, heights "
+                 f"{counts[0]}..{counts[-1]} per root, heights "
                  f"{min(t.height for t in fo.trees)}-{max(t.height for t in fo.trees)}")
     worst = max(fo.loads[e] / fo.scaled[e] for e in fo.loads)
     lines.append(f"forestcoll: busiest physical link carries {float(worst) * 100:.0f}% of its U b(e) trees")

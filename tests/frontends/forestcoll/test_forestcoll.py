@@ -1,0 +1,190 @@
+"""ForestColl: the check values of the paper's worked examples and testbeds, the forest's
+invariants, the emitted XML in both dialects, and the simulated throughput."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from collc.cli import main
+from collc.compiler.limits import Dialect
+from collc.driver import compile_xml
+from collc.errors import ScheduleError
+from collc.frontends.forestcoll import forest
+from collc.frontends.forestcoll.flow import Network, fixed_k, optimal
+from collc.frontends.registry import build_schedule
+from collc.ir.collective import CollKind
+from collc.sim.analysis import bus_bandwidth
+from collc.sim.runner import ModelParams, time_program
+from collc.topology import Link, Topology, parse_spec
+
+HERE = Path(__file__).parent
+
+
+def _net(spec: str) -> Network:
+    return Network.of(parse_spec(spec))
+
+
+def _gbps(net: Network, u: Fraction) -> Fraction:
+    """A capacity scale in the paper's units (per GB/s)."""
+    return u / net.unit
+
+
+# ---------------------------------------------------------------------- fabrics (section 5.1)
+def test_fabric_link_multiplicities() -> None:
+    a = parse_spec("a100:2x8")
+    assert (a.nranks, a.nswitches) == (16, 2 + 16 + 2)
+    assert a.link(0, 16).bandwidth == 300 and a.link(0, 18).bandwidth == 25
+    assert a.link(18, 34) is not None and a.link(19, 35) is not None   # even NIC -> IB 0, odd -> IB 1
+    m = parse_spec("mi250:2")
+    for r in range(32):
+        links = [lk for lk in m.links if lk.src == r and lk.dst < 32]
+        assert sum(lk.multiplicity for lk in links) == 7 and m.link(r, 32).bandwidth == 16
+    assert m.link(0, 1).multiplicity == 4 and m.link(0, 4).multiplicity == 2 and m.link(0, 8).multiplicity == 1
+    h = parse_spec("mi250:8+8")
+    assert h.nranks == 16 and h.link(0, 8) is None and h.link(8, 9).multiplicity == 4
+    assert parse_spec(h.name) == h
+
+
+# ---------------------------------------------------------------------- worked examples (2.9)
+def test_example_a() -> None:
+    net = Network.of(parse_spec(str(HERE / "example_a.yaml")))
+    opt = optimal(net)
+    b = 5
+    assert opt.algbw(net) == 8 * b              # T* = M / (8b)
+    assert (opt.k, _gbps(net, opt.U)) == (1, Fraction(1, b))
+    cut = sorted(v for v in opt.cut if v < 8)
+    assert cut in ([0, 1, 2, 3], [4, 5, 6, 7])  # the cluster cut
+
+
+def test_example_b() -> None:
+    net = Network.of(parse_spec(str(HERE / "example_b.yaml")))
+    opt = optimal(net)
+    assert 1 / (opt.x_star * net.unit) == Fraction(7, 125)
+    assert (opt.k, _gbps(net, opt.U)) == (5, Fraction(7, 25))
+    assert opt.algbw(net) == Fraction(1000, 7)
+    assert [fixed_k(net, k).algbw(net) for k in (1, 2, 5)] == [Fraction(400, 3), Fraction(400, 3),
+                                                                 Fraction(1000, 7)]
+    assert _gbps(net, fixed_k(net, 1).U) == Fraction(3, 50)
+
+
+# ---------------------------------------------------------------------- testbeds (5.2)
+def test_mi250_2x16() -> None:
+    net = _net("mi250:2")
+    opt = optimal(net)
+    assert opt.x_star * net.unit == Fraction(166, 15)
+    assert round(float(opt.algbw(net)), 2) == 354.13
+    assert (opt.k, _gbps(net, opt.U)) == (83, Fraction(15, 2))
+    assert len([v for v in opt.cut if v < 32]) == 30
+    assert [round(float(fixed_k(net, k).algbw(net)), 2) for k in (1, 2, 3, 4)] == [320.00, 341.33, 342.86, 341.33]
+
+
+def test_a100_2x8() -> None:
+    net = _net("a100:2x8")
+    opt = optimal(net)
+    assert opt.algbw(net) == Fraction(1040, 3)  # 346.67
+    assert (opt.k, _gbps(net, opt.U)) == (13, Fraction(3, 5))
+    assert [fixed_k(net, k).algbw(net) for k in (1, 2, 3, 4)] == [Fraction(2400, 7)] * 4   # 342.86
+
+
+@pytest.mark.parametrize("spec, algbw", [("mi250:8+8", Fraction(208)), ("a100:4x8", Fraction(800, 3)),
+                                         ("a100:8x8", Fraction(1600, 7)), ("mi250:4", Fraction(1024, 3)),
+                                         ("mi250:8", Fraction(2048, 7)), ("mi250:1", Fraction(2400, 7)),
+                                         ("a100:1x8", Fraction(2400, 7))])
+def test_larger_fabrics(spec: str, algbw: Fraction) -> None:
+    net = _net(spec)
+    assert optimal(net).algbw(net) == algbw
+
+
+def test_mi250_8_plus_8_k_and_fixed_k() -> None:
+    net = _net("mi250:8+8")
+    opt = optimal(net)
+    assert (opt.k, _gbps(net, opt.U)) == (13, 1)
+    assert [fixed_k(net, k).algbw(net) for k in (1, 2, 3, 4)] == [200, 200, 200, Fraction(1024, 5)]
+
+
+# ---------------------------------------------------------------------- the forest (section 4)
+@pytest.mark.parametrize("spec, k", [("a100:2x8", "opt"), ("a100:2x8", "1"), ("mi250:2", "2"),
+                                     ("mi250:8+8", "auto"), (str(HERE / "example_a.yaml"), "auto"),
+                                     (str(HERE / "example_b.yaml"), "auto"), ("torus:4x4", "auto")])
+def test_trees_span_and_respect_capacities(spec: str, k: str) -> None:
+    fo = forest(parse_spec(spec), k)
+    n = fo.net.nranks
+    for t in fo.trees:
+        assert len(t.edges) == n - 1 and {t.root} | {c for _, c in t.edges} == set(range(n))
+    for root in range(n):
+        assert sum(t.mult for t in fo.trees if t.root == root) == fo.k
+    # every physical link carries at most floor(U b(e)) trees (U b(e) exactly at the optimum)
+    assert all(load <= fo.scaled[e] for e, load in fo.loads.items())
+    assert all(load <= fo.opt.U * fo.net.cap[e] for e, load in fo.loads.items())
+
+
+def test_multiplicities_are_kept() -> None:
+    fo = forest(parse_spec("a100:2x8"), "opt")
+    assert fo.k == 13 and len(fo.trees) < 16 * 13 and max(t.mult for t in fo.trees) > 1
+
+
+# ---------------------------------------------------------------------- validation
+def test_non_eulerian_names_the_node() -> None:
+    t = Topology("bad", 3, (Link(0, 1, 2.0), Link(1, 0), Link(1, 2), Link(2, 1), Link(2, 0), Link(0, 2)))
+    with pytest.raises(ScheduleError, match="not Eulerian: rank 0"):
+        build_schedule("forestcoll", t, CollKind.ALLGATHER)
+
+
+def test_disconnected_names_the_node() -> None:
+    t = Topology("split", 4, (Link(0, 1), Link(1, 0), Link(2, 3), Link(3, 2)))
+    with pytest.raises(ScheduleError, match="not strongly connected: rank 2"):
+        build_schedule("forestcoll", t, CollKind.ALLGATHER)
+
+
+def test_bad_k() -> None:
+    with pytest.raises(ScheduleError, match="k='x'"):
+        build_schedule("forestcoll", parse_spec("switch:4"), CollKind.ALLGATHER, params={"k": "x"})
+
+
+# ---------------------------------------------------------------------- emitted XML
+CHECKED = [("a100:2x8", CollKind.ALLGATHER), ("a100:4x8", CollKind.ALLGATHER), ("mi250:8+8", CollKind.ALLGATHER),
+           ("a100:2x8", CollKind.REDUCESCATTER), ("a100:2x8", CollKind.ALLREDUCE)]
+
+
+@pytest.mark.parametrize("spec, kind", CHECKED + [pytest.param("mi250:2", CollKind.ALLGATHER, marks=pytest.mark.slow)])
+def test_emitted_xml_passes_check_in_both_dialects(spec: str, kind: CollKind) -> None:
+    topo = parse_spec(spec)
+    for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+        out = compile_xml(topo, "forestcoll", kind, dialect=dialect)
+        assert out.report.ok, [f.message for f in out.report.errors()][:3]
+        assert out.program.nchannels <= 32 and max(len(g.tbs) for g in out.program.gpus) <= 64
+
+
+def _simulated(spec: str) -> tuple[float, float]:
+    topo = parse_spec(spec)
+    out = compile_xml(topo, "forestcoll", CollKind.ALLGATHER)
+    size = 1 << 30
+    t = time_program(out.program, topo, [size], ModelParams())[0]
+    return bus_bandwidth(CollKind.ALLGATHER, topo.nranks, size, t)[0], float(forest(topo).algbw)
+
+
+def test_simulated_allgather_a100_2x8_within_5_percent() -> None:
+    sim, model = _simulated("a100:2x8")
+    assert model == pytest.approx(2400 / 7) and sim >= 0.95 * model and sim <= model * 1.0001
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="the event model reaches ~57% of 342.86 on mi250:2 at k=3 with the lanes "
+                   "that fit RCCL's 64 tbs (92.6% at k=1 with 32 lanes and 64 pieces in the executor dialect)")
+def test_simulated_allgather_mi250_2x16_within_5_percent() -> None:
+    sim, model = _simulated("mi250:2")
+    assert sim >= 0.95 * model
+
+
+def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fc.xml"
+    assert main(["build", "--topology", "a100:2x8", "--algorithm", "forestcoll", "--collective", "allgather",
+                 "--param", "k=1", "--report", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "optimal allgather algbw 346.67 GB/s" in text and "k = 13, U = 3/5" in text
+    assert "chosen k = 1, U = 7/150, model algbw 342.86 GB/s" in text
+    assert "gives up 1.10% of the optimum" in text and "every rank but {" in text
+    assert "simulated algbw" in text and out.exists()
