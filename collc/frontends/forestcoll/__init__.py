@@ -30,7 +30,7 @@ bottleneck cut, k, U, the trees per root and the throughput given up.
 >>> from collc.topology import parse_spec
 >>> s = build_schedule("forestcoll", parse_spec("a100:2x8"), CollKind.ALLGATHER, params={"k": "1"})
 >>> s.collective.chunk_factor, s.nsteps, dict(s.provenance.params)["lanes"]
-(32, 8, '16')
+(24, 31, '16')
 >>> f = forest(parse_spec("mi250:2"), "auto", 4)
 >>> f.opt.k, round(float(f.algbw), 2), round(float(f.best.algbw(f.net)), 2)
 (3, 342.86, 354.13)
@@ -97,13 +97,16 @@ def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> For
     """Search, split, pack and map back; ``k`` is ``auto``, ``opt`` or an integer."""
     net = Network.of(topology)
     best = optimal(net)
-    if k == "opt" or (k == "auto" and best.k <= maxk):
+    if k == "opt":
         chosen = best
     elif k == "auto":
         if maxk < 1:
             raise ScheduleError(f"forestcoll: maxk must be at least 1, got {maxk}")
-        cands = [fixed_k(net, j) for j in range(1, maxk + 1)]
-        chosen = max(cands, key=lambda o: (o.x_star, -o.k))
+        # the best model algbw among k <= maxk, preferring a k small enough that every tree
+        # gets a lane of its own (N k <= 32): shared lanes pipeline worse (docs/forestcoll.md)
+        cands = [best if j == best.k else fixed_k(net, j) for j in range(1, maxk + 1)]
+        own_lane = [o for o in cands if net.nranks * o.k <= MAX_LANES]
+        chosen = max(own_lane or cands, key=lambda o: (o.x_star, -o.k))
     else:
         try:
             want = int(k)
@@ -192,10 +195,10 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                 b.move(0, r, r, I, range(kk), O, range(r * kk, (r + 1) * kk))
         for i, (t, off) in enumerate(zip(ag, offs_ag)):
             depth = t.depths()
-            for rel, dst in blocks(t, off):
+            for j, (rel, dst) in enumerate(blocks(t, off)):
                 for p, c in t.edges:
                     own = p == t.root and not request.inplace
-                    b.move(depth[p], p, c, I if own else O, rel if own else dst, O, dst, lane=ag_lanes[i])
+                    b.move(depth[p] + j, p, c, I if own else O, rel if own else dst, O, dst, lane=ag_lanes[i])
     elif kind is CollKind.REDUCESCATTER:
         b = Builder(Collective(kind, n, kk, request.inplace))
         start = 0
@@ -208,32 +211,38 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         work = I if request.inplace else S
         for i, (t, off) in enumerate(zip(rs, offs_rs)):
             depth = t.depths()
-            for rel, idx in blocks(t, off):
+            for j, (rel, idx) in enumerate(blocks(t, off)):
                 for p, c in t.edges:
                     to_root = p == t.root and not request.inplace
-                    b.move(start + height - depth[c], c, p, work, idx, O if to_root else work,
+                    b.move(start + height - depth[c] + j, c, p, work, idx, O if to_root else work,
                            rel if to_root else idx, reduce=True, lane=rs_lanes[i])
     elif kind is CollKind.ALLREDUCE:
         b = Builder(Collective(kind, n, n * kk, request.inplace))
         start = prefix_copy(b, I, O, n * kk, range(n))
         for i, (t, off) in enumerate(zip(rs, offs_rs)):
             depth = t.depths()
-            for _, idx in blocks(t, off):
+            for j, (_, idx) in enumerate(blocks(t, off)):
                 for p, c in t.edges:
-                    b.move(start + height - depth[c], c, p, O, idx, O, idx, reduce=True, lane=rs_lanes[i])
+                    b.move(start + height - depth[c] + j, c, p, O, idx, O, idx, reduce=True, lane=rs_lanes[i])
         for i, (t, off) in enumerate(zip(ag, offs_ag)):
             depth = t.depths()
-            for _, idx in blocks(t, off):
+            for j, (_, idx) in enumerate(blocks(t, off)):
                 for p, c in t.edges:
-                    b.move(start + height + depth[p], p, c, O, idx, O, idx, lane=ag_lanes[i])
+                    b.move(start + height + depth[p] + j, p, c, O, idx, O, idx, lane=ag_lanes[i])
     else:  # pragma: no cover - applies() filters
         raise ScheduleError(f"forestcoll does not implement {kind.value}")
     return b.schedule("forestcoll", params, topology.name, REFERENCE)
 
 
 MAX_LANES = 32        # the executor's channels
-TB_BUDGET = 60        # RCCL allows 64 tbs per GPU; a few stay free for local copies
+TB_BUDGET = 64        # RCCL's tbs per GPU
 STEP_BUDGET = 48      # of the 64 steps per tb, leaving room for dependency nops
+MAX_PIECES = 48
+# pieces per transfer: 3 per hop of the tallest tree, at least 8 (the event model at 1 GiB: on a100:2x8,
+# height 8, 24 pieces give 96.7% of the model, 48 pieces 92% (5 us per message); on mi250:2, height 14,
+# the algbw still rises up to 48 pieces)
+PIECES_PER_HOP = 3
+MIN_PIECES = 8
 
 
 def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
@@ -244,9 +253,9 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
     separate lanes pipeline independently.  With ``lanes = 0`` the most lanes (up to
     32) whose tbs fit ``TB_BUDGET`` per rank are used; trees go greedily (most chunks
     first) to the lane where they share the fewest connections.  With ``pieces = 0``
-    each transfer is cut into as many pieces (up to 32) as ``STEP_BUDGET`` steps per tb
-    allow.  ``both_ways``: the tree is used as in-tree and out-tree (allreduce);
-    ``reduces``: a received piece may lower to up to 3 steps (receive, reduce, nop).
+    each transfer is cut into 3 pieces per hop of the tallest tree (at least 8, at most 48)
+    as far as ``STEP_BUDGET`` steps per tb allow.  ``both_ways``: the tree is used as
+    in-tree and out-tree (allreduce); ``reduces``: a received piece may lower to up to 3 steps (receive, reduce, nop).
     """
     order = sorted(range(len(trees)), key=lambda i: (-trees[i].mult, i))
 
@@ -261,15 +270,17 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
             lane_of[i] = best
             size[best] += 1
             for p, c in keys:
-                for key in ((best, p, c, 0), (best, c, p, 1)) + (((best, c, p, 0), (best, p, c, 1)) if both_ways else ()):
+                ends = ((best, p, c, 0), (best, c, p, 1))
+                for key in ends + (((best, c, p, 0), (best, p, c, 1)) if both_ways else ()):
                     conns[key] = conns.get(key, 0) + 1
         return lane_of, conns
 
     def tbs(conns: dict[tuple[int, int, int, int], int]) -> int:
-        per = [0] * n
+        """tbs per rank: one per (lane, peer, direction) and a local one."""
+        per = [1] * n
         for _, rank, _, _ in conns:
             per[rank] += 1
-        return max(per) + 1
+        return max(per)
 
     nl = lanes or min(MAX_LANES, len(trees))
     lane_of, conns = assign(nl)
@@ -277,7 +288,8 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
         nl -= 1
         lane_of, conns = assign(nl)
     busiest = max(conns.values(), default=1)
-    return lane_of, pieces or max(1, min(32, STEP_BUDGET // (busiest * (3 if reduces else 1))))
+    fill = max(MIN_PIECES, PIECES_PER_HOP * max(t.height for t in trees))   # the pipeline's depth
+    return lane_of, pieces or max(1, min(MAX_PIECES, fill, STEP_BUDGET // (busiest * (3 if reduces else 1))))
 
 
 def _cut_text(fo: Forest) -> str:
@@ -332,7 +344,7 @@ register(Algorithm(
                   "opt, or an integer (fixed-k search)"),
             Param("maxk", int, DEFAULT_MAXK, "largest k that k=auto uses when the optimal k is larger"),
             Param("lanes", int, 0, "channels the trees spread over (0 = auto: up to 32 that fit 60 tbs per rank)"),
-            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto, up to 32)")),
+            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto, up to 48)")),
     example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",
     report=_report,
     pair_tbs=False,

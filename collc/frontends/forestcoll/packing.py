@@ -25,7 +25,7 @@ against ``U b(e)`` exactly (``link_loads``).
 >>> opt = optimal(net)
 >>> trees = pack_trees(split_switches(net, opt.scaled(net), opt.k), opt.k)
 >>> len(trees), sum(t.mult for t in trees if t.root == 0), len(trees[0].edges)
-(35, 13, 15)
+(26, 13, 15)
 """
 
 from __future__ import annotations
@@ -33,8 +33,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+import scipy.sparse as sp  # type: ignore[import-untyped]
+from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
+
 from collc.errors import ScheduleError
-from collc.frontends.forestcoll.flow import Edge, FlowNet
+from collc.frontends.forestcoll.flow import INT_LIMIT, Edge
 from collc.frontends.forestcoll.splitting import Logical, Path, _take
 
 __all__ = ["Tree", "pack_trees", "map_back", "link_loads", "check_forest"]
@@ -70,50 +74,49 @@ class _Growing:
 
 def pack_trees(logical: Logical, k: int) -> list[Tree]:
     n = logical.nranks
-    cap = dict(logical.cap)
+    keys = sorted(logical.cap)
+    eid = {e: i for i, e in enumerate(keys)}
+    cap = np.array([logical.cap[e] for e in keys], dtype=np.int64)
+    rows = np.array([a for a, _ in keys], dtype=np.int32)
+    cols = np.array([b for _, b in keys], dtype=np.int32)
     succ: list[list[int]] = [[] for _ in range(n)]
-    for a, b in sorted(cap):
+    for a, b in keys:
         succ[a].append(b)
     queue: deque[_Growing] = deque(_Growing(v, [v], [], k) for v in range(n))
     done: list[Tree] = []
-    total = sum(cap.values()) + n * k + 1
+    big = int(cap.sum()) + n * k + 1
+    if big * (n + 1) > INT_LIMIT:
+        raise ScheduleError("forestcoll: capacities too large for the int32 max-flow solver")
     while queue:
         j = queue.popleft()
+        # D_j's extra nodes: one per distinct vertex set among the other unfinished trees
+        groups: dict[tuple[int, ...], int] = {}
+        for other in queue:
+            key = tuple(sorted(other.verts))
+            groups[key] = groups.get(key, 0) + other.mult
         inside = set(j.verts)
         todo = deque(j.verts)
         while todo and len(inside) < n:
             x = todo.popleft()
             for y in succ[x]:
-                if y in inside or cap.get((x, y), 0) == 0:
+                e = eid[(x, y)]
+                if y in inside or cap[e] == 0:
                     continue
-                mu = min(cap[(x, y)], j.mult)
-                # D_j: the residual graph plus one s node per distinct vertex set of the other trees
-                groups: dict[frozenset[int], int] = {}
-                for other in queue:
-                    key = frozenset(other.verts)
-                    groups[key] = groups.get(key, 0) + other.mult
-                others = sum(groups.values())
+                mu = min(int(cap[e]), j.mult)
                 if groups:
-                    edges: list[Edge] = [e for e, c in cap.items() if c > 0]
-                    vals = [cap[e] for e in edges]
-                    for i, (verts, m) in enumerate(sorted(groups.items(), key=lambda kv: sorted(kv[0]))):
-                        node = n + i
-                        edges.append((x, node))
-                        vals.append(m)
-                        for v in verts:
-                            edges.append((node, v))
-                            vals.append(total)
-                    flow = FlowNet(n + len(groups), edges, vals).flow(x, y)
-                    mu = min(mu, flow - others)
+                    mu = min(mu, _flow_with_groups(n, rows, cols, cap, groups, x, y, big) - sum(groups.values()))
                 if mu <= 0:
                     continue
                 if mu < j.mult:
-                    queue.append(_Growing(j.root, list(j.verts), list(j.edges), j.mult - mu))
+                    rest = _Growing(j.root, list(j.verts), list(j.edges), j.mult - mu)
+                    queue.append(rest)
+                    key = tuple(sorted(rest.verts))
+                    groups[key] = groups.get(key, 0) + rest.mult
                     j.mult = mu
                 j.verts.append(y)
                 j.edges.append((x, y))
                 inside.add(y)
-                cap[(x, y)] -= mu
+                cap[e] -= mu
                 todo.append(y)
         if len(inside) < n:
             raise ScheduleError(f"forestcoll: tree packing got stuck at root {j.root} with {len(inside)} of {n} "
@@ -121,6 +124,23 @@ def pack_trees(logical: Logical, k: int) -> list[Tree]:
         done.append(Tree(j.root, tuple(j.edges), j.mult))
     done.sort(key=lambda t: (t.root, -t.mult, t.edges))
     return done
+
+
+def _flow_with_groups(n: int, rows: np.ndarray, cols: np.ndarray, cap: np.ndarray,
+                      groups: dict[tuple[int, ...], int], x: int, y: int, big: int) -> int:
+    """F(x, y; D_j): the residual graph plus x -> s_i (m_i) and s_i -> R_i (infinite)."""
+    r = [rows]
+    c = [cols]
+    d = [cap]
+    for i, (verts, m) in enumerate(sorted(groups.items())):
+        node = n + i
+        r.append(np.array((x,) + (node,) * len(verts), dtype=np.int32))
+        c.append(np.array((node,) + verts, dtype=np.int32))
+        d.append(np.array((m,) + (big,) * len(verts), dtype=np.int64))
+    size = n + len(groups)
+    matrix = sp.csr_matrix((np.concatenate(d).astype(np.int32), (np.concatenate(r), np.concatenate(c))),
+                           shape=(size, size))
+    return int(maximum_flow(matrix, x, y).flow_value)
 
 
 def map_back(trees: list[Tree], logical: Logical) -> list[list[tuple[Path, int]]]:

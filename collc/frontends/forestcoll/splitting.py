@@ -15,7 +15,8 @@ Switches go in increasing degree (NICs before the switches they feed); at a swit
 the egress edges go in ascending order and, for each, the ingress edges whose tail is
 farthest from ``t`` in the fabric without ``w`` come first (the paper's Fig. 13
 preference for the other cluster, so an IB switch carries inter-box pairs; ties by
-node id; ``u == t`` last).  Every unit of a logical edge remembers the physical path
+``(u - t) mod nodes``, which spreads each box's ingress over the other boxes instead of
+draining one box first; ``u == t`` last).  Every unit of a logical edge remembers the physical path
 it stands for (``paths``), so trees map back to links exactly.
 
 >>> from collc.topology import parse_spec
@@ -24,7 +25,7 @@ it stands for (``paths``), so trees map back to links exactly.
 >>> opt = optimal(net)
 >>> logical = split_switches(net, opt.scaled(net), opt.k)
 >>> sorted(logical.cap.items())[:3]
-[((0, 1), 28), ((0, 3), 84), ((0, 5), 28)]
+[((0, 7), 180), ((0, 8), 15), ((1, 0), 180)]
 >>> logical.paths[(0, 8)]
 [((0, 18, 34, 26, 8), 15)]
 """
@@ -112,24 +113,46 @@ class _Splitter:
         self.need = net.nranks * k
         self.big = sum(self.cap.values()) + k * net.nranks + 1
         self.evaluations = 0
+        self.full = 0
+        g = source_net(net, self.cap, k)
+        self.slack = [g.flow(self.s, v) - self.need for v in range(net.nranks)]
+        if min(self.slack) < 0:
+            raise ScheduleError(f"forestcoll: the scaled fabric does not hold k={k} trees per root "
+                                f"(rank {self.slack.index(min(self.slack))})")
+        self.pending: tuple[int, dict[int, int]] | None = None
 
     def _net(self, extra: tuple[Edge, ...]) -> FlowNet:
         return source_net(self.net, self.cap, self.k, extra)
 
-    def _feasible_after(self, u: int, w: int, t: int, amount: int) -> bool:
+    def _flows_after(self, u: int, w: int, t: int, amount: int, ranks: list[int]) -> dict[int, int] | None:
+        """``F(s, v) - N k`` after the split for ``ranks``, or None at the first that drops below 0."""
         cap = dict(self.cap)
         cap[(u, w)] -= amount
         cap[(w, t)] -= amount
         if u != t:
             cap[(u, t)] = cap.get((u, t), 0) + amount
         g = source_net(self.net, {e: c for e, c in cap.items() if c > 0}, self.k)
-        return all(g.flow(self.s, v) >= self.need for v in range(self.net.nranks))
+        out: dict[int, int] = {}
+        for v in ranks:
+            out[v] = g.flow(self.s, v) - self.need
+            if out[v] < 0:
+                return None
+        return out
 
     def gamma(self, u: int, w: int, t: int) -> int:
-        """Theorem 8's maximal split of (u, w), (w, t)."""
+        """Theorem 8's maximal split of (u, w), (w, t).
+
+        ``slack[v]`` is a lower bound on ``F(s, v) - N k``: a split of g lowers every cut,
+        hence every ``F(s, v)``, by at most g, so only ranks whose slack is below the
+        amount need a max-flow to admit the whole ``min(c(u,w), c(w,t))``.
+        """
         self.evaluations += 1
         most = min(self.cap[(u, w)], self.cap[(w, t)])
-        if self._feasible_after(u, w, t, most):
+        tight = [v for v in range(self.net.nranks) if self.slack[v] < most]
+        exact = self._flows_after(u, w, t, most, tight)
+        if exact is not None:
+            self.pending = (most, exact)
+            self.full += 1
             return most
         s, n, big = self.s, self.net.nranks, self.big
         h1 = self._net(((u, s), (u, t)) + tuple((v, w) for v in range(n)))
@@ -157,6 +180,11 @@ class _Splitter:
         return max(most, 0)
 
     def split(self, u: int, w: int, t: int, amount: int) -> None:
+        exact: dict[int, int] = {}
+        if self.pending is not None and self.pending[0] == amount:
+            exact = self.pending[1]
+        self.pending = None
+        self.slack = [exact[v] if v in exact else self.slack[v] - amount for v in range(self.net.nranks)]
         for e in ((u, w), (w, t)):
             self.cap[e] -= amount
         first = _take(self.paths[(u, w)], amount)
@@ -170,11 +198,31 @@ class _Splitter:
         self.cap[(u, t)] = self.cap.get((u, t), 0) + amount
         self.paths.setdefault((u, t), []).extend(_join(first, second))
 
+    def splice(self, w: int) -> bool:
+        """A switch between exactly two nodes a, b with c(a,w) = c(w,b) and c(b,w) = c(w,a)
+        becomes direct edges: every cut keeps its value with w on the better side, so
+        no F(s, v) drops and no max-flow is needed (a NIC or PCIe hop)."""
+        ins = sorted(a for a, b in self.cap if b == w)
+        outs = sorted(b for a, b in self.cap if a == w)
+        if len(ins) != 2 or ins != outs:
+            return False
+        a, b = ins
+        if self.cap[(a, w)] != self.cap[(w, b)] or self.cap[(b, w)] != self.cap[(w, a)]:
+            return False
+        for u, t in ((a, b), (b, a)):
+            amount = self.cap[(u, w)]
+            self.pending = None
+            self.split(u, w, t, amount)
+            self.slack = [x + amount for x in self.slack]   # the cuts did not drop (see above)
+        return True
+
     def remove(self, w: int) -> None:
+        if self.splice(w):
+            return
         far = {u: _distances(self.net, w, u) for u in sorted({a for a, b in self.cap if b == w})}
         for t in sorted({b for a, b in self.cap if a == w}):
             ins = sorted((a for a, b in self.cap if b == w),
-                         key=lambda u: (u == t, -far[u].get(t, 1 << 30), u))
+                         key=lambda u: (u == t, -far[u].get(t, 1 << 30), (u - t) % self.net.nnodes))
             for u in ins:
                 if (w, t) not in self.cap:
                     break
