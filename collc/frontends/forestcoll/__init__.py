@@ -19,11 +19,15 @@ shard (a rank's input is k chunks); an edge ``p -> c`` of it is one transfer of 
 m chunks at step ``depth(p)``.  Trees that share a connection share its threadblocks
 (the lowering puts a connection's transfers in one tb in step order).
 
-Parameter ``k``: ``auto`` (default) takes the optimal k when it is at most ``maxk``,
-else the k in ``1..maxk`` with the best fixed-k algbw (the paper's practice, section
-4.5: e.g. 342.86 of 354.13 GB/s on mi250:2 with k=3); ``opt`` forces the optimal k; an
-integer forces that k (fixed-k search).  ``collc build --report`` prints x*, the
-bottleneck cut, k, U, the trees per root and the throughput given up.
+Parameter ``k``: ``auto`` (default) takes, among k = 1..``maxk`` (the optimal k when
+it is in that range, else the fixed-k search), the best model algbw, preferring the
+k with ``N k <= 32`` so that every tree gets a lane (channel) of its own: trees that
+share a lane share its threadblocks and pipeline worse in the event model (on mi250:2
+k=1 models 320.00 GB/s and simulates 287 at 1 GiB; k=3 models 342.86 and simulates
+235).  When the optimal k is not taken, ``--report`` prints the throughput given up
+(the paper's practice, section 4.5).  ``opt`` forces the optimal k; an integer forces
+that k.  ``lanes`` and ``pieces`` (0 = auto, see :func:`plan_lanes`) set the channels
+the trees spread over and the pipelining pieces of each tree chunk.
 
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
@@ -33,7 +37,7 @@ bottleneck cut, k, U, the trees per root and the throughput given up.
 (24, 31, '16')
 >>> f = forest(parse_spec("mi250:2"), "auto", 4)
 >>> f.opt.k, round(float(f.algbw), 2), round(float(f.best.algbw(f.net)), 2)
-(3, 342.86, 354.13)
+(1, 320.0, 354.13)
 """
 
 from __future__ import annotations
