@@ -42,6 +42,7 @@ the trees spread over and the pipelining pieces of each tree chunk.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -74,6 +75,7 @@ class Forest:
     logical: Logical
     loads: dict[tuple[int, int], int]      # trees crossing each physical link
     scaled: dict[tuple[int, int], int]     # floor(U b(e)): the trees each link may carry
+    seconds: tuple[tuple[str, float], ...] = ()   # time of each stage: search, split, pack, map
 
     @property
     def algbw(self) -> Fraction:
@@ -99,6 +101,7 @@ def applies(topology: Topology, kind: CollKind) -> str | None:
 @lru_cache(maxsize=16)
 def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> Forest:
     """Search, split, pack and map back; ``k`` is ``auto``, ``opt`` or an integer."""
+    t0 = time.perf_counter()
     net = Network.of(topology)
     best = optimal(net)
     if k == "opt":
@@ -130,14 +133,18 @@ def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> For
         if bad is not None:
             raise ScheduleError(f"forestcoll: k={chosen.k}: floor(U b) is not Eulerian at node {bad}; edge "
                                 f"splitting needs a bidirectional fabric (use k=opt)")
+    t1 = time.perf_counter()
     logical = split_switches(net, scaled, chosen.k)
+    t2 = time.perf_counter()
     trees = pack_trees(logical, chosen.k)
+    t3 = time.perf_counter()
     check_forest(trees, net.nranks, chosen.k)
     loads = link_loads(map_back(trees, logical))
     over = next((e for e, load in sorted(loads.items()) if load > scaled.get(e, 0)), None)
     if over is not None:   # pragma: no cover - splitting and packing guarantee it
         raise ScheduleError(f"forestcoll: link {over} carries {loads[over]} trees, above {scaled.get(over, 0)}")
-    return Forest(net, best, chosen, tuple(trees), logical, loads, scaled)
+    seconds = (("search", t1 - t0), ("split", t2 - t1), ("pack", t3 - t2), ("map", time.perf_counter() - t3))
+    return Forest(net, best, chosen, tuple(trees), logical, loads, scaled, seconds)
 
 
 def _options(opts: Options) -> tuple[str, int]:
