@@ -54,6 +54,10 @@ MI250_XGMI: tuple[tuple[int, int, int], ...] = (
 )
 
 
+#: A Hamiltonian path of one box over xGMI links (the ring baseline goes box to box through IB).
+MI250_PATH = (0, 4, 5, 1, 9, 8, 12, 13, 14, 15, 11, 10, 2, 3, 7, 6)
+
+
 def _both(a: int, b: int, bw: float, mult: int = 1) -> list[Link]:
     return [Link(a, b, bw, 0.0, mult), Link(b, a, bw, 0.0, mult)]
 
@@ -78,7 +82,25 @@ def a100(dims: Sequence[int]) -> Topology:
             links += _both(nic0 + r, ib0 + (r % per) % 2, A100_NIC_BW)
         nsw = nbox + n + 2
     return Topology(f"a100:{nbox}x{per}", n, tuple(links), nswitches=nsw,
-                    params=(("boxes", str(nbox)), ("gpus", str(per))))
+                    params=(("boxes", str(nbox)), ("gpus", str(per))), cycle=_a100_cycle(nbox, per))
+
+
+def _a100_cycle(nbox: int, per: int) -> tuple[int, ...] | None:
+    """A ring for ``ring``: through each box over the NVSwitch, box to box between GPUs of
+    the same NIC rail (alternately ascending and descending; with an odd box count the
+    last box ends on an even GPU so that it returns to GPU 0 on rail 0)."""
+    if nbox == 1:
+        return tuple(range(per))
+    order: list[int] = []
+    for box in range(nbox):
+        gpus = list(range(per)) if box % 2 == 0 else list(range(per - 1, -1, -1))
+        if box == nbox - 1 and box % 2 == 0:
+            gpus = [0] + list(range(per - 1, 0, -1)) if (per - 1) % 2 else gpus
+            if gpus[-1] % 2:
+                last_even = max(g for g in range(1, per) if g % 2 == 0)
+                gpus = [0] + [g for g in range(1, per) if g != last_even] + [last_even]
+        order += [box * per + g for g in gpus]
+    return tuple(order)
 
 
 def mi250(boxes: Sequence[int]) -> Topology:
@@ -102,8 +124,12 @@ def mi250(boxes: Sequence[int]) -> Topology:
             links += _both(r, n, MI250_IB_BW)
     uniform = all(b == 16 for b in boxes)
     args = str(len(boxes)) if uniform else "+".join(str(b) for b in boxes)
+    cycle = None
+    if len(boxes) > 1:   # inside a box along xGMI links where it can, box to box through IB
+        cycle = tuple(first + g for first, used in zip([sum(boxes[:i]) for i in range(len(boxes))], boxes)
+                      for g in MI250_PATH if g < used)
     return Topology(f"mi250:{args}", n, tuple(links), nswitches=1 if len(boxes) > 1 else 0,
-                    params=(("boxes", args),))
+                    params=(("boxes", args),), cycle=cycle)
 
 
 def _parse_a100(args: str, options: str | None) -> Topology:

@@ -43,6 +43,9 @@ def test_fabric_link_multiplicities() -> None:
         links = [lk for lk in m.links if lk.src == r and lk.dst < 32]
         assert sum(lk.multiplicity for lk in links) == 7 and m.link(r, 32).bandwidth == 16
     assert m.link(0, 1).multiplicity == 4 and m.link(0, 4).multiplicity == 2 and m.link(0, 8).multiplicity == 1
+    for spec in ("a100:2x8", "a100:3x4", "mi250:2", "mi250:8+8"):   # a cycle for the ring baseline
+        t = parse_spec(spec)
+        assert t.cycle is not None and sorted(t.cycle) == list(range(t.nranks))
     h = parse_spec("mi250:8+8")
     assert h.nranks == 16 and h.link(0, 8) is None and h.link(8, 9).multiplicity == 4
     assert parse_spec(h.name) == h
@@ -177,6 +180,11 @@ def test_simulated_allgather_a100_2x8_within_5_percent() -> None:
 def test_simulated_allgather_mi250_2x16_within_5_percent() -> None:
     sim, model = _simulated("mi250:2")
     assert sim >= 0.95 * model
+
+
+def test_ring_baseline_runs_on_the_fabrics() -> None:
+    for spec in ("a100:2x8", "mi250:8+8"):
+        assert compile_xml(parse_spec(spec), "ring", CollKind.ALLGATHER).report.ok
 
 
 def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
