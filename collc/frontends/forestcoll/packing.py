@@ -72,6 +72,43 @@ class _Growing:
     mult: int
 
 
+class _Aux:
+    """D_j as one CSR matrix: the residual edges, and for every group i of other trees an
+    auxiliary node with ``x -> s_i`` placeholders for every rank x (set to m_i only while a
+    flow from that x runs) and ``s_i -> R_i`` of infinite capacity."""
+
+    def __init__(self, n: int, rows: np.ndarray, cols: np.ndarray, cap: np.ndarray,
+                 groups: list[tuple[tuple[int, ...], int]], big: int) -> None:
+        g = len(groups)
+        r = [rows, np.repeat(np.arange(n, dtype=np.int32), g)]
+        c = [cols, np.tile(np.arange(n, n + g, dtype=np.int32), n)]
+        d = [cap, np.zeros(n * g, dtype=np.int64)]
+        for i, (verts, _) in enumerate(groups):
+            r.append(np.full(len(verts), n + i, dtype=np.int32))
+            c.append(np.array(verts, dtype=np.int32))
+            d.append(np.full(len(verts), big, dtype=np.int64))
+        rr, cc, dd = np.concatenate(r), np.concatenate(c), np.concatenate(d)
+        order = np.lexsort((cc, rr))
+        size = n + g
+        indptr = np.zeros(size + 1, dtype=np.int32)
+        np.cumsum(np.bincount(rr, minlength=size), out=indptr[1:])
+        self.matrix = sp.csr_matrix((dd[order].astype(np.int32), cc[order], indptr), shape=(size, size))
+        slot = np.empty(len(order), dtype=np.int64)
+        slot[order] = np.arange(len(order))
+        self.edge_slot = slot[:len(rows)]                                   # residual edge -> slot
+        self.x_slots = slot[len(rows):len(rows) + n * g].reshape(n, g)      # (x, group) -> slot
+        self.mults = np.array([m for _, m in groups], dtype=np.int32)
+        self.total = int(self.mults.sum())
+
+    def flow(self, x: int, y: int) -> int:
+        """F(x, y; D_j) - sum of the other trees' multiplicities."""
+        data = self.matrix.data
+        data[self.x_slots[x]] = self.mults
+        value = int(maximum_flow(self.matrix, x, y).flow_value)
+        data[self.x_slots[x]] = 0
+        return value - self.total
+
+
 def pack_trees(logical: Logical, k: int) -> list[Tree]:
     n = logical.nranks
     keys = sorted(logical.cap)
@@ -87,13 +124,18 @@ def pack_trees(logical: Logical, k: int) -> list[Tree]:
     big = int(cap.sum()) + n * k + 1
     if big * (n + 1) > INT_LIMIT:
         raise ScheduleError("forestcoll: capacities too large for the int32 max-flow solver")
-    while queue:
-        j = queue.popleft()
+
+    def aux_for(others: deque[_Growing]) -> _Aux | None:
         # D_j's extra nodes: one per distinct vertex set among the other unfinished trees
         groups: dict[tuple[int, ...], int] = {}
-        for other in queue:
+        for other in others:
             key = tuple(sorted(other.verts))
             groups[key] = groups.get(key, 0) + other.mult
+        return _Aux(n, rows, cols, cap, sorted(groups.items()), big) if groups else None
+
+    while queue:
+        j = queue.popleft()
+        aux = aux_for(queue)
         inside = set(j.verts)
         todo = deque(j.verts)
         while todo and len(inside) < n:
@@ -103,44 +145,28 @@ def pack_trees(logical: Logical, k: int) -> list[Tree]:
                 if y in inside or cap[e] == 0:
                     continue
                 mu = min(int(cap[e]), j.mult)
-                if groups:
-                    mu = min(mu, _flow_with_groups(n, rows, cols, cap, groups, x, y, big) - sum(groups.values()))
+                if aux is not None:
+                    mu = min(mu, aux.flow(x, y))
                 if mu <= 0:
                     continue
-                if mu < j.mult:
-                    rest = _Growing(j.root, list(j.verts), list(j.edges), j.mult - mu)
-                    queue.append(rest)
-                    key = tuple(sorted(rest.verts))
-                    groups[key] = groups.get(key, 0) + rest.mult
-                    j.mult = mu
                 j.verts.append(y)
                 j.edges.append((x, y))
                 inside.add(y)
                 cap[e] -= mu
                 todo.append(y)
+                if mu < j.mult:
+                    verts, edges = j.verts[:-1], j.edges[:-1]
+                    queue.append(_Growing(j.root, verts, edges, j.mult - mu))
+                    j.mult = mu
+                    aux = aux_for(queue)      # the groups changed: rebuild D_j
+                elif aux is not None:
+                    aux.matrix.data[aux.edge_slot[e]] = cap[e]
         if len(inside) < n:
             raise ScheduleError(f"forestcoll: tree packing got stuck at root {j.root} with {len(inside)} of {n} "
                                 f"ranks (the logical graph does not hold k={k} trees per root)")
         done.append(Tree(j.root, tuple(j.edges), j.mult))
     done.sort(key=lambda t: (t.root, -t.mult, t.edges))
     return done
-
-
-def _flow_with_groups(n: int, rows: np.ndarray, cols: np.ndarray, cap: np.ndarray,
-                      groups: dict[tuple[int, ...], int], x: int, y: int, big: int) -> int:
-    """F(x, y; D_j): the residual graph plus x -> s_i (m_i) and s_i -> R_i (infinite)."""
-    r = [rows]
-    c = [cols]
-    d = [cap]
-    for i, (verts, m) in enumerate(sorted(groups.items())):
-        node = n + i
-        r.append(np.array((x,) + (node,) * len(verts), dtype=np.int32))
-        c.append(np.array((node,) + verts, dtype=np.int32))
-        d.append(np.array((m,) + (big,) * len(verts), dtype=np.int64))
-    size = n + len(groups)
-    matrix = sp.csr_matrix((np.concatenate(d).astype(np.int32), (np.concatenate(r), np.concatenate(c))),
-                           shape=(size, size))
-    return int(maximum_flow(matrix, x, y).flow_value)
 
 
 def map_back(trees: list[Tree], logical: Logical) -> list[list[tuple[Path, int]]]:
