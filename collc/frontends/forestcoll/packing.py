@@ -73,39 +73,41 @@ class _Growing:
 
 
 class _Aux:
-    """D_j as one CSR matrix: the residual edges, and for every group i of other trees an
-    auxiliary node with ``x -> s_i`` placeholders for every rank x (set to m_i only while a
-    flow from that x runs) and ``s_i -> R_i`` of infinite capacity."""
+    """D_j as one CSR matrix: the residual edges, an auxiliary node s_i per group i of
+    other trees with ``s_i -> R_i`` of infinite capacity, and a hub h with ``h -> s_i``
+    of capacity m_i.  The edge ``x -> h`` (a placeholder for every rank) is infinite only
+    while a flow from x runs, which makes h stand for x's edges ``x -> s_i`` (m_i)."""
 
     def __init__(self, n: int, rows: np.ndarray, cols: np.ndarray, cap: np.ndarray,
                  groups: list[tuple[tuple[int, ...], int]], big: int) -> None:
         g = len(groups)
-        r = [rows, np.repeat(np.arange(n, dtype=np.int32), g)]
-        c = [cols, np.tile(np.arange(n, n + g, dtype=np.int32), n)]
-        d = [cap, np.zeros(n * g, dtype=np.int64)]
+        hub = n + g
+        r = [rows, np.arange(n, dtype=np.int32), np.full(g, hub, dtype=np.int32)]
+        c = [cols, np.full(n, hub, dtype=np.int32), np.arange(n, n + g, dtype=np.int32)]
+        d = [cap, np.zeros(n, dtype=np.int64), np.array([m for _, m in groups], dtype=np.int64)]
         for i, (verts, _) in enumerate(groups):
             r.append(np.full(len(verts), n + i, dtype=np.int32))
             c.append(np.array(verts, dtype=np.int32))
             d.append(np.full(len(verts), big, dtype=np.int64))
         rr, cc, dd = np.concatenate(r), np.concatenate(c), np.concatenate(d)
         order = np.lexsort((cc, rr))
-        size = n + g
+        size = hub + 1
         indptr = np.zeros(size + 1, dtype=np.int32)
         np.cumsum(np.bincount(rr, minlength=size), out=indptr[1:])
         self.matrix = sp.csr_matrix((dd[order].astype(np.int32), cc[order], indptr), shape=(size, size))
         slot = np.empty(len(order), dtype=np.int64)
         slot[order] = np.arange(len(order))
-        self.edge_slot = slot[:len(rows)]                                   # residual edge -> slot
-        self.x_slots = slot[len(rows):len(rows) + n * g].reshape(n, g)      # (x, group) -> slot
-        self.mults = np.array([m for _, m in groups], dtype=np.int32)
-        self.total = int(self.mults.sum())
+        self.edge_slot = slot[:len(rows)]                   # residual edge -> slot
+        self.hub_slot = slot[len(rows):len(rows) + n]       # x -> hub placeholder -> slot
+        self.big = big
+        self.total = sum(m for _, m in groups)
 
     def flow(self, x: int, y: int) -> int:
         """F(x, y; D_j) - sum of the other trees' multiplicities."""
         data = self.matrix.data
-        data[self.x_slots[x]] = self.mults
+        data[self.hub_slot[x]] = self.big
         value = int(maximum_flow(self.matrix, x, y).flow_value)
-        data[self.x_slots[x]] = 0
+        data[self.hub_slot[x]] = 0
         return value - self.total
 
 
