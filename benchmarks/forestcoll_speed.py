@@ -9,7 +9,12 @@ a fresh process so that its peak memory (ru_maxrss) is its own.
     python benchmarks/forestcoll_speed.py           # every case
     python benchmarks/forestcoll_speed.py --quick   # the two 2-box cases only
 
-Targets (issue 13; the reference implementation's time on this machine in brackets).
+Columns: the forest's stages, ``build`` (schedule, lowering, emit and check of the XML
+with its default pipelining pieces), ``total`` (end to end, which the target and the
+verdict refer to) and ``compact`` (end to end with ``pieces=1``: one transfer per tree
+edge, the small XML the reference's own lowering would write).  Peak memory is that
+of the default build.  Targets are issue 13's; the reference implementation's time on
+this machine is in the last column.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ CASES = [
 ]
 
 
-def run_case(spec: str, k: str) -> dict[str, object]:
+def run_case(spec: str, k: str, pieces: str) -> dict[str, object]:
     from collc.driver import compile_xml
     from collc.frontends.forestcoll import forest
     from collc.ir.collective import CollKind
@@ -43,7 +48,7 @@ def run_case(spec: str, k: str) -> dict[str, object]:
 
     topo = parse_spec(spec)
     t0 = time.perf_counter()
-    result = compile_xml(topo, "forestcoll", CollKind.ALLGATHER, params={"k": k})
+    result = compile_xml(topo, "forestcoll", CollKind.ALLGATHER, params={"k": k, "pieces": pieces})
     total = time.perf_counter() - t0
     fo = forest(topo, k)   # cached: the forest the build used
     stages = dict(fo.seconds)
@@ -56,30 +61,33 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="only the 2-box cases")
     ap.add_argument("--case", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--pieces", default="0", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.case is not None:
         spec, k, _, _ = CASES[args.case]
-        print(json.dumps(run_case(spec, k)))
+        print(json.dumps(run_case(spec, k, args.pieces)))
         return
-    head = (f"{'fabric':10s} {'k':>5s} {'trees':>5s} {'algbw':>7s} {'search':>6s} {'split':>6s} {'pack':>6s} "
-            f"{'map':>5s} {'build':>6s} {'total':>7s} {'target':>7s} {'peak MiB':>8s}  reference")
+    head = (f"{'fabric':10s} {'k':>6s} {'trees':>5s} {'algbw':>7s} {'search':>6s} {'split':>6s} {'pack':>6s} "
+            f"{'map':>5s} {'build':>6s} {'total':>7s} {'compact':>7s} {'target':>7s} {'peak MiB':>8s}  reference")
     print(head)
     print("-" * len(head))
     for i, (spec, k, target, ref) in enumerate(CASES):
         if args.quick and i >= 2:
             continue
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        out = subprocess.run([sys.executable, __file__, "--case", str(i)], capture_output=True, text=True, env=env)
-        if out.returncode:
-            print(f"{spec:10s} failed: {out.stderr.strip().splitlines()[-1]}")
+        runs = [subprocess.run([sys.executable, __file__, "--case", str(i), "--pieces", pieces], capture_output=True,
+                               text=True, env=env) for pieces in ("0", "1")]
+        bad = next((o for o in runs if o.returncode), None)
+        if bad is not None:
+            print(f"{spec:10s} failed: {bad.stderr.strip().splitlines()[-1]}")
             continue
-        r = json.loads(out.stdout)
+        r, compact = (json.loads(o.stdout) for o in runs)
         mark = "" if r["ok"] else "  CHECK FAILED"
         verdict = "ok" if float(r["total"]) <= target else "SLOW"
-        print(f"{spec:10s} {k + '=' + str(r['k']) if k != str(r['k']) else k:>5s} {r['trees']:5d} "
+        print(f"{spec:10s} {k + '=' + str(r['k']) if k != str(r['k']) else k:>6s} {r['trees']:5d} "
               f"{r['algbw']:7.2f} {r['search']:6.2f} {r['split']:6.2f} {r['pack']:6.2f} {r['map']:5.2f} "
-              f"{r['rest']:6.2f} {r['total']:7.2f} {'<= ' + format(target, 'g'):>7s} {r['rss']:8.0f}  "
-              f"{ref} [{verdict}]{mark}", flush=True)
+              f"{r['rest']:6.2f} {r['total']:7.2f} {compact['total']:7.2f} {'<= ' + format(target, 'g'):>7s} "
+              f"{r['rss']:8.0f}  {ref} [{verdict}]{mark}", flush=True)
 
 
 if __name__ == "__main__":

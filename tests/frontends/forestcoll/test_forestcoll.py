@@ -161,6 +161,14 @@ def test_emitted_xml_passes_check_in_both_dialects(spec: str, kind: CollKind) ->
         assert out.program.nchannels <= 32 and max(len(g.tbs) for g in out.program.gpus) <= 64
 
 
+@pytest.mark.parametrize("kind", [CollKind.REDUCESCATTER, CollKind.ALLREDUCE])
+def test_one_way_links_reduce_on_the_transpose(kind: CollKind) -> None:
+    topo = parse_spec("ring:6:uni")        # in-trees of ring:6:uni are out-trees of its transpose
+    out = compile_xml(topo, "forestcoll", kind)
+    assert out.report.ok, [f.message for f in out.report.errors()][:3]
+    assert dict(out.schedule.provenance.params)["trees_per_root"] == "1"
+
+
 def _simulated(spec: str) -> tuple[float, float]:
     topo = parse_spec(spec)
     out = compile_xml(topo, "forestcoll", CollKind.ALLGATHER)
