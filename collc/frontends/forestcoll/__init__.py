@@ -20,21 +20,23 @@ m chunks at step ``depth(p)``.  Trees that share a connection share its threadbl
 (the lowering puts a connection's transfers in one tb in step order).
 
 Parameter ``k``: ``auto`` (default) takes, among k = 1..``maxk`` (the optimal k when
-it is in that range, else the fixed-k search), the best model algbw, preferring the
-k with ``N k <= 32`` so that every tree gets a lane (channel) of its own: trees that
-share a lane share its threadblocks and pipeline worse in the event model (on mi250:2
-k=1 models 320.00 GB/s and simulates 287 at 1 GiB; k=3 models 342.86 and simulates
-235).  When the optimal k is not taken, ``--report`` prints the throughput given up
-(the paper's practice, section 4.5).  ``opt`` forces the optimal k; an integer forces
-that k.  ``lanes`` and ``pieces`` (0 = auto, see :func:`plan_lanes`) set the channels
-the trees spread over and the pipelining pieces of each tree chunk.
+it is in that range, else the fixed-k search), the best model algbw, preferring a k
+with ``N k <= 32`` (the channels): trees that share a lane share its threadblocks and
+pipeline worse in the event model (on mi250:2 at 1 GiB k=1 models 320.00 GB/s and
+simulates 199.4, k=3 models 342.86 and simulates 162.1).  When the optimal k is not
+taken, ``--report`` prints the throughput given up (the paper's practice, section 4.5).
+``opt`` forces the optimal k; an integer forces that k.  ``lanes`` and ``pieces``
+(0 = auto, see :func:`plan_lanes`) set the channels the trees spread over and the
+pipelining pieces of each tree chunk; the automatic choice leaves room for ``--chunks``
+up to 3 and ``--instances 2``, and more is faster at large sizes (mi250:2 with
+``lanes=32,pieces=21``: 273.4 GB/s).
 
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
 >>> from collc.topology import parse_spec
 >>> s = build_schedule("forestcoll", parse_spec("a100:2x8"), CollKind.ALLGATHER, params={"k": "1"})
 >>> s.collective.chunk_factor, s.nsteps, dict(s.provenance.params)["lanes"]
-(24, 31, '16')
+(10, 17, '16')
 >>> f = forest(parse_spec("mi250:2"), "auto", 4)
 >>> f.opt.k, round(float(f.algbw), 2), round(float(f.best.algbw(f.net)), 2)
 (1, 320.0, 354.13)
@@ -109,10 +111,10 @@ def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> For
     elif k == "auto":
         if maxk < 1:
             raise ScheduleError(f"forestcoll: maxk must be at least 1, got {maxk}")
-        # the best model algbw among k <= maxk, preferring a k small enough that every tree
-        # gets a lane of its own (N k <= 32): shared lanes pipeline worse (docs/forestcoll.md)
+        # the best model algbw among k <= maxk, preferring a k small enough that the trees
+        # fit the channels (N k <= 32): crowded lanes pipeline worse (docs/forestcoll.md)
         cands = [best if j == best.k else fixed_k(net, j) for j in range(1, maxk + 1)]
-        own_lane = [o for o in cands if net.nranks * o.k <= MAX_LANES]
+        own_lane = [o for o in cands if net.nranks * o.k <= MAX_CHANNELS]
         chosen = max(own_lane or cands, key=lambda o: (o.x_star, -o.k))
     else:
         try:
@@ -245,13 +247,14 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     return b.schedule("forestcoll", params, topology.name, REFERENCE)
 
 
-MAX_LANES = 32        # the executor's channels
+MAX_CHANNELS = 32     # the executor's channels
+MAX_LANES = 16        # lanes by default: half the channels, room for --instances 2
 TB_BUDGET = 64        # RCCL's tbs per GPU
-STEP_BUDGET = 48      # of the 64 steps per tb, leaving room for dependency nops
+STEP_BUDGET = 21      # of the 64 steps per tb: room for --chunks up to 3 on top of the pieces
 MAX_PIECES = 48
 # pieces per transfer: 3 per hop of the tallest tree, at least 8 (the event model at 1 GiB: on a100:2x8,
-# height 8, 24 pieces give 96.7% of the model, 48 pieces 92% (5 us per message); on mi250:2, height 14,
-# the algbw still rises up to 48 pieces)
+# height 8, 10 pieces give 98.7% of the model, 48 pieces 92% (5 us per message); on mi250:2 with a lane
+# per tree (lanes=32), height 12, the algbw still rises up to 48 pieces: 85.4% at 21, 91.9% at 48)
 PIECES_PER_HOP = 3
 MIN_PIECES = 8
 
@@ -261,12 +264,15 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
     """A lane (hence channel) per tree where the limits allow, and the pieces per transfer.
 
     Trees on one lane that share a connection share its tbs, in step order; trees on
-    separate lanes pipeline independently.  With ``lanes = 0`` the most lanes (up to
-    32) whose tbs fit ``TB_BUDGET`` per rank are used; trees go greedily (most chunks
-    first) to the lane where they share the fewest connections.  With ``pieces = 0``
-    each transfer is cut into 3 pieces per hop of the tallest tree (at least 8, at most 48)
-    as far as ``STEP_BUDGET`` steps per tb allow.  ``both_ways``: the tree is used as
-    in-tree and out-tree (allreduce); ``reduces``: a received piece may lower to up to 3 steps (receive, reduce, nop).
+    separate lanes pipeline independently.  With ``lanes = 0`` the most lanes (up to 16,
+    which leaves channels for ``--instances 2``) whose tbs fit ``TB_BUDGET`` per rank are
+    used; trees go greedily (most chunks first) to the lane where they share the fewest
+    connections.  With ``pieces = 0`` each transfer is cut into 3 pieces per hop of the
+    tallest tree (at least 8, at most 48) as far as ``STEP_BUDGET`` (21) steps per tb
+    allow, counting a paired tb's receives and sends, which leaves room for ``--chunks``
+    up to 3 within the runtime's 64 steps per tb.  ``both_ways``: the tree is used as
+    in-tree and out-tree (allreduce); ``reduces``: a received piece may lower to up to 3
+    steps (receive, reduce, nop).
     """
     order = sorted(range(len(trees)), key=lambda i: (-trees[i].mult, i))
 
@@ -298,7 +304,13 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
     while not lanes and nl > 1 and tbs(conns) > TB_BUDGET:
         nl -= 1
         lane_of, conns = assign(nl)
-    busiest = max(conns.values(), default=1)
+    # a tb may pair a receive peer with a send peer (the lowering does unless told not
+    # to): budget for the busiest receive plus the busiest send of a rank's lane
+    most: dict[tuple[int, int, int], int] = {}
+    for (lane, rank, _, way), count in conns.items():
+        most[(lane, rank, way)] = max(most.get((lane, rank, way), 0), count)
+    busiest = max((most.get((lane, rank, 0), 0) + most.get((lane, rank, 1), 0)
+                   for lane, rank, _ in most), default=1)
     fill = max(MIN_PIECES, PIECES_PER_HOP * max(t.height for t in trees))   # the pipeline's depth
     return lane_of, pieces or max(1, min(MAX_PIECES, fill, STEP_BUDGET // (busiest * (3 if reduces else 1))))
 
