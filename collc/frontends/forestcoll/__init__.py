@@ -363,10 +363,10 @@ register(Algorithm(
             "354.13 GB/s on mi250:2",
     reference=REFERENCE,
     build=build,
-    params=(Param("k", str, "auto", "trees per root: auto (optimal k if <= maxk, else the best k <= maxk), "
-                  "opt, or an integer (fixed-k search)"),
-            Param("maxk", int, DEFAULT_MAXK, "largest k that k=auto uses when the optimal k is larger"),
-            Param("lanes", int, 0, "channels the trees spread over (0 = auto: up to 32 that fit 60 tbs per rank)"),
+    params=(Param("k", str, "auto", "trees per root: auto (the best model algbw among k <= maxk, preferring "
+                  "N k <= 32), opt, or an integer (fixed-k search)"),
+            Param("maxk", int, DEFAULT_MAXK, "largest k that k=auto considers"),
+            Param("lanes", int, 0, "channels the trees spread over (0 = auto: up to 16 that fit 64 tbs per rank)"),
             Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto, up to 48)")),
     example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",
     report=_report,
