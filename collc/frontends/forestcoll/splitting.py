@@ -115,8 +115,7 @@ class _Splitter:
         self.s = net.nnodes
         self.need = net.nranks * k
         self.big = sum(self.cap.values()) + k * net.nranks + 1
-        self.evaluations = 0
-        self.full = 0
+        self.evaluations = 0   # Theorem 1 tests and gamma formulas evaluated (for benchmarks)
         g = source_net(net, self.cap, k)
         self.slack = [g.flow(self.s, v) - self.need for v in range(net.nranks)]
         if min(self.slack) < 0:
@@ -155,7 +154,6 @@ class _Splitter:
         exact = self._flows_after(u, w, t, most, tight)
         if exact is not None:
             self.pending = (most, exact)
-            self.full += 1
             return most
         s, n, big = self.s, self.net.nranks, self.big
         h1 = self._net(((u, s), (u, t)) + tuple((v, w) for v in range(n)))

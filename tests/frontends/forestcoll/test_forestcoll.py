@@ -13,7 +13,9 @@ from collc.compiler.limits import Dialect
 from collc.driver import compile_xml
 from collc.errors import ScheduleError
 from collc.frontends.forestcoll import forest
-from collc.frontends.forestcoll.flow import Network, fixed_k, optimal
+from collc.frontends.forestcoll import splitting
+from collc.frontends.forestcoll.flow import Network, feasible, fixed_k, optimal
+from collc.frontends.forestcoll.packing import check_forest, link_loads, map_back, pack_trees
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind
 from collc.sim.analysis import bus_bandwidth
@@ -33,21 +35,27 @@ def _gbps(net: Network, u: Fraction) -> Fraction:
 
 
 # ---------------------------------------------------------------------- fabrics (section 5.1)
+def _link(t: Topology, a: int, b: int) -> Link:
+    lk = t.link(a, b)
+    assert lk is not None, (t.name, a, b)
+    return lk
+
+
 def test_fabric_link_multiplicities() -> None:
     a = parse_spec("a100:2x8")
     assert (a.nranks, a.nswitches) == (16, 2 + 16 + 2)
-    assert a.link(0, 16).bandwidth == 300 and a.link(0, 18).bandwidth == 25
+    assert _link(a, 0, 16).bandwidth == 300 and _link(a, 0, 18).bandwidth == 25
     assert a.link(18, 34) is not None and a.link(19, 35) is not None   # even NIC -> IB 0, odd -> IB 1
     m = parse_spec("mi250:2")
     for r in range(32):
         links = [lk for lk in m.links if lk.src == r and lk.dst < 32]
-        assert sum(lk.multiplicity for lk in links) == 7 and m.link(r, 32).bandwidth == 16
-    assert m.link(0, 1).multiplicity == 4 and m.link(0, 4).multiplicity == 2 and m.link(0, 8).multiplicity == 1
+        assert sum(lk.multiplicity for lk in links) == 7 and _link(m, r, 32).bandwidth == 16
+    assert [_link(m, 0, b).multiplicity for b in (1, 4, 8)] == [4, 2, 1]
     for spec in ("a100:2x8", "a100:3x4", "mi250:2", "mi250:8+8"):   # a cycle for the ring baseline
         t = parse_spec(spec)
         assert t.cycle is not None and sorted(t.cycle) == list(range(t.nranks))
     h = parse_spec("mi250:8+8")
-    assert h.nranks == 16 and h.link(0, 8) is None and h.link(8, 9).multiplicity == 4
+    assert h.nranks == 16 and h.link(0, 8) is None and _link(h, 8, 9).multiplicity == 4
     assert parse_spec(h.name) == h
 
 
@@ -104,7 +112,7 @@ def test_larger_fabrics(spec: str, algbw: Fraction) -> None:
 def test_mi250_8_plus_8_k_and_fixed_k() -> None:
     net = _net("mi250:8+8")
     opt = optimal(net)
-    assert (opt.k, _gbps(net, opt.U)) == (13, 1)
+    assert (opt.k, _gbps(net, opt.U)) == (13, Fraction(1))
     assert [fixed_k(net, k).algbw(net) for k in (1, 2, 3, 4)] == [200, 200, 200, Fraction(1024, 5)]
 
 
@@ -122,6 +130,49 @@ def test_trees_span_and_respect_capacities(spec: str, k: str) -> None:
     # every physical link carries at most floor(U b(e)) trees (U b(e) exactly at the optimum)
     assert all(load <= fo.scaled[e] for e, load in fo.loads.items())
     assert all(load <= fo.opt.U * fo.net.cap[e] for e, load in fo.loads.items())
+
+
+@pytest.mark.parametrize("name", ["example_a.yaml", "example_b.yaml"])
+def test_theorem_8_gamma_is_the_largest_admissible_split(name: str) -> None:
+    """gamma of every (u, w, t) equals the largest amount after which min_v F(s, v) >= N k,
+    found by trying every amount (the formula path runs wherever gamma < min(c(u,w), c(w,t)))."""
+    net = Network.of(parse_spec(str(HERE / name)))
+    opt = optimal(net)
+    sp = splitting._Splitter(net, opt.scaled(net), opt.k)
+
+    def admissible(u: int, w: int, t: int, a: int) -> bool:
+        cap = dict(sp.cap)
+        cap[(u, w)] -= a
+        cap[(w, t)] -= a
+        if u != t:
+            cap[(u, t)] = cap.get((u, t), 0) + a
+        return feasible(net, {e: c for e, c in cap.items() if c > 0}, opt.k) is None
+
+    below = 0
+    for w in range(net.nranks, net.nnodes):
+        for u in sorted(a for a, b in sp.cap if b == w):
+            for t in sorted(b for a, b in sp.cap if a == w):
+                most = min(sp.cap[(u, w)], sp.cap[(w, t)])
+                gamma = sp.gamma(u, w, t)
+                sp.pending = None
+                assert gamma == max(a for a in range(most + 1) if admissible(u, w, t, a)), (u, w, t)
+                below += gamma < most
+    assert below > 0
+
+
+@pytest.mark.parametrize("spec", ["a100:2x8", str(HERE / "example_b.yaml")])
+def test_one_split_at_a_time_gives_a_valid_forest(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the whole-switch batch, Algorithm 4's pair-by-pair splitting still removes every
+    switch and the trees still pack within floor(U b(e))."""
+    monkeypatch.setattr(splitting._Splitter, "_batch", lambda self, w, order: False)
+    net = Network.of(parse_spec(spec))
+    opt = optimal(net)
+    scaled = opt.scaled(net)
+    logical = splitting.split_switches(net, scaled, opt.k)
+    assert all(a < net.nranks and b < net.nranks for a, b in logical.cap)
+    trees = pack_trees(logical, opt.k)
+    check_forest(trees, net.nranks, opt.k)
+    assert all(load <= scaled[e] for e, load in link_loads(map_back(trees, logical)).items())
 
 
 def test_multiplicities_are_kept() -> None:
