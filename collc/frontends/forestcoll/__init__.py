@@ -45,6 +45,7 @@ up to 3 and ``--instances 2``, and more is faster at large sizes (mi250:2 with
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -184,9 +185,10 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         raise ScheduleError(f"forestcoll: lanes and pieces must be integers >= 0 (0 = auto), got "
                             f"{lanes_opt!r}, {pieces_opt!r}")
     reduces = kind is not CollKind.ALLGATHER
-    ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, reduces)
+    rail = rail_of(topology)
+    ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, reduces, rail)
     rs_lanes, rs_pieces = ((ag_lanes, ag_pieces) if rs is ag else
-                           plan_lanes(rs, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, True))
+                           plan_lanes(rs, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, True, rail))
     pieces = min(ag_pieces, rs_pieces)
     params = dict(opts)
     params.update(trees_per_root=k, lanes=max(ag_lanes) + 1, pieces=pieces)
@@ -259,8 +261,19 @@ PIECES_PER_HOP = 3
 MIN_PIECES = 8
 
 
+def rail_of(topology: Topology) -> Callable[[int, int], int | None] | None:
+    """The NIC rail of a transfer ``a -> b`` on a fabric with rails (``a100:NxM``: the two
+    IB switches of even and odd GPUs), None for a transfer inside a box; None overall on
+    fabrics without rails."""
+    if not topology.name.startswith("a100:") or topology.param("gpus") is None:
+        return None
+    per = int(topology.param("gpus") or 1)
+    return lambda a, b: None if a // per == b // per else (a % per) % 2
+
+
 def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
-               both_ways: bool = False, reduces: bool = False) -> tuple[list[int], int]:
+               both_ways: bool = False, reduces: bool = False,
+               rail: Callable[[int, int], int | None] | None = None) -> tuple[list[int], int]:
     """A lane (hence channel) per tree where the limits allow, and the pieces per transfer.
 
     Trees on one lane that share a connection share its tbs, in step order; trees on
@@ -272,9 +285,15 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
     allow, counting a paired tb's receives and sends, which leaves room for ``--chunks``
     up to 3 within the runtime's 64 steps per tb.  ``both_ways``: the tree is used as
     in-tree and out-tree (allreduce); ``reduces``: a received piece may lower to up to 3
-    steps (receive, reduce, nop).
+    steps (receive, reduce, nop).  ``rail``: a tree whose box-to-box transfers all use NIC
+    rail r goes to a lane (hence, without channel groups, a channel) of parity r, because
+    the runtimes map channels to NICs (the authors' lowering does the same).
     """
     order = sorted(range(len(trees)), key=lambda i: (-trees[i].mult, i))
+    parity: list[int | None] = []
+    for t in trees:
+        rails = {rail(p, c) for p, c in t.edges} - {None} if rail is not None else set()
+        parity.append(rails.pop() if len(rails) == 1 else None)
 
     def assign(nl: int) -> tuple[list[int], dict[tuple[int, int, int, int], int]]:
         lane_of = [0] * len(trees)
@@ -283,7 +302,8 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
         for i in order:
             t = trees[i]
             keys = [(p, c) for p, c in t.edges]
-            best = min(range(nl), key=lambda ln: (sum(conns.get((ln, p, c, 0), 0) for p, c in keys), size[ln], ln))
+            allowed = [ln for ln in range(nl) if parity[i] is None or nl < 2 or ln % 2 == parity[i]]
+            best = min(allowed, key=lambda ln: (sum(conns.get((ln, p, c, 0), 0) for p, c in keys), size[ln], ln))
             lane_of[i] = best
             size[best] += 1
             for p, c in keys:

@@ -220,6 +220,18 @@ def test_one_way_links_reduce_on_the_transpose(kind: CollKind) -> None:
     assert dict(out.schedule.provenance.params)["trees_per_root"] == "1"
 
 
+@pytest.mark.parametrize("spec, kind", [("a100:2x8", CollKind.ALLGATHER), ("a100:4x8", CollKind.ALLGATHER),
+                                        ("a100:2x8", CollKind.REDUCESCATTER)])
+def test_channel_parity_follows_the_nic_rail(spec: str, kind: CollKind) -> None:
+    """A box-to-box connection of GPU g runs on a channel of parity g mod 2, the rail of its NIC."""
+    topo = parse_spec(spec)
+    per = int(topo.param("gpus") or 0)
+    prog = compile_xml(topo, "forestcoll", kind, dialect=Dialect.RCCL).program
+    crossing = [(g.id, tb.chan) for g in prog.gpus for tb in g.tbs
+                for peer in (tb.send, tb.recv) if peer >= 0 and peer // per != g.id // per]
+    assert crossing and all(chan % 2 == (gpu % per) % 2 for gpu, chan in crossing)
+
+
 def _simulated(spec: str) -> tuple[float, float]:
     topo = parse_spec(spec)
     out = compile_xml(topo, "forestcoll", CollKind.ALLGATHER)
