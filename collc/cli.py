@@ -37,6 +37,7 @@ from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, 
 from collc.frontends.registry import algorithms
 from collc.ir.collective import CollKind, Collective
 from collc.outputs import Interrupted, interrupt_handlers
+from collc.sim.analysis import bus_bandwidth
 from collc.sim.report import schedule_report
 from collc.sim.runner import ModelParams, bound_busbw, human, parse_size, parse_sizes, rows_for, time_program
 from collc.tuning import Candidate, Comparison, compare, plot_busbw, tune
@@ -293,6 +294,11 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.report:
         for line in schedule_report(result.schedule, topo):
             print(line)
+        if p.ngpus <= REPORT_SIM_RANKS:
+            size = 1 << 30
+            t = time_program(result.program, topo, [size], ModelParams())[0]
+            print(f"simulated algbw of {where} at 1 GiB (event model): "
+                  f"{bus_bandwidth(p.kind, p.ngpus, size, t)[0]:.2f} GB/s")
     return 0
 
 
@@ -305,6 +311,7 @@ def _bytes_arg(text: str, flag: str) -> int:
         raise UsageError(f"{flag}: {exc}") from None
 
 
+REPORT_SIM_RANKS = 256  # --report simulates the emitted file at 1 GiB up to this many ranks
 PROGRESS_RANKS = 128  # compiles this large take seconds: show the stages on a terminal
 STAGES = 5
 

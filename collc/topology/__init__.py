@@ -15,6 +15,7 @@ from collc.topology.spec import (FAMILIES, FamilyEntry, dump_json, list_families
 from collc.topology import direct_connect  # noqa: E402,F401  (registers the direct-connect families)
 
 from collc.topology import importers as _importers  # noqa: E402,F401  registers the nccl: family
+from collc.topology import fabrics  # noqa: F401,E402  (registers the a100 and mi250 families)
 
 __all__ = [
     "Link", "Topology",

@@ -24,7 +24,8 @@ from collc.ir.verify import verify_schedule
 from collc.topology import parse_spec
 
 TOPOLOGIES = ["ring:8", "torus:4x4", "hypercube:3", "switch:8", "ring:5", "switch:6", "complete:4", "bigraph:2x4",
-              "kautz:2,2", "dfc:3x3", "dfc:2x3", "circulant:12:1,5", "genkautz:2,9"]
+              "kautz:2,2", "dfc:3x3", "dfc:2x3", "circulant:12:1,5", "genkautz:2,9",
+              "tests/frontends/forestcoll/example_b.yaml"]
 MAIN = ["ring:8", "torus:4x4", "hypercube:3", "switch:8"]
 
 

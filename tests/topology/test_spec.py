@@ -103,7 +103,7 @@ def test_list_families() -> None:
     # the generators' own families first, in registration order; families of other modules after
     assert names[:11] == ["ring", "torus", "mesh", "hypercube", "complete", "switch", "fattree", "bigraph", "dgx2",
                           "hammingmesh", "hyperx"]
-    assert len(set(names)) == len(names) and {"kautz", "dfc", "dragonfly", "nccl"} <= set(names)
+    assert len(set(names)) == len(names) and {"kautz", "dfc", "dragonfly", "nccl", "a100", "mi250"} <= set(names)
     for name, description, example in families:
         assert description and "\n" not in description
         assert example.startswith(name + ":")

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""ForestColl speed benchmark: `collc build --algorithm forestcoll` end to end, per fabric.
+
+Stages: search (optimality and fixed-k searches), split (switch removal), pack (tree
+packing), map (mapping back and the load check), then the rest of `collc build`:
+schedule, lowering, emit, and the full check of the XML read back.  Each case runs in
+a fresh process so that its peak memory (ru_maxrss) is its own.
+
+    python benchmarks/forestcoll_speed.py           # every case
+    python benchmarks/forestcoll_speed.py --quick   # the two 2-box cases only
+
+Columns: the forest's stages, ``build`` (schedule, lowering, emit and check of the XML
+with its default pipelining pieces), ``total`` (end to end, which the target and the
+verdict refer to) and ``compact`` (end to end with ``pieces=1``: one transfer per tree
+edge, the small XML the reference's own lowering would write).  Peak memory is that
+of the default build.  Targets are issue 13's; the reference implementation's time on
+this machine is in the last column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent   # this checkout's collc, not an installed one
+sys.path.insert(0, str(ROOT))
+
+CASES = [
+    # spec, k, target seconds, reference
+    ("a100:2x8", "opt", 0.4, "4.2 s"),
+    ("mi250:2", "2", 1.2, "11.7 s"),
+    ("a100:8x8", "auto", 25.0, "243 s"),
+    ("mi250:8", "auto", 60.0, "not done in 660 s"),
+]
+
+
+def run_case(spec: str, k: str, pieces: str) -> dict[str, object]:
+    from collc.driver import compile_xml
+    from collc.frontends.forestcoll import forest
+    from collc.ir.collective import CollKind
+    from collc.topology import parse_spec
+
+    topo = parse_spec(spec)
+    t0 = time.perf_counter()
+    result = compile_xml(topo, "forestcoll", CollKind.ALLGATHER, params={"k": k, "pieces": pieces})
+    total = time.perf_counter() - t0
+    fo = forest(topo, k)   # cached: the forest the build used
+    stages = dict(fo.seconds)
+    return {"total": total, "ok": result.report.ok, "k": fo.k, "algbw": float(fo.algbw), **stages,
+            "rest": total - sum(stages.values()), "trees": len(fo.trees),
+            "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="only the 2-box cases")
+    ap.add_argument("--case", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--pieces", default="0", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.case is not None:
+        spec, k, _, _ = CASES[args.case]
+        print(json.dumps(run_case(spec, k, args.pieces)))
+        return
+    head = (f"{'fabric':10s} {'k':>6s} {'trees':>5s} {'algbw':>7s} {'search':>6s} {'split':>6s} {'pack':>6s} "
+            f"{'map':>5s} {'build':>6s} {'total':>7s} {'compact':>7s} {'target':>7s} {'peak MiB':>8s}  reference")
+    print(head)
+    print("-" * len(head))
+    for i, (spec, k, target, ref) in enumerate(CASES):
+        if args.quick and i >= 2:
+            continue
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        runs = [subprocess.run([sys.executable, __file__, "--case", str(i), "--pieces", pieces], capture_output=True,
+                               text=True, env=env) for pieces in ("0", "1")]
+        bad = next((o for o in runs if o.returncode), None)
+        if bad is not None:
+            print(f"{spec:10s} failed: {bad.stderr.strip().splitlines()[-1]}")
+            continue
+        r, compact = (json.loads(o.stdout) for o in runs)
+        mark = "" if r["ok"] else "  CHECK FAILED"
+        verdict = "ok" if float(r["total"]) <= target else "SLOW"
+        print(f"{spec:10s} {k + '=' + str(r['k']) if k != str(r['k']) else k:>6s} {r['trees']:5d} "
+              f"{r['algbw']:7.2f} {r['search']:6.2f} {r['split']:6.2f} {r['pack']:6.2f} {r['map']:5.2f} "
+              f"{r['rest']:6.2f} {r['total']:7.2f} {compact['total']:7.2f} {'<= ' + format(target, 'g'):>7s} "
+              f"{r['rss']:8.0f}  {ref} [{verdict}]{mark}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

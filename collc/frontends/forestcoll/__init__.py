@@ -1,0 +1,399 @@
+"""ForestColl allgather, reduce-scatter and allreduce: throughput-optimal tree packings.
+
+Zhao et al., "ForestColl: Efficient Collective Communications on Heterogeneous
+Network Fabrics" (arXiv 2402.06787 v1).  Collectives: allgather (out-trees),
+reducescatter (the same trees reversed into in-trees; on the transpose where links
+are one-way) and allreduce (reduce-scatter then allgather on the same forest).
+Topology: any Eulerian, strongly connected fabric, switch nodes allowed (``a100:NxM``,
+``mi250:N``, ``mi250:8+8``, ``switch:8``, tori, ...).  Cost model (section 2,
+eq. (1)): allgather time ``M / (N x*)`` with ``1/x* = max_S |S & V_c| / B+(S)`` over
+cuts ``S`` missing some rank; algbw ``N x*`` (354.13 GB/s on ``mi250:2``).
+
+Pipeline (section 4): the optimality search (:func:`flow.optimal`, Theorem 1,
+Proposition 3) gives x*, k trees per root and the capacity scale U; the fixed-k
+search (:func:`flow.fixed_k`, Algorithm 3) gives U_k for a chosen k; switches are
+removed by edge splitting (:mod:`.splitting`, Theorem 8); the trees are packed with
+multiplicities (:mod:`.packing`, Bérczi-Frank with Theorem 12's max-flow) and mapped
+back to physical paths.  A tree of multiplicity m carries m chunks of its root's
+shard (a rank's input is k chunks); an edge ``p -> c`` of it is one transfer of those
+m chunks at step ``depth(p)``.  Trees that share a connection share its threadblocks
+(the lowering puts a connection's transfers in one tb in step order).
+
+Parameter ``k``: ``auto`` (default) takes, among k = 1..``maxk`` (the optimal k when
+it is in that range, else the fixed-k search), the best model algbw, preferring a k
+with ``N k <= 32`` (the channels): trees that share a lane share its threadblocks and
+pipeline worse in the event model (on mi250:2 at 1 GiB k=1 models 320.00 GB/s and
+simulates 199.4, k=3 models 342.86 and simulates 162.1).  When the optimal k is not
+taken, ``--report`` prints the throughput given up (the paper's practice, section 4.5).
+``opt`` forces the optimal k; an integer forces that k.  ``lanes`` and ``pieces``
+(0 = auto, see :func:`plan_lanes`) set the channels the trees spread over and the
+pipelining pieces of each tree chunk; the automatic choice leaves room for ``--chunks``
+up to 3 and ``--instances 2``, and more is faster at large sizes (mi250:2 with
+``lanes=32,pieces=21``: 273.4 GB/s).
+
+>>> from collc.frontends.registry import build_schedule
+>>> from collc.ir.collective import CollKind
+>>> from collc.topology import parse_spec
+>>> s = build_schedule("forestcoll", parse_spec("a100:2x8"), CollKind.ALLGATHER, params={"k": "1"})
+>>> s.collective.chunk_factor, s.nsteps, dict(s.provenance.params)["lanes"]
+(10, 17, '16')
+>>> f = forest(parse_spec("mi250:2"), "auto", 4)
+>>> f.opt.k, round(float(f.algbw), 2), round(float(f.best.algbw(f.net)), 2)
+(1, 320.0, 354.13)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+
+from collc.errors import ScheduleError
+from collc.frontends.common import I, O, S, Builder, prefix_copy
+from collc.frontends.forestcoll.flow import Network, Optimum, fixed_k, optimal
+from collc.frontends.forestcoll.packing import Tree, check_forest, link_loads, map_back, pack_trees
+from collc.frontends.forestcoll.splitting import Logical, split_switches
+from collc.frontends.registry import Algorithm, Options, Param, register
+from collc.ir.collective import CollKind, Collective
+from collc.ir.schedule import Schedule
+from collc.topology import Topology
+
+__all__ = ["Forest", "forest", "applies", "build", "REFERENCE"]
+
+REFERENCE = ("Zhao et al., ForestColl: Efficient Collective Communications on Heterogeneous Network Fabrics "
+             "(arXiv 2402.06787), sections 4.1-4.5, Algorithms 1-5, Theorems 1, 8, 12, 14")
+DEFAULT_MAXK = 4
+
+
+@dataclass(frozen=True)
+class Forest:
+    """The trees of one (topology, k) with everything the report states."""
+
+    net: Network
+    best: Optimum              # the optimum (x*, optimal k, U)
+    opt: Optimum               # the chosen k and its U_k
+    trees: tuple[Tree, ...]
+    logical: Logical
+    loads: dict[tuple[int, int], int]      # trees crossing each physical link
+    scaled: dict[tuple[int, int], int]     # floor(U b(e)): the trees each link may carry
+    seconds: tuple[tuple[str, float], ...] = ()   # time of each stage: search, split, pack, map
+
+    @property
+    def algbw(self) -> Fraction:
+        """Model allgather algbw of the chosen k: N k / U_k (GB/s)."""
+        return self.opt.algbw(self.net)
+
+    @property
+    def k(self) -> int:
+        return self.opt.k
+
+
+def applies(topology: Topology, kind: CollKind) -> str | None:
+    """None when ForestColl applies, else the reason (validation errors name the node)."""
+    if kind not in (CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE):
+        return f"forestcoll does not implement {kind.value}"
+    try:
+        Network.of(topology)
+    except ScheduleError as exc:
+        return str(exc)
+    return None
+
+
+@lru_cache(maxsize=16)
+def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> Forest:
+    """Search, split, pack and map back; ``k`` is ``auto``, ``opt`` or an integer."""
+    t0 = time.perf_counter()
+    net = Network.of(topology)
+    best = optimal(net)
+    if k == "opt":
+        chosen = best
+    elif k == "auto":
+        if maxk < 1:
+            raise ScheduleError(f"forestcoll: maxk must be at least 1, got {maxk}")
+        # the best model algbw among k <= maxk, preferring a k small enough that the trees
+        # fit the channels (N k <= 32): crowded lanes pipeline worse (docs/forestcoll.md)
+        cands = [best if j == best.k else fixed_k(net, j) for j in range(1, maxk + 1)]
+        own_lane = [o for o in cands if net.nranks * o.k <= MAX_CHANNELS]
+        chosen = max(own_lane or cands, key=lambda o: (o.x_star, -o.k))
+    else:
+        try:
+            want = int(k)
+        except ValueError:
+            raise ScheduleError(f"forestcoll: k={k!r} must be auto, opt or a positive integer") from None
+        if want < 1:
+            raise ScheduleError(f"forestcoll: k={k!r} must be auto, opt or a positive integer")
+        chosen = best if want == best.k else fixed_k(net, want)
+    scaled = chosen.scaled(net)
+    if chosen is not best:
+        inn = [0] * net.nnodes
+        out = [0] * net.nnodes
+        for (a, b), c in scaled.items():
+            out[a] += c
+            inn[b] += c
+        bad = next((v for v in range(net.nnodes) if inn[v] != out[v]), None)
+        if bad is not None:
+            raise ScheduleError(f"forestcoll: k={chosen.k}: floor(U b) is not Eulerian at node {bad}; edge "
+                                f"splitting needs a bidirectional fabric (use k=opt)")
+    t1 = time.perf_counter()
+    logical = split_switches(net, scaled, chosen.k)
+    t2 = time.perf_counter()
+    trees = pack_trees(logical, chosen.k)
+    t3 = time.perf_counter()
+    check_forest(trees, net.nranks, chosen.k)
+    loads = link_loads(map_back(trees, logical))
+    over = next((e for e, load in sorted(loads.items()) if load > scaled.get(e, 0)), None)
+    if over is not None:   # pragma: no cover - splitting and packing guarantee it
+        raise ScheduleError(f"forestcoll: link {over} carries {loads[over]} trees, above {scaled.get(over, 0)}")
+    seconds = (("search", t1 - t0), ("split", t2 - t1), ("pack", t3 - t2), ("map", time.perf_counter() - t3))
+    return Forest(net, best, chosen, tuple(trees), logical, loads, scaled, seconds)
+
+
+def _options(opts: Options) -> tuple[str, int]:
+    k, maxk = opts.get("k", "auto"), opts.get("maxk", DEFAULT_MAXK)
+    if not isinstance(k, str) or not isinstance(maxk, int):
+        raise ScheduleError(f"forestcoll: bad parameters k={k!r}, maxk={maxk!r}")
+    return k, maxk
+
+
+def _offsets(trees: tuple[Tree, ...]) -> list[int]:
+    """First chunk (within its root's k) of each tree."""
+    nxt: dict[int, int] = {}
+    out = []
+    for t in trees:
+        out.append(nxt.get(t.root, 0))
+        nxt[t.root] = out[-1] + t.mult
+    return out
+
+
+def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    reason = applies(topology, request.kind)
+    if reason is not None:
+        raise ScheduleError(reason)
+    k_text, maxk = _options(opts)
+    fo = forest(topology, k_text, maxk)
+    symmetric = fo.net.bidirectional
+    n, k, kind = request.nranks, fo.k, request.kind
+    ag = fo.trees
+    rs = ag
+    if kind is not CollKind.ALLGATHER and not symmetric:
+        rs = forest(topology.transpose(), str(k), maxk).trees   # out-trees there, in-trees here
+    offs_ag, offs_rs = _offsets(ag), _offsets(rs)
+    lanes_opt, pieces_opt = opts.get("lanes", 0), opts.get("pieces", 0)
+    if not isinstance(lanes_opt, int) or not isinstance(pieces_opt, int) or lanes_opt < 0 or pieces_opt < 0:
+        raise ScheduleError(f"forestcoll: lanes and pieces must be integers >= 0 (0 = auto), got "
+                            f"{lanes_opt!r}, {pieces_opt!r}")
+    reduces = kind is not CollKind.ALLGATHER
+    rail = rail_of(topology)
+    ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, reduces, rail)
+    rs_lanes, rs_pieces = ((ag_lanes, ag_pieces) if rs is ag else
+                           plan_lanes(rs, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, True, rail))
+    pieces = min(ag_pieces, rs_pieces)
+    params = dict(opts)
+    params.update(trees_per_root=k, lanes=max(ag_lanes) + 1, pieces=pieces)
+    kk = k * pieces    # chunks per rank block: each tree's m chunks, cut into `pieces` transfers
+
+    def blocks(t: Tree, off: int) -> list[tuple[range, range]]:
+        """(chunks within the root's block, absolute chunks) of each piece of tree t."""
+        out = []
+        for j in range(pieces):
+            lo = off * pieces + j * t.mult
+            out.append((range(lo, lo + t.mult), range(t.root * kk + lo, t.root * kk + lo + t.mult)))
+        return out
+
+    height = max(t.height for t in rs)
+    if kind is CollKind.ALLGATHER:
+        b = Builder(Collective(kind, n, kk, request.inplace))
+        if not request.inplace:
+            for r in range(n):
+                b.move(0, r, r, I, range(kk), O, range(r * kk, (r + 1) * kk))
+        for i, (t, off) in enumerate(zip(ag, offs_ag)):
+            depth = t.depths()
+            for j, (rel, dst) in enumerate(blocks(t, off)):
+                for p, c in t.edges:
+                    own = p == t.root and not request.inplace
+                    b.move(depth[p] + j, p, c, I if own else O, rel if own else dst, O, dst, lane=ag_lanes[i])
+    elif kind is CollKind.REDUCESCATTER:
+        b = Builder(Collective(kind, n, kk, request.inplace))
+        start = 0
+        if not request.inplace:
+            b.scratch = n * kk
+            for r in range(n):
+                b.move(0, r, r, I, range(n * kk), S, range(n * kk))
+                b.move(0, r, r, I, range(r * kk, (r + 1) * kk), O, range(kk))
+            start = 1
+        work = I if request.inplace else S
+        for i, (t, off) in enumerate(zip(rs, offs_rs)):
+            depth = t.depths()
+            for j, (rel, idx) in enumerate(blocks(t, off)):
+                for p, c in t.edges:
+                    to_root = p == t.root and not request.inplace
+                    b.move(start + height - depth[c] + j, c, p, work, idx, O if to_root else work,
+                           rel if to_root else idx, reduce=True, lane=rs_lanes[i])
+    elif kind is CollKind.ALLREDUCE:
+        b = Builder(Collective(kind, n, n * kk, request.inplace))
+        start = prefix_copy(b, I, O, n * kk, range(n))
+        for i, (t, off) in enumerate(zip(rs, offs_rs)):
+            depth = t.depths()
+            for j, (_, idx) in enumerate(blocks(t, off)):
+                for p, c in t.edges:
+                    b.move(start + height - depth[c] + j, c, p, O, idx, O, idx, reduce=True, lane=rs_lanes[i])
+        # On the same forest a root's piece j is reduced at step height - 1 + j and broadcast from
+        # height + j.  A transpose forest (one-way links) cuts a root's block into other pieces, so
+        # a chunk may be reduced late in one and sent early in the other: its allgather then starts
+        # once every piece is reduced.
+        ag_start = start + height + (0 if rs is ag else pieces - 1)
+        for i, (t, off) in enumerate(zip(ag, offs_ag)):
+            depth = t.depths()
+            for j, (_, idx) in enumerate(blocks(t, off)):
+                for p, c in t.edges:
+                    b.move(ag_start + depth[p] + j, p, c, O, idx, O, idx, lane=ag_lanes[i])
+    else:  # pragma: no cover - applies() filters
+        raise ScheduleError(f"forestcoll does not implement {kind.value}")
+    return b.schedule("forestcoll", params, topology.name, REFERENCE)
+
+
+MAX_CHANNELS = 32     # the executor's channels
+MAX_LANES = 16        # lanes by default: half the channels, room for --instances 2
+TB_BUDGET = 64        # RCCL's tbs per GPU
+STEP_BUDGET = 21      # of the 64 steps per tb: room for --chunks up to 3 on top of the pieces
+MAX_PIECES = 48
+# pieces per transfer: 3 per hop of the tallest tree, at least 8 (the event model at 1 GiB: on a100:2x8,
+# height 8, 10 pieces give 98.7% of the model, 48 pieces 92% (5 us per message); on mi250:2 with a lane
+# per tree (lanes=32), height 12, the algbw still rises up to 48 pieces: 85.4% at 21, 91.9% at 48)
+PIECES_PER_HOP = 3
+MIN_PIECES = 8
+
+
+def rail_of(topology: Topology) -> Callable[[int, int], int | None] | None:
+    """The NIC rail of a transfer ``a -> b`` on a fabric with rails (``a100:NxM``: the two
+    IB switches of even and odd GPUs), None for a transfer inside a box; None overall on
+    fabrics without rails."""
+    if not topology.name.startswith("a100:") or topology.param("gpus") is None:
+        return None
+    per = int(topology.param("gpus") or 1)
+    return lambda a, b: None if a // per == b // per else (a % per) % 2
+
+
+def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
+               both_ways: bool = False, reduces: bool = False,
+               rail: Callable[[int, int], int | None] | None = None) -> tuple[list[int], int]:
+    """A lane (hence channel) per tree where the limits allow, and the pieces per transfer.
+
+    Trees on one lane that share a connection share its tbs, in step order; trees on
+    separate lanes pipeline independently.  With ``lanes = 0`` the most lanes (up to 16,
+    which leaves channels for ``--instances 2``) whose tbs fit ``TB_BUDGET`` per rank are
+    used; trees go greedily (most chunks first) to the lane where they share the fewest
+    connections.  With ``pieces = 0`` each transfer is cut into 3 pieces per hop of the
+    tallest tree (at least 8, at most 48) as far as ``STEP_BUDGET`` (21) steps per tb
+    allow, counting a paired tb's receives and sends, which leaves room for ``--chunks``
+    up to 3 within the runtime's 64 steps per tb.  ``both_ways``: the tree is used as
+    in-tree and out-tree (allreduce); ``reduces``: a received piece may lower to up to 3
+    steps (receive, reduce, nop).  ``rail``: a tree whose box-to-box transfers all use NIC
+    rail r goes to a lane (hence, without channel groups, a channel) of parity r, because
+    the runtimes map channels to NICs (the authors' lowering does the same).
+    """
+    order = sorted(range(len(trees)), key=lambda i: (-trees[i].mult, i))
+    parity: list[int | None] = []
+    for t in trees:
+        rails = {rail(p, c) for p, c in t.edges} - {None} if rail is not None else set()
+        parity.append(rails.pop() if len(rails) == 1 else None)
+
+    def assign(nl: int) -> tuple[list[int], dict[tuple[int, int, int, int], int]]:
+        lane_of = [0] * len(trees)
+        conns: dict[tuple[int, int, int, int], int] = {}   # (lane, rank, peer, dir) -> transfers
+        size = [0] * nl
+        for i in order:
+            t = trees[i]
+            keys = [(p, c) for p, c in t.edges]
+            allowed = [ln for ln in range(nl) if parity[i] is None or nl < 2 or ln % 2 == parity[i]]
+            best = min(allowed, key=lambda ln: (sum(conns.get((ln, p, c, 0), 0) for p, c in keys), size[ln], ln))
+            lane_of[i] = best
+            size[best] += 1
+            for p, c in keys:
+                ends = ((best, p, c, 0), (best, c, p, 1))
+                for key in ends + (((best, c, p, 0), (best, p, c, 1)) if both_ways else ()):
+                    conns[key] = conns.get(key, 0) + 1
+        return lane_of, conns
+
+    def tbs(conns: dict[tuple[int, int, int, int], int]) -> int:
+        """tbs per rank: one per (lane, peer, direction) and a local one."""
+        per = [1] * n
+        for _, rank, _, _ in conns:
+            per[rank] += 1
+        return max(per)
+
+    nl = lanes or min(MAX_LANES, len(trees))
+    lane_of, conns = assign(nl)
+    while not lanes and nl > 1 and tbs(conns) > TB_BUDGET:
+        nl -= 1
+        lane_of, conns = assign(nl)
+    # a tb may pair a receive peer with a send peer (the lowering does unless told not
+    # to): budget for the busiest receive plus the busiest send of a rank's lane
+    most: dict[tuple[int, int, int], int] = {}
+    for (lane, rank, _, way), count in conns.items():
+        most[(lane, rank, way)] = max(most.get((lane, rank, way), 0), count)
+    busiest = max((most.get((lane, rank, 0), 0) + most.get((lane, rank, 1), 0)
+                   for lane, rank, _ in most), default=1)
+    fill = max(MIN_PIECES, PIECES_PER_HOP * max(t.height for t in trees))   # the pipeline's depth
+    return lane_of, pieces or max(1, min(MAX_PIECES, fill, STEP_BUDGET // (busiest * (3 if reduces else 1))))
+
+
+def _cut_text(fo: Forest) -> str:
+    cut = sorted(v for v in fo.best.cut if v < fo.net.nranks)
+    out = sum(c for (a, b), c in fo.net.cap.items() if a in fo.best.cut and b not in fo.best.cut) * fo.net.unit
+    rest = sorted(set(range(fo.net.nranks)) - set(cut))
+    shown = (f"ranks {{{','.join(map(str, cut))}}}" if len(cut) <= len(rest) else
+             f"every rank but {{{','.join(map(str, rest))}}}")
+    return f"S* holds {shown} ({len(cut)} of {fo.net.nranks}), B+(S*) = {float(out):g} GB/s"
+
+
+def report_lines(fo: Forest) -> list[str]:
+    net, best, opt = fo.net, fo.best, fo.opt
+    per_root: dict[int, list[int]] = {}
+    for t in fo.trees:
+        per_root.setdefault(t.root, []).append(t.mult)
+    counts = sorted({len(v) for v in per_root.values()})
+    lines = [
+        f"forestcoll: optimal allgather algbw {float(best.algbw(net)):.2f} GB/s "
+        f"(x* = {best.x_star * net.unit} GB/s per root, k = {best.k}, U = {best.U / net.unit})",
+        f"forestcoll: bottleneck cut {_cut_text(fo)}",
+        f"forestcoll: chosen k = {opt.k}, U = {opt.U / net.unit}, model algbw {float(fo.algbw):.2f} GB/s "
+        f"(allreduce {float(fo.algbw) / 2:.2f})",
+    ]
+    if opt.x_star < best.x_star:
+        lost = 1 - fo.algbw / best.algbw(net)
+        lines.append(f"forestcoll: k = {opt.k} gives up {float(lost) * 100:.2f}% of the optimum "
+                     f"(optimal k = {best.k})")
+    lines.append(f"forestcoll: {len(fo.trees)} distinct trees ({sum(t.mult for t in fo.trees)} with multiplicity), "
+                 f"{counts[0]}..{counts[-1]} per root, heights "
+                 f"{min(t.height for t in fo.trees)}-{max(t.height for t in fo.trees)}")
+    worst = max(fo.loads[e] / fo.scaled[e] for e in fo.loads)
+    lines.append(f"forestcoll: busiest physical link carries {float(worst) * 100:.0f}% of its U b(e) trees")
+    return lines
+
+
+def _report(topology: Topology, schedule: Schedule) -> list[str]:
+    opts = dict(schedule.provenance.params)
+    return report_lines(forest(topology, opts.get("k", "auto"), int(opts.get("maxk", DEFAULT_MAXK))))
+
+
+register(Algorithm(
+    name="forestcoll",
+    collectives=frozenset({CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE}),
+    topologies="any Eulerian, strongly connected fabric, switches allowed (a100:NxM, mi250:N, mi250:8+8, "
+               "switch, torus, ...)",
+    summary="throughput-optimal spanning-tree packing with switch removal (ForestColl); allgather algbw N x*, "
+            "354.13 GB/s on mi250:2",
+    reference=REFERENCE,
+    build=build, applies=lambda t, r, o: applies(t, r.kind),
+    params=(Param("k", str, "auto", "trees per root: auto (the best model algbw among k <= maxk, preferring "
+                  "N k <= 32), opt, or an integer (fixed-k search)"),
+            Param("maxk", int, DEFAULT_MAXK, "largest k that k=auto considers"),
+            Param("lanes", int, 0, "channels the trees spread over (0 = auto: up to 16 that fit 64 tbs per rank)"),
+            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto, up to 48)")),
+    example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",
+    report=_report,
+    pair_tbs=False,
+))

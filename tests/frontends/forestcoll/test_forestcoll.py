@@ -1,0 +1,270 @@
+"""ForestColl: the check values of the paper's worked examples and testbeds, the forest's
+invariants, the emitted XML in both dialects, and the simulated throughput."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from collc.cli import main
+from collc.compiler.limits import Dialect
+from collc.driver import compile_xml
+from collc.errors import ScheduleError
+from collc.frontends.forestcoll import forest
+from collc.frontends.forestcoll import splitting
+from collc.frontends.forestcoll.flow import Network, feasible, fixed_k, optimal
+from collc.frontends.forestcoll.packing import check_forest, link_loads, map_back, pack_trees
+from collc.frontends.registry import build_schedule
+from collc.ir.collective import CollKind
+from collc.sim.analysis import bus_bandwidth
+from collc.sim.runner import ModelParams, time_program
+from collc.topology import Link, Topology, parse_spec
+
+HERE = Path(__file__).parent
+
+
+def _net(spec: str) -> Network:
+    return Network.of(parse_spec(spec))
+
+
+def _gbps(net: Network, u: Fraction) -> Fraction:
+    """A capacity scale in the paper's units (per GB/s)."""
+    return u / net.unit
+
+
+# ---------------------------------------------------------------------- fabrics (section 5.1)
+def _link(t: Topology, a: int, b: int) -> Link:
+    lk = t.link(a, b)
+    assert lk is not None, (t.name, a, b)
+    return lk
+
+
+def test_fabric_link_multiplicities() -> None:
+    a = parse_spec("a100:2x8")
+    assert (a.nranks, a.nswitches) == (16, 2 + 16 + 2)
+    assert _link(a, 0, 16).bandwidth == 300 and _link(a, 0, 18).bandwidth == 25
+    assert a.link(18, 34) is not None and a.link(19, 35) is not None   # even NIC -> IB 0, odd -> IB 1
+    m = parse_spec("mi250:2")
+    for r in range(32):
+        links = [lk for lk in m.links if lk.src == r and lk.dst < 32]
+        assert sum(lk.multiplicity for lk in links) == 7 and _link(m, r, 32).bandwidth == 16
+    assert [_link(m, 0, b).multiplicity for b in (1, 4, 8)] == [4, 2, 1]
+    for spec in ("a100:2x8", "a100:3x4", "mi250:2", "mi250:8+8"):   # a cycle for the ring baseline
+        t = parse_spec(spec)
+        assert t.cycle is not None and sorted(t.cycle) == list(range(t.nranks))
+    h = parse_spec("mi250:8+8")
+    assert h.nranks == 16 and h.link(0, 8) is None and _link(h, 8, 9).multiplicity == 4
+    assert parse_spec(h.name) == h
+
+
+# ---------------------------------------------------------------------- worked examples (2.9)
+def test_example_a() -> None:
+    net = Network.of(parse_spec(str(HERE / "example_a.yaml")))
+    opt = optimal(net)
+    b = 5
+    assert opt.algbw(net) == 8 * b              # T* = M / (8b)
+    assert (opt.k, _gbps(net, opt.U)) == (1, Fraction(1, b))
+    cut = sorted(v for v in opt.cut if v < 8)
+    assert cut in ([0, 1, 2, 3], [4, 5, 6, 7])  # the cluster cut
+
+
+def test_example_b() -> None:
+    net = Network.of(parse_spec(str(HERE / "example_b.yaml")))
+    opt = optimal(net)
+    assert 1 / (opt.x_star * net.unit) == Fraction(7, 125)
+    assert (opt.k, _gbps(net, opt.U)) == (5, Fraction(7, 25))
+    assert opt.algbw(net) == Fraction(1000, 7)
+    assert [fixed_k(net, k).algbw(net) for k in (1, 2, 5)] == [Fraction(400, 3), Fraction(400, 3),
+                                                                 Fraction(1000, 7)]
+    assert _gbps(net, fixed_k(net, 1).U) == Fraction(3, 50)
+
+
+# ---------------------------------------------------------------------- testbeds (5.2)
+def test_mi250_2x16() -> None:
+    net = _net("mi250:2")
+    opt = optimal(net)
+    assert opt.x_star * net.unit == Fraction(166, 15)
+    assert round(float(opt.algbw(net)), 2) == 354.13
+    assert (opt.k, _gbps(net, opt.U)) == (83, Fraction(15, 2))
+    assert len([v for v in opt.cut if v < 32]) == 30
+    assert [round(float(fixed_k(net, k).algbw(net)), 2) for k in (1, 2, 3, 4)] == [320.00, 341.33, 342.86, 341.33]
+
+
+def test_a100_2x8() -> None:
+    net = _net("a100:2x8")
+    opt = optimal(net)
+    assert opt.algbw(net) == Fraction(1040, 3)  # 346.67
+    assert (opt.k, _gbps(net, opt.U)) == (13, Fraction(3, 5))
+    assert [fixed_k(net, k).algbw(net) for k in (1, 2, 3, 4)] == [Fraction(2400, 7)] * 4   # 342.86
+
+
+@pytest.mark.parametrize("spec, algbw", [("mi250:8+8", Fraction(208)), ("a100:4x8", Fraction(800, 3)),
+                                         ("a100:8x8", Fraction(1600, 7)), ("mi250:4", Fraction(1024, 3)),
+                                         ("mi250:8", Fraction(2048, 7)), ("mi250:1", Fraction(2400, 7)),
+                                         ("a100:1x8", Fraction(2400, 7))])
+def test_larger_fabrics(spec: str, algbw: Fraction) -> None:
+    net = _net(spec)
+    assert optimal(net).algbw(net) == algbw
+
+
+def test_mi250_8_plus_8_k_and_fixed_k() -> None:
+    net = _net("mi250:8+8")
+    opt = optimal(net)
+    assert (opt.k, _gbps(net, opt.U)) == (13, Fraction(1))
+    assert [fixed_k(net, k).algbw(net) for k in (1, 2, 3, 4)] == [200, 200, 200, Fraction(1024, 5)]
+
+
+# ---------------------------------------------------------------------- the forest (section 4)
+@pytest.mark.parametrize("spec, k", [("a100:2x8", "opt"), ("a100:2x8", "1"), ("mi250:2", "2"),
+                                     ("mi250:8+8", "auto"), (str(HERE / "example_a.yaml"), "auto"),
+                                     (str(HERE / "example_b.yaml"), "auto"), ("torus:4x4", "auto")])
+def test_trees_span_and_respect_capacities(spec: str, k: str) -> None:
+    fo = forest(parse_spec(spec), k)
+    n = fo.net.nranks
+    for t in fo.trees:
+        assert len(t.edges) == n - 1 and {t.root} | {c for _, c in t.edges} == set(range(n))
+    for root in range(n):
+        assert sum(t.mult for t in fo.trees if t.root == root) == fo.k
+    # every physical link carries at most floor(U b(e)) trees (U b(e) exactly at the optimum)
+    assert all(load <= fo.scaled[e] for e, load in fo.loads.items())
+    assert all(load <= fo.opt.U * fo.net.cap[e] for e, load in fo.loads.items())
+
+
+@pytest.mark.parametrize("name", ["example_a.yaml", "example_b.yaml"])
+def test_theorem_8_gamma_is_the_largest_admissible_split(name: str) -> None:
+    """gamma of every (u, w, t) equals the largest amount after which min_v F(s, v) >= N k,
+    found by trying every amount (the formula path runs wherever gamma < min(c(u,w), c(w,t)))."""
+    net = Network.of(parse_spec(str(HERE / name)))
+    opt = optimal(net)
+    sp = splitting._Splitter(net, opt.scaled(net), opt.k)
+
+    def admissible(u: int, w: int, t: int, a: int) -> bool:
+        cap = dict(sp.cap)
+        cap[(u, w)] -= a
+        cap[(w, t)] -= a
+        if u != t:
+            cap[(u, t)] = cap.get((u, t), 0) + a
+        return feasible(net, {e: c for e, c in cap.items() if c > 0}, opt.k) is None
+
+    below = 0
+    for w in range(net.nranks, net.nnodes):
+        for u in sorted(a for a, b in sp.cap if b == w):
+            for t in sorted(b for a, b in sp.cap if a == w):
+                most = min(sp.cap[(u, w)], sp.cap[(w, t)])
+                gamma = sp.gamma(u, w, t)
+                sp.pending = None
+                assert gamma == max(a for a in range(most + 1) if admissible(u, w, t, a)), (u, w, t)
+                below += gamma < most
+    assert below > 0
+
+
+@pytest.mark.parametrize("spec", ["a100:2x8", str(HERE / "example_b.yaml")])
+def test_one_split_at_a_time_gives_a_valid_forest(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the whole-switch batch, Algorithm 4's pair-by-pair splitting still removes every
+    switch and the trees still pack within floor(U b(e))."""
+    monkeypatch.setattr(splitting._Splitter, "_batch", lambda self, w, order: False)
+    net = Network.of(parse_spec(spec))
+    opt = optimal(net)
+    scaled = opt.scaled(net)
+    logical = splitting.split_switches(net, scaled, opt.k)
+    assert all(a < net.nranks and b < net.nranks for a, b in logical.cap)
+    trees = pack_trees(logical, opt.k)
+    check_forest(trees, net.nranks, opt.k)
+    assert all(load <= scaled[e] for e, load in link_loads(map_back(trees, logical)).items())
+
+
+def test_multiplicities_are_kept() -> None:
+    fo = forest(parse_spec("a100:2x8"), "opt")
+    assert fo.k == 13 and len(fo.trees) < 16 * 13 and max(t.mult for t in fo.trees) > 1
+
+
+# ---------------------------------------------------------------------- validation
+def test_non_eulerian_names_the_node() -> None:
+    t = Topology("bad", 3, (Link(0, 1, 2.0), Link(1, 0), Link(1, 2), Link(2, 1), Link(2, 0), Link(0, 2)))
+    with pytest.raises(ScheduleError, match="not Eulerian: rank 0"):
+        build_schedule("forestcoll", t, CollKind.ALLGATHER)
+
+
+def test_disconnected_names_the_node() -> None:
+    t = Topology("split", 4, (Link(0, 1), Link(1, 0), Link(2, 3), Link(3, 2)))
+    with pytest.raises(ScheduleError, match="not strongly connected: rank 2"):
+        build_schedule("forestcoll", t, CollKind.ALLGATHER)
+
+
+def test_bad_k() -> None:
+    with pytest.raises(ScheduleError, match="k='x'"):
+        build_schedule("forestcoll", parse_spec("switch:4"), CollKind.ALLGATHER, params={"k": "x"})
+
+
+# ---------------------------------------------------------------------- emitted XML
+CHECKED = [("a100:2x8", CollKind.ALLGATHER), ("a100:4x8", CollKind.ALLGATHER), ("mi250:8+8", CollKind.ALLGATHER),
+           ("a100:2x8", CollKind.REDUCESCATTER), ("a100:2x8", CollKind.ALLREDUCE)]
+
+
+@pytest.mark.parametrize("spec, kind", CHECKED + [pytest.param("mi250:2", CollKind.ALLGATHER, marks=pytest.mark.slow)])
+def test_emitted_xml_passes_check_in_both_dialects(spec: str, kind: CollKind) -> None:
+    topo = parse_spec(spec)
+    for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+        out = compile_xml(topo, "forestcoll", kind, dialect=dialect)
+        assert out.report.ok, [f.message for f in out.report.errors()][:3]
+        assert out.program.nchannels <= 32 and max(len(g.tbs) for g in out.program.gpus) <= 64
+
+
+@pytest.mark.parametrize("kind", [CollKind.REDUCESCATTER, CollKind.ALLREDUCE])
+def test_one_way_links_reduce_on_the_transpose(kind: CollKind) -> None:
+    topo = parse_spec("ring:6:uni")        # in-trees of ring:6:uni are out-trees of its transpose
+    out = compile_xml(topo, "forestcoll", kind)
+    assert out.report.ok, [f.message for f in out.report.errors()][:3]
+    assert dict(out.schedule.provenance.params)["trees_per_root"] == "1"
+
+
+@pytest.mark.parametrize("spec, kind", [("a100:2x8", CollKind.ALLGATHER), ("a100:4x8", CollKind.ALLGATHER),
+                                        ("a100:2x8", CollKind.REDUCESCATTER)])
+def test_channel_parity_follows_the_nic_rail(spec: str, kind: CollKind) -> None:
+    """A box-to-box connection of GPU g runs on a channel of parity g mod 2, the rail of its NIC."""
+    topo = parse_spec(spec)
+    per = int(topo.param("gpus") or 0)
+    prog = compile_xml(topo, "forestcoll", kind, dialect=Dialect.RCCL).program
+    crossing = [(g.id, tb.chan) for g in prog.gpus for tb in g.tbs
+                for peer in (tb.send, tb.recv) if peer >= 0 and peer // per != g.id // per]
+    assert crossing and all(chan % 2 == (gpu % per) % 2 for gpu, chan in crossing)
+
+
+def _simulated(spec: str) -> tuple[float, float]:
+    topo = parse_spec(spec)
+    out = compile_xml(topo, "forestcoll", CollKind.ALLGATHER)
+    size = 1 << 30
+    t = time_program(out.program, topo, [size], ModelParams())[0]
+    return bus_bandwidth(CollKind.ALLGATHER, topo.nranks, size, t)[0], float(forest(topo).algbw)
+
+
+def test_simulated_allgather_a100_2x8_within_5_percent() -> None:
+    sim, model = _simulated("a100:2x8")
+    assert model == pytest.approx(2400 / 7) and sim >= 0.95 * model and sim <= model * 1.0001
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="the event model reaches 199.4 of 320.00 GB/s on mi250:2 at k=1 with the "
+                   "default 16 lanes and 5 pieces (273.4 with lanes=32,pieces=21; 294.0 with pieces=48): "
+                   "5 us per message at 10 GB/s per tree and trees 12 hops tall")
+def test_simulated_allgather_mi250_2x16_within_5_percent() -> None:
+    sim, model = _simulated("mi250:2")
+    assert sim >= 0.95 * model
+
+
+def test_ring_baseline_runs_on_the_fabrics() -> None:
+    for spec in ("a100:2x8", "mi250:8+8"):
+        assert compile_xml(parse_spec(spec), "ring", CollKind.ALLGATHER).report.ok
+
+
+def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "fc.xml"
+    assert main(["build", "--topology", "a100:2x8", "--algorithm", "forestcoll", "--collective", "allgather",
+                 "--param", "k=1", "--report", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "optimal allgather algbw 346.67 GB/s" in text and "k = 13, U = 3/5" in text
+    assert "chosen k = 1, U = 7/150, model algbw 342.86 GB/s" in text
+    assert "gives up 1.10% of the optimum" in text and "every rank but {" in text
+    assert "simulated algbw" in text and out.exists()
