@@ -12,7 +12,8 @@ from collc.errors import ScheduleError
 from collc.frontends.bfb import schedule_cost
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind
-from collc.sim.runner import Candidate, ModelParams, compare
+from collc.sim.runner import ModelParams
+from collc.tuning import Candidate, compare
 from collc.topology import parse_spec
 
 SHIFTED = "circulant:12:1,5"

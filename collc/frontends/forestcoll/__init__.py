@@ -8,6 +8,7 @@ Topology: any Eulerian, strongly connected fabric, switch nodes allowed (``a100:
 ``mi250:N``, ``mi250:8+8``, ``switch:8``, tori, ...).  Cost model (section 2,
 eq. (1)): allgather time ``M / (N x*)`` with ``1/x* = max_S |S & V_c| / B+(S)`` over
 cuts ``S`` missing some rank; algbw ``N x*`` (354.13 GB/s on ``mi250:2``).
+Family page: docs/forestcoll.md (what is computed, the lowering, the check values and their tests).
 
 Pipeline (section 4): the optimality search (:func:`flow.optimal`, Theorem 1,
 Proposition 3) gives x*, k trees per root and the capacity scale U; the fixed-k
