@@ -18,10 +18,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "collc"
 ORDER = ["base", "topology", "ir", "frontends", "compiler", "backends", "sim", "driver", "tuning",
          "runtime_tests", "cli"]
 BASE = {"collc", "collc.errors", "collc.inputs", "collc.outputs", "collc.compiler.limits"}
-#: The one import that runs against the stages, on purpose: the ``find:`` and ``recipe:`` topology
-#: specs are built by the topology finder, which costs candidate graphs with BFB schedules (a
-#: frontend).  The parser imports it only inside those two families' parse functions.
-ALLOWED = {("collc.topology.direct_connect", "collc.frontends.topology_finder")}
 
 
 def stage(module: str) -> int:
@@ -60,14 +56,8 @@ def test_every_module_has_a_stage() -> None:
         stage(name)
 
 
-def test_the_allowed_exceptions_exist() -> None:
-    paths = dict(MODULES)
-    for name, target in ALLOWED:
-        assert target in imports(paths[name]), (name, target)
-
-
 @pytest.mark.parametrize("name, path", MODULES, ids=[m for m, _ in MODULES])
 def test_no_import_against_the_pipeline(name: str, path: Path) -> None:
     own = stage(name)
-    against = sorted(m for m in imports(path) if stage(m) > own and (name, m) not in ALLOWED)
+    against = sorted(m for m in imports(path) if stage(m) > own)
     assert not against, f"{name} ({ORDER[own]}) imports later stages: {against}"

@@ -38,6 +38,7 @@ from collc.errors import TopologyError
 from collc.frontends import expansions as ex
 from collc.topology import Topology, generators
 from collc.topology import direct_connect as dc
+from collc.topology.spec import register_family
 
 __all__ = ["Candidate", "frontier_lines", "find", "parse_find", "parse_recipe", "recipe_topology", "allreduce_time_us", "best", "cache_dir",
            "DEFAULT_ALPHA_US", "DEFAULT_GBPS", "DEFAULT_BYTES"]
@@ -448,3 +449,24 @@ def parse_find(args: str, options: str | None) -> Topology:
         pick = best(front, DEFAULT_ALPHA_US, DEFAULT_GBPS, [DEFAULT_BYTES])
     t = parse_recipe(pick.recipe)
     return Topology(f"find:{args}:{options}", t.nranks, t.links, params=t.params)
+
+
+# ---------------------------------------------------------------------- spec families
+# The finder's picks and recipes are topology specs (``find:1024:4:2``, ``L3(C16(3,4))``).  They
+# are registered here, where the finder lives, not in collc.topology: building them costs
+# candidate graphs with BFB, a frontend.  collc.frontends imports this module, so the driver, the
+# CLI and every frontend have them.
+def _parse_find(args: str, options: str | None) -> Topology:
+    return parse_find(args, options)
+
+
+def _parse_recipe(args: str, options: str | None) -> Topology:
+    text = args if options is None else f"{args}:{options}"
+    t = parse_recipe(text)
+    return Topology(f"recipe:{text}", t.nranks, t.links, params=t.params)
+
+
+register_family("find", _parse_find, "the topology finder's pick for NODES:DEGREE (1-based frontier ROW, "
+                "',bi' for bidirectional; no ROW: best at 10 us, 100 Gbps, 1 MiB)", "find:12:4:1,bi")
+register_family("recipe", _parse_recipe, "an expansion recipe such as L3(C16(3,4)) (also accepted bare)",
+                "recipe:L(K5)")

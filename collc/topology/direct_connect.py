@@ -365,20 +365,6 @@ def _parse_unitorus(args: str, options: str | None) -> Topology:
     return uni_torus(int(x) for x in args.split("x"))
 
 
-def _parse_find(args: str, options: str | None) -> Topology:
-    from collc.frontends.topology_finder import parse_find  # the finder needs the frontends
-
-    return parse_find(args, options)
-
-
-def _parse_recipe(args: str, options: str | None) -> Topology:
-    from collc.frontends.topology_finder import parse_recipe
-
-    text = args if options is None else f"{args}:{options}"
-    t = parse_recipe(text)
-    return Topology(f"recipe:{text}", t.nranks, t.links, params=t.params)
-
-
 def _parse_bipartite(args: str, options: str | None) -> Topology:
     _no_options("bipartite", options)
     return bipartite(parse_int(args, "bipartite degree"))
@@ -428,7 +414,3 @@ register_family("twistedtorus", _parse_twisted, "2D torus whose row wrap-around 
                 "twistedtorus:4x8:4")
 register_family("drg", _parse_drg, "a degree-4 distance-regular graph of the paper's Table 7: "
                 + ", ".join(DRG_NAMES), "drg:petersen-line")
-register_family("find", _parse_find, "the topology finder's pick for NODES:DEGREE (1-based frontier ROW, "
-                "',bi' for bidirectional; no ROW: best at 10 us, 100 Gbps, 1 MiB)", "find:12:4:1,bi")
-register_family("recipe", _parse_recipe, "an expansion recipe such as L3(C16(3,4)) (also accepted bare)",
-                "recipe:L(K5)")

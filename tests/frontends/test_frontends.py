@@ -174,3 +174,14 @@ def test_binomial_reduce_communication_steps(n: int, inplace: bool) -> None:
     remote = [step for step in s.steps if any(not t.is_local for t in step)]
     assert len(remote) == math.ceil(math.log2(n))
     assert s.nsteps - len(remote) <= 1
+
+
+def test_the_matrix_runs_every_registered_algorithm() -> None:
+    """No family escapes the matrix: each one applies to at least one of its cases (a new family
+    whose topologies are not among TOPOLOGIES adds one there)."""
+    ran = set()
+    for name, kind, spec, inplace in MATRIX:
+        topo = parse_spec(spec)
+        if get(name).refusal(topo, Collective(kind, topo.nranks, 1, inplace, 0 if kind.rooted else None)) is None:
+            ran.add(name)
+    assert ran == {a.name for a in algorithms()}
