@@ -93,15 +93,25 @@ def format_number(x: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-def _finish(family: str, args: str, params: list[tuple[str, str]], options: list[str],
-            bandwidth: float, latency: float) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """Canonical name and params, adding non-default link attributes."""
+def link_attr_suffix(bandwidth: float, latency: float) -> tuple[list[str], list[tuple[str, str]]]:
+    """The spec options and params that record non-default link attributes (``bw=``, ``lat=``)."""
+    options: list[str] = []
+    params: list[tuple[str, str]] = []
     if float(bandwidth) != 1.0:
         options.append(f"bw={format_number(bandwidth)}")
         params.append(("bandwidth", format_number(bandwidth)))
     if float(latency) != 0.0:
         options.append(f"lat={format_number(latency)}")
         params.append(("latency", format_number(latency)))
+    return options, params
+
+
+def _finish(family: str, args: str, params: list[tuple[str, str]], options: list[str],
+            bandwidth: float, latency: float) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """Canonical name and params, adding non-default link attributes."""
+    extra_options, extra_params = link_attr_suffix(bandwidth, latency)
+    options += extra_options
+    params += extra_params
     name = f"{family}:{args}" + (":" + ",".join(options) if options else "")
     return name, tuple(params)
 

@@ -42,23 +42,14 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 from collc.errors import TopologyError
-from collc.topology.generators import MAX_RANKS, _snake, format_number
+from collc.topology.generators import MAX_RANKS, _snake, link_attr_suffix
 from collc.topology.model import Link, Topology
 from collc.topology.spec import parse_dims, parse_int, parse_link_options, register_family
 
 __all__ = ["kautz", "kautz_words", "kautz_rank", "kautz_label", "dfc", "dragonfly", "dfc_dims", "kautz_params"]
 
 
-def _suffix(bandwidth: float, latency: float) -> tuple[list[str], list[tuple[str, str]]]:
-    options: list[str] = []
-    params: list[tuple[str, str]] = []
-    if float(bandwidth) != 1.0:
-        options.append(f"bw={format_number(bandwidth)}")
-        params.append(("bandwidth", format_number(bandwidth)))
-    if float(latency) != 0.0:
-        options.append(f"lat={format_number(latency)}")
-        params.append(("latency", format_number(latency)))
-    return options, params
+_suffix = link_attr_suffix
 
 
 # ---------------------------------------------------------------------- Kautz
