@@ -72,6 +72,19 @@ TUNE_CANDIDATES: dict[CollKind, tuple[str, ...]] = {
     CollKind.ALLGATHER: ("ring", "multitree", "recursive-doubling", "direct"),
     CollKind.REDUCESCATTER: ("ring", "multitree", "recursive-halving-doubling", "direct"),
 }
+# Multi-box fabrics with NICs and switches (ForestColl's, section 5.1): its tree packings against
+# the ring and (allreduce) NCCL's double binary tree.
+FABRIC_CANDIDATES: dict[CollKind, tuple[str, ...]] = {
+    CollKind.ALLREDUCE: ("forestcoll", "ring", "double-binary-tree"),
+    CollKind.ALLGATHER: ("forestcoll", "ring"),
+    CollKind.REDUCESCATTER: ("forestcoll", "ring"),
+}
+FABRICS: list[tuple[str, str, Dialect, str]] = [
+    ("a100-2x8-executor", "a100:2x8", Dialect.EXECUTOR,
+     "2 DGX A100 boxes, 8 NICs each on two IB switches (rails), ForestColl's fabric"),
+    ("mi250-16gcd-rccl", "mi250:1", Dialect.RCCL, "one MI250 box, 16 GCDs on xGMI, 16 GB/s per GCD to IB"),
+    ("mi250-2x16-rccl", "mi250:2", Dialect.RCCL, "2 MI250 boxes of 16 GCDs, ForestColl's fabric"),
+]
 TUNE_SIZES = "1KiB:1GiB"
 
 
@@ -87,9 +100,10 @@ def render_tuned() -> tuple[dict[Path, str], list[str]]:
     files: dict[Path, str] = {}
     rows = ["| directory | fabric | file | collective | window (bytes) | candidate | predicted busbw (GB/s) at the "
             "window's smallest .. largest size |", "|---|---|---|---|---|---|---|"]
-    for directory, spec, dialect, fabric in TUNED:
+    plans = [(t, TUNE_CANDIDATES) for t in TUNED] + [(f, FABRIC_CANDIDATES) for f in FABRICS]
+    for (directory, spec, dialect, fabric), candidates in plans:
         topo = parse_spec(spec)
-        for kind, algs in TUNE_CANDIDATES.items():
+        for kind, algs in candidates.items():
             cands = [Candidate(a, proto=p) for a in algs for p in (Proto.SIMPLE, Proto.LL)]
             with tempfile.TemporaryDirectory() as tmp:
                 tune(topo, kind, cands, parse_sizes(TUNE_SIZES), ModelParams("step", 5.0), Path(tmp), dialect)
@@ -168,7 +182,8 @@ def main() -> int:
         "## Tuned per fabric",
         "",
         f"`collc tune --sizes {TUNE_SIZES} --model step --protocols Simple,LL` over the candidates in "
-        "`scripts/build_schedules.py` (`TUNE_CANDIDATES`) picked these windows; each directory is one "
+        "`scripts/build_schedules.py` (`TUNE_CANDIDATES`; `FABRIC_CANDIDATES`, with ForestColl, for the multi-box "
+        "fabrics) picked these windows; each directory is one "
         "`MSCCL_ALGO_DIR` for its fabric. Windows are `[minBytes, maxBytes]`, shown here as `lo .. hi` with "
         "`hi` exclusive. The predictions use each fabric's nominal link bandwidth and 5 us per message: "
         "retune with your measured links (`collc topology import` of the machine) before relying on them.",
