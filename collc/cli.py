@@ -8,6 +8,7 @@ file left behind).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import re
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 if __name__ == "__main__":
     # run as a program: until main() installs its handlers, Ctrl-C simply ends the process
@@ -23,25 +25,22 @@ if __name__ == "__main__":
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-from tqdm import tqdm  # noqa: E402  (after the handler above, on purpose)
+from collc.compiler.limits import LIMITS, Dialect  # noqa: E402
+from collc.compiler.program import Proto  # noqa: E402
+from collc.errors import CollcError, UsageError  # noqa: E402
+from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks,  # noqa: E402
+                          check_bytes, finite, one_line, output_dir, output_file, plot_file, show)
+from collc.ir.collective import CollKind, Collective  # noqa: E402
+from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
-from collc.backends.msccl_xml import read_xml, write_atomic
-from collc.backends.shards import WRAPPER, is_shard_dir, read_shards, write_shards
-from collc.compiler.limits import LIMITS, Dialect
-from collc.compiler.program import Proto
-from collc.compiler.verify import Report, check_parsed
-from collc.driver import compile_xml
-from collc.errors import CollcError, UsageError
-from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks, check_bytes,
-                          finite, one_line, output_dir, output_file, plot_file, show)
-from collc.frontends.registry import algorithms
-from collc.ir.collective import CollKind, Collective
-from collc.outputs import Interrupted, interrupt_handlers
-from collc.sim.analysis import bus_bandwidth
-from collc.sim.report import schedule_report
-from collc.sim.runner import ModelParams, bound_busbw, human, parse_size, parse_sizes, rows_for, time_program
-from collc.tuning import Candidate, Comparison, compare, plot_busbw, tune
-from collc.topology import Topology, dump_json, list_families, parse_spec
+if TYPE_CHECKING:
+    from collc.compiler.verify import Report
+    from collc.sim.runner import ModelParams
+    from collc.topology import Topology
+    from collc.tuning import Candidate
+
+# The heavier modules (the compiler, the checker, numpy, tqdm, lxml, matplotlib) are imported by
+# the commands that use them, so that `collc --help` and argument errors answer at once.
 
 EXAMPLES = {
     "list": "collc list algorithms",
@@ -179,6 +178,9 @@ def _parser() -> argparse.ArgumentParser:
 
 # --------------------------------------------------------------------------- commands
 def cmd_list(args: argparse.Namespace) -> int:
+    from collc.frontends.registry import algorithms
+    from collc.topology import list_families, parse_spec
+
     if args.what == "algorithms" and args.topology is not None:
         topo = parse_spec(args.topology)
         for alg in algorithms():
@@ -207,6 +209,9 @@ SHOW_DIAMETER_RANKS = 4096
 
 
 def cmd_topology(args: argparse.Namespace) -> int:
+    from collc.sim.runner import parse_size
+    from collc.topology import dump_json, parse_spec
+
     if args.action == "import":
         from collc.topology.importers import import_command
         return import_command(args.files, args.output)
@@ -237,6 +242,14 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from collc.backends.msccl_xml import write_atomic
+    from collc.backends.shards import WRAPPER, write_shards
+    from collc.driver import compile_xml
+    from collc.sim.analysis import bus_bandwidth
+    from collc.sim.report import schedule_report
+    from collc.sim.runner import ModelParams, time_program
+    from collc.topology import parse_spec
+
     dialect = Dialect(args.dialect)
     # everything cheap is checked before the topology is even built
     bounded_int(args.chunks, "--chunks", 1, MAX_CHUNKS, "the pieces of a chunk need distinct offsets, "
@@ -303,6 +316,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _bytes_arg(text: str, flag: str) -> int:
+    from collc.sim.runner import parse_size
+
     try:
         return check_bytes(parse_size(text), flag)
     except UsageError:
@@ -321,6 +336,8 @@ class _Stages:
     the longest stage at scale, also shows how many ranks it has done."""
 
     def __init__(self, wanted: bool) -> None:
+        from tqdm import tqdm
+
         self.bar = tqdm(total=STAGES, unit="stage", leave=False, file=sys.stderr,
                         disable=not (wanted and sys.stderr.isatty()),
                         bar_format="{desc:<32} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
@@ -351,6 +368,8 @@ def _expand_paths(paths: Sequence[str]) -> list[Path | CollcError]:
     A path that cannot be checked at all becomes the error to report for it, so that the
     other paths are still checked.
     """
+    from collc.backends.shards import is_shard_dir
+
     out: list[Path | CollcError] = []
     for raw in paths:
         p = Path(raw)
@@ -374,6 +393,10 @@ def _print_report(rep: Report) -> None:
 
 
 def _check_one(p: Path, args: argparse.Namespace) -> Report:
+    from collc.backends.msccl_xml import read_xml
+    from collc.backends.shards import is_shard_dir, read_shards
+    from collc.compiler.verify import check_parsed
+
     dialect = Dialect(args.dialect)
     if is_shard_dir(p):
         return check_parsed(read_shards(p), dialect, root=args.root, sharded=True, data_check=args.data)
@@ -386,6 +409,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     Exit 2 if any file was bad input (the run could not judge everything it was given),
     else 1 if any check failed, else 0; stderr gets one line only when some file was bad.
     """
+    from collc.compiler.verify import Report
+
     results: list[tuple[str, Report | CollcError]] = []
     for item in _expand_paths(args.paths):
         if isinstance(item, CollcError):
@@ -422,6 +447,8 @@ def _not_checked(bad: Sequence[tuple[str, Report | CollcError]], total: int) -> 
 
 
 def _model(args: argparse.Namespace) -> ModelParams:
+    from collc.sim.runner import ModelParams
+
     finite(args.alpha, "--alpha")
     finite(args.hop_latency, "--hop-latency")
     finite(args.reduce_cost, "--reduce-cost")
@@ -432,6 +459,8 @@ def _model(args: argparse.Namespace) -> ModelParams:
 
 def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: Sequence[int] = (1,),
                 protos: Sequence[Proto] = (Proto.SIMPLE,)) -> list[Candidate]:
+    from collc.tuning import Candidate
+
     if len(specs) * len(chunks) * len(instances) * len(protos) > MAX_CANDIDATES:
         raise UsageError(f"{len(specs) * len(chunks) * len(instances) * len(protos)} candidates (algorithms x "
                          f"chunks x instances x protocols): at most {MAX_CANDIDATES}, each is a full build")
@@ -454,6 +483,8 @@ def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: S
 
 def _applicable(topo: Topology, kind: CollKind) -> list[str]:
     """Every algorithm that applies to ``kind`` on ``topo`` with its default parameters."""
+    from collc.frontends.registry import algorithms
+
     request = Collective(kind, topo.nranks, 1, False, 0 if kind.rooted else None)
     names = [a.name for a in algorithms() if a.refusal(topo, request) is None]
     if not names:
@@ -472,6 +503,15 @@ def _ints(text: str, flag: str) -> list[int]:
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
+    from collc.backends.msccl_xml import read_xml
+    from collc.backends.shards import is_shard_dir, read_shards
+    from collc.compiler.verify import check_parsed
+    from tqdm import tqdm
+
+    from collc.sim.runner import bound_busbw, human, parse_sizes, rows_for, time_program
+    from collc.topology import parse_spec
+    from collc.tuning import Comparison, plot_busbw
+
     path = Path(args.path)
     if not os.path.lexists(path):
         raise UsageError(f"{show(path)}: no such file")
@@ -512,6 +552,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from collc.sim.runner import parse_sizes
+    from collc.topology import parse_spec
+    from collc.tuning import compare, plot_busbw
+
     params = _model(args)
     sizes = parse_sizes(args.sizes)
     given = _candidates(args.algorithm) if args.algorithm else None   # a typo fails before any work
@@ -541,6 +587,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from collc.sim.runner import human, parse_sizes
+    from collc.topology import parse_spec
+    from collc.tuning import tune
+
     params = _model(args)
     sizes = parse_sizes(args.sizes)
     out = output_dir(args.output)
@@ -580,11 +632,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
+#: What each command imports before the signal handlers are installed: a signal during an
+#: import would leave a half-initialised module (numpy reports "initialization failed"), while
+#: before the handlers it ends the process as Python does.
+COMMAND_MODULES = {
+    "list": ("collc.frontends.registry", "collc.topology"),
+    "topology": ("collc.topology", "collc.sim.runner"),
+    "build": ("tqdm", "collc.driver", "collc.sim.report", "collc.sim.runner", "collc.backends.shards"),
+    "check": ("collc.compiler.verify", "collc.backends.shards"),
+    "simulate": ("tqdm", "collc.compiler.verify", "collc.backends.shards", "collc.tuning"),
+    "compare": ("tqdm", "collc.tuning"),
+    "tune": ("tqdm", "collc.tuning"),
+    "bench": ("collc.runtime_tests.launch", "collc.runtime_tests.report"),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; SIGINT/SIGTERM/SIGHUP remove its unfinished outputs and give 128 + the signal."""
     try:
+        args = _parse(list(sys.argv[1:] if argv is None else argv))
+        if isinstance(args, int):
+            return args            # --help, or a usage error already reported
+        for name in COMMAND_MODULES[args.command]:
+            importlib.import_module(name)
         with interrupt_handlers():
-            return _run(list(sys.argv[1:] if argv is None else argv))
+            return _run(args)
     except Interrupted as exc:
         print(f"collc: interrupted by {exc}; unfinished output removed", file=sys.stderr)
         return exc.exit_code
@@ -596,17 +668,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-def _run(argv: list[str]) -> int:
+def _parse(argv: list[str]) -> argparse.Namespace | int:
+    """The parsed command line, or the exit code of --help or a usage error (reported)."""
     try:
-        args = _parser().parse_args(argv)
+        return _parser().parse_args(argv)
+    except CollcError as exc:
+        print(f"collc: {one_line(exc)}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
         handler = {"list": cmd_list, "topology": cmd_topology, "build": cmd_build, "check": cmd_check,
                    "simulate": cmd_simulate, "compare": cmd_compare, "tune": cmd_tune, "bench": cmd_bench}
         return handler[args.command](args)
     except CollcError as exc:
         print(f"collc: {one_line(exc)}", file=sys.stderr)
         return 2
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from collc.cli import EXAMPLES, _Stages, main, parse_size
+from collc.cli import EXAMPLES, _Stages, main
 from collc.errors import CollcError
 from collc.frontends.registry import algorithms
+from collc.sim.runner import parse_size
 from collc.ir.collective import CollKind, Collective
 from collc.topology import list_families, load_file, parse_spec
 
@@ -369,3 +370,16 @@ def test_progress_bar_names_the_stage_and_the_ranks_lowered() -> None:
     stages.tell("emit")
     assert stages.bar.desc == "emit"
     stages.bar.close()
+
+
+def test_help_and_argument_errors_import_no_heavy_library() -> None:
+    """`collc --help` and a usage error answer without numpy, scipy, lxml, networkx, matplotlib or tqdm
+    (each command imports what it uses): the parser is built and run in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom collc.cli import main\nmain(['--help']); main(['build'])\n"
+            "heavy = ('numpy', 'scipy', 'lxml', 'networkx', 'matplotlib', 'tqdm', 'yaml')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"

@@ -41,8 +41,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from collc.backends.msccl_xml import read_xml
-from collc.backends.shards import WRAPPER, is_shard_dir, read_shards
 from collc.errors import CollcError
 from collc.inputs import MAX_LOG_BYTES, read_input, show
 
@@ -107,6 +105,9 @@ class _Schedules:
 
 
 def _schedules(paths: tuple[str, ...], runtime: str) -> _Schedules:
+    from collc.backends.msccl_xml import read_xml
+    from collc.backends.shards import WRAPPER, is_shard_dir, read_shards
+
     if not paths:
         raise LaunchError("give the schedule set with --xml (an XML file, a directory of them, or a shard directory)")
     files: list[Path] = []
@@ -219,6 +220,8 @@ def _launch(o: Options, np_: int, env: list[tuple[str, str]], cmd: list[str]) ->
 
 def plan_runs(o: Options) -> list[RunPlan]:
     """The launches of ``collc bench run``: the schedule run, then the baseline."""
+    from collc.backends.shards import WRAPPER
+
     if o.runtime not in RUNTIMES:
         raise LaunchError(f"--runtime {o.runtime!r}: use one of {', '.join(RUNTIMES)}")
     s = _schedules(o.xml, o.runtime)

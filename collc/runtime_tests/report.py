@@ -25,9 +25,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collc.backends.msccl_xml import read_xml, write_atomic
-from collc.sim.plot import busbw_figure, save_busbw_figure
-from collc.backends.shards import is_shard_dir, read_shards
 from collc.compiler.program import Program
 from collc.errors import CollcError
 from collc.runtime_tests.parse import TYPE_SIZES, BenchLog, Row, parse_file
@@ -91,6 +88,9 @@ class ReportRow:
 
 
 def _programs(paths: list[str]) -> list[tuple[str, Program]]:
+    from collc.backends.msccl_xml import read_xml
+    from collc.backends.shards import is_shard_dir, read_shards
+
     out: list[tuple[str, Program]] = []
     for raw in paths:
         p = Path(raw)
@@ -155,6 +155,8 @@ def _f(x: float | None) -> float:
 
 def plot(rows: list[ReportRow], title: str, path: str | Path) -> None:
     """busbw against size: ours (filled where MSCCL ran, hollow where NCCL ran), baseline, prediction."""
+    from collc.sim.plot import busbw_figure, save_busbw_figure
+
     fig, ax = busbw_figure()
     for placement, color in (("out-of-place", "tab:blue"), ("in-place", "tab:orange")):
         rs = [r for r in rows if r.placement == placement and r.busbw is not None]
@@ -191,6 +193,8 @@ def add_report_arguments(a: argparse.ArgumentParser) -> None:
 
 
 def report_command(args: argparse.Namespace) -> int:
+    from collc.backends.msccl_xml import write_atomic
+
     run = parse_file(args.run)
     baseline = parse_file(args.baseline) if args.baseline else None
     programs = _programs(args.xml)

@@ -27,7 +27,7 @@ from collc.topology import parse_spec
 
 #: Words by which each limit is named in the lowering's refusals.
 LIMIT_WORDS = ("per tb", "per GPU", "channels exceed", "per channel", "parser nodes", "cnt", "int16 offset",
-               "peers per channel", "<gpu> elements", "dependency targets tb id above 127")
+               "peers per channel", "<gpu> elements", "dependency targets tb id above 127", "XML nodes")
 
 CASES = [
     ("direct", "switch:{n}", (CollKind.ALLTOALL, CollKind.ALLGATHER, CollKind.REDUCESCATTER)),
