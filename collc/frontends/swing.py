@@ -4,8 +4,9 @@ Family page: docs/swing.md (what it does, the paper, the check values and their 
 
 Collectives: allreduce, reducescatter, allgather.  Topology: tori of any number of
 dimensions, square or rectangular (``torus:8x8``, ``torus:6x4``, ``torus:16``);
-``ring:N`` is accepted as the 1-D torus of N ranks (bidirectional only).  Anything
-else raises ScheduleError.
+the 1-D torus is ``torus:N``.  A ``ring:N`` links only neighbours and forwards nothing, so
+Swing's distant partners have no route there: it is refused (``applies``) for N > 3, naming
+``torus:N``.  Anything else raises ScheduleError.
 
 Rank layout (section 4.1, Fig. 5): the Swing dimension 0 is the topology's *last* (fastest)
 dimension, so on ``torus:4x4`` rank ``y*4 + x`` meets ``x+1`` first, as in the
@@ -309,7 +310,7 @@ def swing_dims(topology: Topology) -> tuple[int, ...]:
             raise ScheduleError(f"swing needs a bidirectional ring (a 1-D torus), not {topology.name}")
         return (topology.nranks,)
     if topology.family != "torus" or topology.dims is None:
-        raise ScheduleError(f"swing runs on tori (torus:AxB..., ring:N), not {topology.name}")
+        raise ScheduleError(f"swing runs on tori (torus:AxB..., torus:N), not {topology.name}")
     return tuple(reversed(topology.dims))
 
 
