@@ -118,6 +118,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="write a directory with one file per rank plus a launcher wrapper (needed above 1024 ranks)")
     b.add_argument("--report", action="store_true",
                    help="also print steps, per-step link utilisation and the algorithm's own figures")
+    b.add_argument("--timings", action="store_true",
+                   help="also print seconds per stage and lowering pass, and the peak memory of the build")
     b.add_argument("-o", "--output", required=True, help="output XML path")
 
     c = cmd("check", "check MSCCL XML files: parser rules, limits, matching, executor simulation")
@@ -304,6 +306,9 @@ def cmd_build(args: argparse.Namespace) -> int:
           f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, checked")
     if result.shards is not None:
         print(f"launch with: mpirun -np {p.ngpus} {out}/{WRAPPER} <command>")
+    if args.timings:
+        for line in _timing_lines(result.timings):
+            print(line)
     if args.report:
         for line in schedule_report(result.schedule, topo):
             print(line)
@@ -313,6 +318,25 @@ def cmd_build(args: argparse.Namespace) -> int:
             print(f"simulated algbw of {where} at 1 GiB (event model): "
                   f"{bus_bandwidth(p.kind, p.ngpus, size, t)[0]:.2f} GB/s")
     return 0
+
+
+def _timing_lines(timings: dict[str, float]) -> list[str]:
+    """The per-stage table of ``collc build --timings``: stages in pipeline order, each lowering
+    pass under ``lower``, then the process's peak resident memory."""
+    import resource
+
+    stages = ["frontend", "verify_schedule", "lower", "emit", "check"]
+    total = sum(timings.get(k, 0.0) for k in stages)
+    lines = [f"{'stage':<24s} {'seconds':>9s} {'share':>6s}"]
+    for k in stages:
+        if k in timings:
+            lines.append(f"{k:<24s} {timings[k]:9.3f} {timings[k] / total if total else 0:6.1%}")
+        if k == "lower":
+            lines += [f"  {name[5:]:<22s} {t:9.3f}" for name, t in timings.items() if name.startswith("pass:")]
+    lines.append(f"{'total':<24s} {total:9.3f}")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
+    lines.append(f"peak memory {peak / 1024:.0f} MiB")
+    return lines
 
 
 def _bytes_arg(text: str, flag: str) -> int:
