@@ -50,7 +50,7 @@ from scipy.optimize import linprog  # type: ignore[import-untyped]
 from scipy.sparse.csgraph import connected_components, maximum_flow, shortest_path  # type: ignore[import-untyped]
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder
+from collc.frontends.common import I, O, S, Builder, prefix_copy
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Schedule, Transfer
@@ -562,9 +562,7 @@ def _results(topology: Topology, kind: CollKind, chunks: int) -> tuple[BFBResult
 
 
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
-    reason = applies(topology, request.kind)
-    if reason is not None:
-        raise ScheduleError(reason)
+    # the registry has checked `applies`; digraph_of checks it again for direct callers
     chunks = int(str(opts.get("chunks", 0)))
     if chunks < 0:
         raise ScheduleError(f"chunks={chunks} must be >= 0 (0: the LCM of the LP denominators)")
@@ -601,11 +599,7 @@ def emit(topology: Topology, request: Collective, ag: BFBResult | None, rs: BFBR
         assert ag is not None and rs is not None and ag.chunks == rs.chunks
         c = ag.chunks
         b = Builder(Collective(kind, n, n * c, request.inplace))
-        start = 0
-        if not request.inplace:
-            for r in range(n):
-                b.move(0, r, r, I, range(n * c), O, range(n * c))
-            start = 1
+        start = prefix_copy(b, I, O, n * c, range(n))
         after = _emit_reducescatter(b, rs, start, c, O, None)
         _emit_allgather(b, ag, after, c, True)
     _spread_lanes(b, c)

@@ -53,7 +53,7 @@ import math
 from collections.abc import Sequence
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder
+from collc.frontends.common import I, O, S, Builder, prefix_copy
 from collc.frontends.multitree import Trees, check_trees
 from collc.frontends.registry import Algorithm, BuildFn, Options, register
 from collc.ir.collective import Buffer, CollKind, Collective
@@ -444,11 +444,7 @@ def _build_nd(algorithm: str, topology: Topology, request: Collective, dims: Seq
             b.move(1 + nax, u, u, S, [u], O, [0])
     else:
         b = Builder(Collective(kind, n, n * c, request.inplace))
-        start = 0
-        if not request.inplace:
-            for u in range(n):
-                b.move(0, u, u, I, range(n * c), O, range(n * c))
-            start = 1
+        start = prefix_copy(b, I, O, n * c, range(n))
         _nd_reducescatter(b, cube, c, start, O, O)
         _nd_allgather(b, cube, c, parts, start + nax, O)
     return b.schedule(algorithm, opts, topology.name, REFERENCE)
@@ -492,11 +488,7 @@ def _build(algorithm: str, topology: Topology, request: Collective, opts: Option
         _reducescatter_do(b, g, 1, 1, allreduce=False)
     else:  # allreduce: DO reduce-scatter on whole blocks, then DO or MD allgather
         b = Builder(Collective(kind, n, n * c, request.inplace))
-        start = 0
-        if not request.inplace:
-            for u in range(n):
-                b.move(0, u, u, I, range(n * c), O, range(n * c))
-            start = 1
+        start = prefix_copy(b, I, O, n * c, range(n))
         _reducescatter_do(b, g, c, start, allreduce=True)
         _allgather_parts(b, g, c, parts, start + 2, O)
     return b.schedule(algorithm, opts, topology.name, REFERENCE)

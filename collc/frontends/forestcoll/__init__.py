@@ -169,9 +169,7 @@ def _offsets(trees: tuple[Tree, ...]) -> list[int]:
 
 
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
-    reason = applies(topology, request.kind)
-    if reason is not None:
-        raise ScheduleError(reason)
+    # the registry has checked `applies`; the forest / digraph construction below checks it again
     k_text, maxk = _options(opts)
     fo = forest(topology, k_text, maxk)
     symmetric = fo.net.bidirectional
