@@ -30,7 +30,7 @@ from collc.compiler.program import Proto  # noqa: E402
 from collc.errors import CollcError, UsageError  # noqa: E402
 from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks,  # noqa: E402
                           check_bytes, finite, one_line, output_dir, output_file, plot_file, show)
-from collc.ir.collective import CollKind, Collective  # noqa: E402
+from collc.ir.collective import CollKind  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
@@ -187,7 +187,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         topo = parse_spec(args.topology)
         for alg in algorithms():
             for k in sorted(alg.collectives, key=lambda k: k.value):
-                why = alg.refusal(topo, Collective(k, topo.nranks, 1, False, 0 if k.rooted else None))
+                why = alg.refusal_of_kind(topo, k)
                 print(f"{alg.name:28s} {k.value:14s} {'applies' if why is None else 'no: ' + why}")
     elif args.what == "algorithms":
         for alg in algorithms():
@@ -509,8 +509,7 @@ def _applicable(topo: Topology, kind: CollKind) -> list[str]:
     """Every algorithm that applies to ``kind`` on ``topo`` with its default parameters."""
     from collc.frontends.registry import algorithms
 
-    request = Collective(kind, topo.nranks, 1, False, 0 if kind.rooted else None)
-    names = [a.name for a in algorithms() if a.refusal(topo, request) is None]
+    names = [a.name for a in algorithms() if a.refusal_of_kind(topo, kind) is None]
     if not names:
         raise UsageError(f"no registered algorithm runs {kind.value} on {topo.name}")
     return names

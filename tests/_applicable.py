@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from collc.frontends.registry import algorithms
-from collc.ir.collective import CollKind, Collective
+from collc.ir.collective import CollKind
 from collc.topology import parse_spec
 
 
@@ -26,7 +26,6 @@ def applicable(specs: Iterable[str], inplace: bool = False, root: int = 0,
             for kind in sorted(alg.collectives, key=lambda k: k.value):
                 if wanted is not None and kind not in wanted:
                     continue
-                request = Collective(kind, topo.nranks, 1, inplace, root if kind.rooted else None)
-                if alg.refusal(topo, request) is None:
+                if alg.refusal_of_kind(topo, kind, inplace, root) is None:
                     out.append((alg.name, kind, spec))
     return out

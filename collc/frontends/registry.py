@@ -99,6 +99,12 @@ class Algorithm:
         opts.update(options or {})
         return self.applies(topology, request, opts)
 
+    def refusal_of_kind(self, topology: Topology, kind: CollKind, inplace: bool = False,
+                        root: int = 0) -> str | None:
+        """:meth:`refusal` for ``kind`` on all of the topology's ranks with default parameters
+        (``root`` only where the collective has one)."""
+        return self.refusal(topology, Collective(kind, topology.nranks, 1, inplace, root if kind.rooted else None))
+
 
 REGISTRY: dict[str, Algorithm] = {}
 
@@ -129,8 +135,7 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
     one, that is up to 1024 ranks, else per-rank shards)."""
     alg = get(name)
     if kind not in alg.collectives:
-        probe = Collective(kind, topology.nranks, 1, inplace, 0 if kind.rooted else None)
-        raise ScheduleError(alg.refusal(topology, probe) or "")
+        raise ScheduleError(alg.refusal_of_kind(topology, kind, inplace) or "")
     if kind.rooted and root is None:
         root = 0
     if root is not None and not kind.rooted:

@@ -8,7 +8,7 @@ import pytest
 
 from collc.errors import CollcError, ScheduleError
 from collc.frontends.registry import REGISTRY, Algorithm, Param, algorithms, build_schedule, get, register
-from collc.ir.collective import CollKind, Collective
+from collc.ir.collective import CollKind
 from collc.topology import parse_spec
 
 ALGOS = algorithms()
@@ -35,7 +35,7 @@ def test_registry_lists_algorithms_sorted_and_unique() -> None:
 def test_the_example_topology_is_one_where_it_applies(alg: Algorithm) -> None:
     topo = parse_spec(HOME[alg.name])
     kind = CollKind.parse(shlex.split(alg.example)[shlex.split(alg.example).index("--collective") + 1])
-    assert alg.refusal(topo, Collective(kind, topo.nranks, 1, False, 0 if kind.rooted else None)) is None
+    assert alg.refusal_of_kind(topo, kind) is None
 
 
 @pytest.mark.parametrize("alg", ALGOS, ids=NAMES)
