@@ -131,7 +131,7 @@ def _register(make: Callable[[Path], None], target: Path, tag: str, is_dir: bool
             except FileExistsError:
                 continue
             except OSError as exc:
-                raise EmitError(f"cannot write {show(target)}: {(exc.strerror or str(exc)).lower()}") from None
+                raise _cannot_write(target, exc) from None
             with _lock:
                 _pending[os.fspath(tmp)] = is_dir
         return tmp
@@ -152,7 +152,7 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, encoding: str = 
     """
     target = output_file(path, "", EmitError)
     tmp = _register(_create_file, target, "tmp", False)
-    try:
+    with _or_discard(tmp, target):
         raw = data.encode(encoding) if isinstance(data, str) else data
         with open(tmp, "wb") as fh:
             fh.write(raw)
@@ -161,14 +161,30 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, encoding: str = 
         with signals_blocked():
             output_file(target, "", EmitError)     # nothing odd appeared there meanwhile
             os.replace(tmp, target)
-            with _lock:
-                _pending.pop(os.fspath(tmp), None)
+            _published(tmp)
+
+
+def _cannot_write(where: Path, exc: OSError) -> EmitError:
+    return EmitError(f"cannot write {show(where)}: {(exc.strerror or str(exc)).lower()}")
+
+
+@contextmanager
+def _or_discard(tmp: Path, where: Path) -> Iterator[None]:
+    """Remove the pending ``tmp`` when the body fails; an OSError becomes one line naming ``where``."""
+    try:
+        yield
     except OSError as exc:
         discard(tmp)
-        raise EmitError(f"cannot write {show(target)}: {(exc.strerror or str(exc)).lower()}") from None
+        raise _cannot_write(where, exc) from None
     except BaseException:
         discard(tmp)
         raise
+
+
+def _published(tmp: Path) -> None:
+    """``tmp`` was renamed into place: no longer pending."""
+    with _lock:
+        _pending.pop(os.fspath(tmp), None)
 
 
 def _add_exec(p: Path) -> None:
@@ -192,7 +208,7 @@ def write_into(directory: Path, relpath: str, data: str | bytes, encoding: str =
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
     except OSError as exc:
-        raise EmitError(f"cannot write {show(p)}: {(exc.strerror or str(exc)).lower()}") from None
+        raise _cannot_write(p, exc) from None
 
 
 def publish_dir(tmp: Path, target: str | os.PathLike[str], replace: bool) -> None:
@@ -201,7 +217,7 @@ def publish_dir(tmp: Path, target: str | os.PathLike[str], replace: bool) -> Non
     dest = output_dir(target, "", EmitError)
     old: Path | None = None
     try:
-        with signals_blocked():
+        with _or_discard(tmp, dest), signals_blocked():
             if os.path.lexists(dest):
                 if not replace:
                     raise EmitError(f"{show(dest)} already exists")
@@ -214,14 +230,7 @@ def publish_dir(tmp: Path, target: str | os.PathLike[str], replace: bool) -> Non
                     raise
             else:
                 os.rename(tmp, dest)
-            with _lock:
-                _pending.pop(os.fspath(tmp), None)
-    except OSError as exc:
-        discard(tmp)
-        raise EmitError(f"cannot write {show(dest)}: {(exc.strerror or str(exc)).lower()}") from None
-    except BaseException:
-        discard(tmp)
-        raise
+            _published(tmp)
     finally:
         if old is not None:
             discard(old)
