@@ -383,35 +383,25 @@ def _import_nvidia_smi(text: str, name: str) -> Topology:
 
 def _pcie_tree(g: _Graph, gpus: list[str], rel: Callable[[str, str], str]) -> None:
     """CPU nodes per group of GPUs not separated by SYS; PCIe switch nodes per PIX/PXB group."""
+    from networkx.utils import UnionFind  # type: ignore[import-untyped]  # imported lazily: slow import
+
     n = len(gpus)
-    socket = list(range(n))
-
-    def find(x: int) -> int:
-        while socket[x] != x:
-            socket[x] = socket[socket[x]]
-            x = socket[x]
-        return x
-    group = list(range(n))
-
-    def gfind(x: int) -> int:
-        while group[x] != x:
-            group[x] = group[group[x]]
-            x = group[x]
-        return x
+    socket, group = UnionFind(range(n)), UnionFind(range(n))
     for i in range(n):
         for j in range(i + 1, n):
             r = rel(gpus[i], gpus[j])
             if r not in ("SYS", "SOC"):
-                socket[find(i)] = find(j)
+                socket.union(i, j)
             if r in ("PIX", "PXB"):
-                group[gfind(i)] = gfind(j)
+                group.union(i, j)
     cpus: dict[int, str] = {}
     for i in range(n):
-        root = find(i)
-        cpu = cpus.setdefault(root, g.switch(f"cpu{len(cpus)}"))
-        members = [j for j in range(n) if gfind(j) == gfind(i)]
+        if socket[i] not in cpus:
+            cpus[socket[i]] = g.switch(f"cpu{len(cpus)}")
+        cpu = cpus[socket[i]]
+        members = [j for j in range(n) if group[j] == group[i]]
         if len(members) > 1:
-            sw = g.switch(f"pcie-switch{gfind(i)}")
+            sw = g.switch(f"pcie-switch{members[0]}")
             g.link(sw, cpu, PCI_GEN4_X16)
             g.link(g.gpus[i], sw, PCI_GEN4_X16)
         else:
