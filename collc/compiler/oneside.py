@@ -1,0 +1,497 @@
+"""Lowering a Schedule to an MSCCL++ execution plan (Schedule -> Plan), one-sided.
+
+``lower_plan(schedule, options)`` runs the named passes of ``PLAN_PASSES``::
+
+    pipelining -> slots -> threadblocks -> dependencies -> ops -> limits
+
+and returns a :class:`collc.compiler.plan.Plan`.  The design, the flow control and the
+runtime limits it respects are described in ``docs/mscclpp-backend.md``; in short:
+
+* **pipelining**: the same Schedule-level pass as the XML lowering (``--chunks``,
+  ``--instances``; instances become lanes).
+* **slots**: every remote transfer gets scratch chunks of its own on the receiver, after
+  the schedule's own scratch.  A slot is written once per launch (by the sender's ``put``)
+  and read once (by the receiver after its ``wait``), so no slot is overwritten while its
+  receiver still reads it.  Across launches, each receiving threadblock signals its sender
+  once at the end and the sender waits for it before its kernel ends (back-pressure), so
+  the next launch cannot write a slot that the previous one has not consumed.
+* **threadblocks**: one sending threadblock per (peer, lane, group) and one receiving
+  threadblock per (peer, lane, group), each with a memory channel of its own (the k-th
+  channel a->b pairs with the k-th b->a: both ends list a pair's channels in one sorted
+  order), plus local threadblocks for the copies and reduces a rank does alone.  The
+  transfers of a connection are dealt round-robin to ``groups`` threadblocks; ``groups``
+  doubles until every threadblock fits the executor's 64 ops.
+* **dependencies**: actions of one rank in the order of the Schedule's step semantics
+  (step; within a step the puts read first, then local transfers, then received data is
+  written); a read-after-write, write-after-read or write-after-write on a local chunk
+  between two threadblocks becomes a counting semaphore per (producer tb, consumer tb),
+  released only at the points some acquire needs, so releases and acquires balance in
+  every launch.  Every edge goes forward in that order, so the plan cannot deadlock.
+* **ops**: Simple: ``put`` + ``signal`` on the sender, ``wait`` + ``copy``/``re`` on the
+  receiver.  LL: ``ppkt`` on the sender, ``upkt``/``repkt`` on the receiver (the packets'
+  flags replace the signal).  ``nop`` (a block-wide barrier) separates an op from the next
+  where the executor does not: after a wait or an acquire before data moves, and after
+  data moves before a signal or a release or a data op on the same chunks.
+
+>>> from collc.frontends.registry import build_schedule
+>>> from collc.ir.collective import CollKind
+>>> from collc.topology import parse_spec
+>>> plan = lower_plan(build_schedule("ring", parse_spec("ring:4"), CollKind.ALLGATHER, False, None, {}))
+>>> plan.collective, len(plan.gpus), [len(g.threadblocks) for g in plan.gpus]
+('allgather', 4, [3, 3, 3, 3])
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from collc.compiler.pipelining import split_chunks
+from collc.compiler.plan import (MAX_MESSAGE_SIZE, BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName,
+                                 Plan, Protocol, ReduceOp, RemoteBuff, RemoteBuffer, Semaphore, TbChannels,
+                                 TbRemoteBuffers, Threadblock)
+from collc.errors import LoweringError
+from collc.ir.collective import Buffer, CollKind, Collective
+from collc.ir.schedule import Op as XferOp
+from collc.ir.schedule import Schedule, Transfer
+
+PLAN_PASSES = ("pipelining", "slots", "threadblocks", "dependencies", "ops", "limits")
+
+# The executor's limits (src/include/execution_common.hpp of MSCCL++): ops per threadblock
+# (checked at load), channels and remote-buffer references per threadblock and buffer entries
+# per op (not checked: an overflow corrupts memory), semaphores per sem op.
+MAX_OPS_PER_TB = 64
+MAX_CHANNELS_PER_TB = 16
+MAX_ENTRIES_PER_OP = 8
+MAX_SEMS_PER_OP = 16
+# Every threadblock must be resident at once (they spin on each other): stay within the
+# SM count of the smallest GPU the runtime targets (80 SMs on V100; 104+ on A100/H100/MI300).
+MAX_TBS_PER_GPU = 64
+
+# Collectives the executor runs from a plan (the ``collective`` string it matches).
+PLAN_COLLECTIVES = {CollKind.ALLREDUCE: "allreduce", CollKind.ALLGATHER: "allgather",
+                    CollKind.REDUCESCATTER: "reducescatter", CollKind.BROADCAST: "broadcast",
+                    CollKind.ALLTOALL: "alltoall"}
+
+_BUF = {Buffer.INPUT: BufferType.INPUT, Buffer.OUTPUT: BufferType.OUTPUT, Buffer.SCRATCH: BufferType.SCRATCH}
+_DATA_OPS = {OpName.PUT, OpName.COPY, OpName.REDUCE, OpName.PUT_PACKETS, OpName.UNPACK_PACKETS,
+             OpName.REDUCE_PACKETS}
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    chunks: int = 1
+    instances: int = 1
+    protocol: Protocol = Protocol.SIMPLE
+    min_bytes: int = 0
+    max_bytes: int = 0          # 0: no upper limit
+    name: str = ""
+    timings: dict[str, float] = field(default_factory=dict, compare=False)
+
+
+def refusal(kind: CollKind) -> str | None:
+    """Why the MSCCL++ executor cannot run ``kind`` from a plan, or None."""
+    if kind in PLAN_COLLECTIVES:
+        return None
+    return (f"the mscclpp backend does not emit {kind.value}: MSCCL++ plans and its NCCL shim cover "
+            f"{', '.join(sorted(PLAN_COLLECTIVES[k] for k in PLAN_COLLECTIVES))}")
+
+
+# --------------------------------------------------------------------------- pass: slots
+@dataclass(frozen=True, slots=True)
+class Slotted:
+    """A transfer with the first chunk of its own slot in the receiver's scratch (remote only)."""
+    transfer: Transfer
+    slot: int
+
+
+def assign_slots(schedule: Schedule) -> tuple[tuple[Slotted, ...], tuple[int, ...]]:
+    """Pass ``slots``: a private scratch range per remote transfer; returns the transfers and
+    each rank's scratch chunk count (the schedule's own scratch first)."""
+    n = schedule.collective.nranks
+    top = [schedule.scratch_chunks] * n
+    out: list[Slotted] = []
+    for t in schedule.transfers:
+        if t.is_local:
+            out.append(Slotted(t, -1))
+            continue
+        out.append(Slotted(t, top[t.dst]))
+        top[t.dst] += t.count
+    return tuple(out), tuple(top)
+
+
+# --------------------------------------------------------------------------- pass: threadblocks
+class Role(IntEnum):
+    SEND = 0
+    RECV = 1
+    LOCAL = 2
+
+
+TbKey = tuple[Role, int, int, int]          # (role, peer, lane, group); peer = lane = -1... for LOCAL: (2, 0, 0, g)
+
+
+class Phase(IntEnum):
+    """Order of a step's actions on one rank: reads, then local transfers, then received writes."""
+    PUT = 0
+    LOCAL = 1
+    RECV = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What one threadblock of ``rank`` does for one transfer."""
+    rank: int
+    tb: TbKey
+    order: tuple[int, int, tuple[int, int, int, int, int, int]]
+    item: Slotted
+    reads: frozenset[tuple[BufferType, int]]
+    writes: frozenset[tuple[BufferType, int]]
+
+
+def _phys(coll: Collective, rank: int, buf: Buffer, idx: Iterable[int]) -> list[tuple[BufferType, int]]:
+    out = []
+    for i in idx:
+        b, j = coll.physical(rank, buf, i)
+        out.append((_BUF[b], j))
+    return out
+
+
+def build_actions(coll: Collective, items: Sequence[Slotted], groups: int) -> list[list[Action]]:
+    """Pass ``threadblocks``: each rank's actions in step order, each on its threadblock."""
+    n = coll.nranks
+    per_rank: list[list[Action]] = [[] for _ in range(n)]
+    conn_count: dict[tuple[int, int, int], int] = defaultdict(int)
+    local_count = [0] * n
+    for it in items:
+        t = it.transfer
+        key = t.sort_key()
+        src = _phys(coll, t.src, t.src_buf, t.src_idx)
+        dst = _phys(coll, t.dst, t.dst_buf, t.dst_idx)
+        if t.is_local:
+            g = local_count[t.src] % groups
+            local_count[t.src] += 1
+            reads = set(src) | (set(dst) if t.op is XferOp.REDUCE else set())
+            per_rank[t.src].append(Action(t.src, (Role.LOCAL, 0, 0, g), (t.step, Phase.LOCAL, key), it,
+                                          frozenset(reads), frozenset(dst)))
+            continue
+        c = (t.src, t.dst, t.lane)
+        g = conn_count[c] % groups
+        conn_count[c] += 1
+        per_rank[t.src].append(Action(t.src, (Role.SEND, t.dst, t.lane, g), (t.step, Phase.PUT, key), it,
+                                      frozenset(src), frozenset()))
+        reads = set(dst) if t.op is XferOp.REDUCE else set()
+        per_rank[t.dst].append(Action(t.dst, (Role.RECV, t.src, t.lane, g), (t.step, Phase.RECV, key), it,
+                                      frozenset(reads), frozenset(dst)))
+    for acts in per_rank:
+        acts.sort(key=lambda a: a.order)
+        _check_local_steps(acts)
+    return per_rank
+
+
+def _check_local_steps(acts: Sequence[Action]) -> None:
+    """Local transfers of one step must not read what another writes in that step: the
+    Schedule reads the old value there, and a sequential order cannot give both."""
+    by_step: dict[int, list[Action]] = defaultdict(list)
+    for a in acts:
+        if a.tb[0] is Role.LOCAL:
+            by_step[a.order[0]].append(a)
+    for step, group in by_step.items():
+        for a in group:
+            for b in group:
+                if a is not b and a.writes & b.reads:
+                    raise LoweringError(f"rank {a.rank} step {step}: a local transfer writes chunks another local "
+                                        f"transfer of the same step reads; the mscclpp backend cannot order them")
+
+
+# --------------------------------------------------------------------------- pass: dependencies
+@dataclass(frozen=True)
+class Sync:
+    """Semaphores of one rank: after action (tb, position) release ids; before it acquire ids."""
+    releases: dict[tuple[TbKey, int], tuple[int, ...]]
+    acquires: dict[tuple[TbKey, int], tuple[int, ...]]
+    count: int
+
+
+def dependencies(acts: Sequence[Action]) -> Sync:
+    """Pass ``dependencies``: cross-threadblock hazards on local chunks -> counting semaphores."""
+    position: dict[int, tuple[TbKey, int]] = {}
+    per_tb: dict[TbKey, int] = defaultdict(int)
+    for i, a in enumerate(acts):
+        position[i] = (a.tb, per_tb[a.tb])
+        per_tb[a.tb] += 1
+    last_write: dict[tuple[BufferType, int], int] = {}
+    readers: dict[tuple[BufferType, int], list[int]] = defaultdict(list)
+    needs: list[dict[TbKey, int]] = []          # per action: producer tb -> latest position needed
+    for i, a in enumerate(acts):
+        deps: set[int] = set()
+        for s in a.reads:
+            if s in last_write:
+                deps.add(last_write[s])
+        for s in a.writes:
+            if s in last_write:
+                deps.add(last_write[s])
+            deps.update(readers.get(s, ()))
+        need: dict[TbKey, int] = {}
+        for d in deps:
+            tb, pos = position[d]
+            if tb != a.tb:
+                need[tb] = max(need.get(tb, -1), pos)
+        needs.append(need)
+        for s in a.reads:
+            readers[s].append(i)
+        for s in a.writes:
+            last_write[s] = i
+            readers[s] = []
+    reached: dict[tuple[TbKey, TbKey], int] = {}
+    sem_id: dict[tuple[TbKey, TbKey], int] = {}
+    rel: dict[tuple[TbKey, int], list[int]] = defaultdict(list)
+    acq: dict[tuple[TbKey, int], list[int]] = defaultdict(list)
+    for i, a in enumerate(acts):
+        for ptb, pos in sorted(needs[i].items()):
+            pair = (ptb, a.tb)
+            if pos <= reached.get(pair, -1):
+                continue          # an earlier acquire of this pair already covers it
+            reached[pair] = pos
+            sid = sem_id.setdefault(pair, len(sem_id))
+            rel[(ptb, pos)].append(sid)
+            acq[position[i]].append(sid)
+    return Sync({k: tuple(v) for k, v in rel.items()}, {k: tuple(v) for k, v in acq.items()}, len(sem_id))
+
+
+# --------------------------------------------------------------------------- pass: ops
+def _runs(pairs: Sequence[tuple[tuple[BufferType, int], tuple[BufferType, int]]]
+          ) -> list[tuple[BufferType, int, BufferType, int, int]]:
+    """Maximal runs where source and destination chunks both advance by one."""
+    out: list[list[object]] = []
+    for (sb, si), (db, di) in pairs:
+        if out:
+            r = out[-1]
+            if r[0] == sb and r[2] == db and r[1] + r[4] == si and r[3] + r[4] == di:  # type: ignore[operator]
+                r[4] += 1  # type: ignore[operator]
+                continue
+        out.append([sb, si, db, di, 1])
+    return [(r[0], r[1], r[2], r[3], r[4]) for r in out]  # type: ignore[misc]
+
+
+def _batches(items: Sequence[tuple[BufferType, int, BufferType, int, int]], k: int
+             ) -> list[Sequence[tuple[BufferType, int, BufferType, int, int]]]:
+    return [items[i:i + k] for i in range(0, len(items), k)]
+
+
+def _action_ops(coll: Collective, a: Action, proto: Protocol) -> list[Op]:
+    t = a.item.transfer
+    role = a.tb[0]
+    mem = ChannelType.MEMORY
+    src = _phys(coll, t.src, t.src_buf, t.src_idx)
+    dst = _phys(coll, t.dst, t.dst_buf, t.dst_idx)
+    ops: list[Op] = []
+    if role is Role.LOCAL:
+        for sb, si, db, di, size in _runs(list(zip(src, dst))):
+            if t.op is XferOp.COPY:
+                ops.append(Op(OpName.COPY, src_buff=(LocalBuff(sb, si, size),), dst_buff=(LocalBuff(db, di, size),)))
+            else:
+                ops.append(Op(OpName.REDUCE, src_buff=(LocalBuff(db, di, size), LocalBuff(sb, si, size)),
+                              dst_buff=(LocalBuff(db, di, size),), reduce_op=ReduceOp.SUM))
+        return ops
+    scratch = [(BufferType.SCRATCH, a.item.slot + j) for j in range(t.count)]
+    if role is Role.SEND:
+        name = OpName.PUT if proto is Protocol.SIMPLE else OpName.PUT_PACKETS
+        for batch in _batches(_runs(list(zip(src, scratch))), MAX_ENTRIES_PER_OP):
+            ops.append(Op(name, src_buff=tuple(LocalBuff(sb, si, sz) for sb, si, _, _, sz in batch),
+                          dst_buff=tuple(RemoteBuff(0, di, sz) for _, _, _, di, sz in batch),
+                          channel_ids=(0,) * len(batch), channel_type=mem))
+        if proto is Protocol.SIMPLE:
+            ops.append(Op(OpName.SIGNAL, channel_ids=(0,), channel_type=mem))
+        return ops
+    if proto is Protocol.SIMPLE:
+        ops.append(Op(OpName.WAIT, channel_ids=(0,), channel_type=mem))
+    for sb, si, db, di, size in _runs(list(zip(scratch, dst))):
+        s, d = LocalBuff(sb, si, size), LocalBuff(db, di, size)
+        if t.op is XferOp.COPY:
+            name = OpName.COPY if proto is Protocol.SIMPLE else OpName.UNPACK_PACKETS
+            ops.append(Op(name, src_buff=(s,), dst_buff=(d,)))
+        else:
+            name = OpName.REDUCE if proto is Protocol.SIMPLE else OpName.REDUCE_PACKETS
+            ops.append(Op(name, src_buff=(d, s), dst_buff=(d,), reduce_op=ReduceOp.SUM))
+    return ops
+
+
+def _sem_ops(name: OpName, ids: Sequence[int]) -> list[Op]:
+    return [Op(name, semaphore_ids=tuple(ids[i:i + MAX_SEMS_PER_OP])) for i in range(0, len(ids), MAX_SEMS_PER_OP)]
+
+
+def _local_chunks(op: Op) -> set[tuple[BufferType, int]]:
+    out: set[tuple[BufferType, int]] = set()
+    for b in op.srcs + op.dsts:
+        if isinstance(b, LocalBuff):
+            out.update((b.type, b.index + k) for k in range(b.size))
+    return out
+
+
+def insert_nops(ops: Sequence[Op]) -> tuple[Op, ...]:
+    """A block-wide barrier where the executor has none but the threads must agree: the
+    executor runs a tb's ops back to back, and signal/wait/semaphore ops use a few threads."""
+    out: list[Op] = []
+    for op in ops:
+        if out:
+            prev = out[-1]
+            data_prev, data_now = prev.name in _DATA_OPS, op.name in _DATA_OPS
+            if (prev.name in (OpName.WAIT, OpName.SEM_ACQUIRE) and data_now) or \
+               (data_prev and op.name in (OpName.SIGNAL, OpName.SEM_RELEASE)) or \
+               (data_prev and data_now and _local_chunks(prev) & _local_chunks(op)):
+                out.append(Op(OpName.NOP))
+        out.append(op)
+    return tuple(out)
+
+
+def tb_ops(coll: Collective, key: TbKey, acts: Sequence[Action], sync: Sync, proto: Protocol) -> tuple[Op, ...]:
+    """Pass ``ops``: a threadblock's ops, semaphores around its actions and the closing
+    acknowledgement of its connection."""
+    ops: list[Op] = []
+    for pos, a in enumerate(acts):
+        ops += _sem_ops(OpName.SEM_ACQUIRE, sync.acquires.get((key, pos), ()))
+        ops += _action_ops(coll, a, proto)
+        ops += _sem_ops(OpName.SEM_RELEASE, sync.releases.get((key, pos), ()))
+    mem = ChannelType.MEMORY
+    if key[0] is Role.RECV:     # back-pressure: the sender may write these slots again next launch
+        ops.append(Op(OpName.SIGNAL, channel_ids=(0,), channel_type=mem))
+    elif key[0] is Role.SEND:
+        ops.append(Op(OpName.WAIT, channel_ids=(0,), channel_type=mem))
+    return insert_nops(ops)
+
+
+# --------------------------------------------------------------------------- assembly
+def _pair_channels(per_rank: Sequence[Sequence[Action]]) -> dict[tuple[int, TbKey], int]:
+    """GPU-level memory channel index of each connection tb: a pair's channels in one sorted
+    order on both ends, so that the k-th channel a->b is the k-th b->a."""
+    pair_keys: dict[tuple[int, int], set[tuple[int, int, int, int]]] = defaultdict(set)
+    for acts in per_rank:
+        for a in acts:
+            role, peer, lane, g = a.tb
+            if role is Role.LOCAL:
+                continue
+            sender, receiver = (a.rank, peer) if role is Role.SEND else (peer, a.rank)
+            lo, hi = min(sender, receiver), max(sender, receiver)
+            pair_keys[(lo, hi)].add((lane, g, 0 if sender == lo else 1, 0))
+    index: dict[tuple[int, TbKey], int] = {}
+    n = len(per_rank)
+    for r in range(n):
+        base = 0
+        for p in range(n):
+            if p == r:
+                continue
+            keys = sorted(pair_keys.get((min(r, p), max(r, p)), ()))
+            lo = min(r, p)
+            for k, (lane, g, direction, _) in enumerate(keys):
+                sender_is_r = (r == lo) == (direction == 0)
+                role = Role.SEND if sender_is_r else Role.RECV
+                index[(r, (role, p, lane, g))] = base + k
+            base += len(keys)
+    return index
+
+
+def _gpu_channels(r: int, n: int, chan_index: dict[tuple[int, TbKey], int]) -> tuple[Channel, ...]:
+    peers = sorted(((i, key[1]) for (rank, key), i in chan_index.items() if rank == r))
+    if not peers:
+        return ()
+    return (Channel(ChannelType.MEMORY, tuple(p for _, p in peers)),)
+
+
+def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: int, proto: Protocol,
+                 chan_index: dict[tuple[int, TbKey], int]) -> Gpu:
+    sync = dependencies(acts)
+    by_tb: dict[TbKey, list[Action]] = defaultdict(list)
+    for a in acts:
+        by_tb[a.tb].append(a)
+    keys = sorted(by_tb)
+    targets = sorted({k[1] for k in keys if k[0] is Role.SEND})
+    rb_index = {p: i for i, p in enumerate(targets)}
+    tbs: list[Threadblock] = []
+    for tid, key in enumerate(keys):
+        ops = tb_ops(coll, key, by_tb[key], sync, proto)
+        chans: tuple[TbChannels, ...] = ()
+        refs: tuple[TbRemoteBuffers, ...] = ()
+        if key[0] is not Role.LOCAL:
+            chans = (TbChannels(ChannelType.MEMORY, (chan_index[(rank, key)],)),)
+        if key[0] is Role.SEND:
+            refs = (TbRemoteBuffers(ChannelType.MEMORY, (rb_index[key[1]],)),)
+        tbs.append(Threadblock(tid, ops, chans, refs))
+    rbs = tuple(RemoteBuffer(p, BufferType.SCRATCH, (ChannelType.MEMORY,)) for p in targets)
+    return Gpu(rank, coll.input_chunks, coll.output_chunks, scratch, tuple(tbs),
+               _gpu_channels(rank, coll.nranks, chan_index), rbs, tuple(Semaphore(0) for _ in range(sync.count)))
+
+
+def plan_name(schedule: Schedule) -> str:
+    coll = schedule.collective
+    root = f"-root{coll.root}" if coll.root is not None else ""
+    return f"{schedule.provenance.algorithm}-{coll.kind.value}-n{coll.nranks}{root}"
+
+
+def enforce_plan_limits(plan: Plan) -> None:
+    """Pass ``limits``: raise LoweringError naming gpu and tb where a limit is broken
+    (by construction none is, except ops per tb and tbs per GPU, which ``lower_plan`` retries)."""
+    for g in plan.gpus:
+        if len(g.threadblocks) > MAX_TBS_PER_GPU:
+            raise LoweringError(f"gpu {g.id}: {len(g.threadblocks)} threadblocks, above {MAX_TBS_PER_GPU} "
+                                f"(every tb must be resident at once)")
+        for tb in g.threadblocks:
+            where = f"gpu {g.id} tb {tb.id}"
+            if len(tb.flat_ops()) > MAX_OPS_PER_TB:
+                raise LoweringError(f"{where}: {len(tb.flat_ops())} ops, above the executor's {MAX_OPS_PER_TB}")
+            for kind in (ChannelType.MEMORY, ChannelType.PORT):
+                if len(tb.channel_list(kind)) > MAX_CHANNELS_PER_TB or len(tb.buffer_list(kind)) > MAX_CHANNELS_PER_TB:
+                    raise LoweringError(f"{where}: more than {MAX_CHANNELS_PER_TB} {kind.value} channels or "
+                                        f"remote buffers")
+            for op in tb.flat_ops():
+                if len(op.srcs) > MAX_ENTRIES_PER_OP or len(op.dsts) > MAX_ENTRIES_PER_OP or \
+                        len(op.channels) > MAX_ENTRIES_PER_OP:
+                    raise LoweringError(f"{where}: op {op.name.value} has more than {MAX_ENTRIES_PER_OP} entries")
+                if any(b.size == 0 for b in op.srcs + op.dsts):
+                    raise LoweringError(f"{where}: op {op.name.value} moves zero chunks")
+
+
+def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
+    """Lower ``schedule`` to a checked-by-construction MSCCL++ plan (see the module docstring)."""
+    why = refusal(schedule.collective.kind)
+    if why is not None:
+        raise LoweringError(why)
+    clock = time.perf_counter
+    t0 = clock()
+    sched = split_chunks(schedule, opts.chunks, opts.instances)
+    coll = sched.collective
+    t1 = clock()
+    items, scratch = assign_slots(sched)
+    t2 = clock()
+    spent = {"threadblocks": 0.0, "dependencies": 0.0, "ops": 0.0, "limits": 0.0}
+    groups = 1
+    while True:
+        a = clock()
+        per_rank = build_actions(coll, items, groups)
+        chan_index = _pair_channels(per_rank)
+        b = clock()
+        gpus = tuple(assemble_gpu(coll, r, per_rank[r], scratch[r], opts.protocol, chan_index)
+                     for r in range(coll.nranks))
+        c = clock()
+        spent["threadblocks"] += b - a
+        spent["ops"] += c - b
+        worst = max(((len(tb.flat_ops()), g.id, tb.id) for g in gpus for tb in g.threadblocks), default=(0, 0, 0))
+        most_tbs = max((len(g.threadblocks) for g in gpus), default=0)
+        if worst[0] <= MAX_OPS_PER_TB:
+            break
+        if most_tbs * 2 > MAX_TBS_PER_GPU or groups >= 64:
+            raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} ops, above the executor's "
+                                f"{MAX_OPS_PER_TB} per threadblock, and spreading its transfers over more "
+                                f"threadblocks would exceed {MAX_TBS_PER_GPU} per GPU: use fewer --chunks or "
+                                f"--instances")
+        groups *= 2
+    plan = Plan(name=opts.name or plan_name(schedule), collective=PLAN_COLLECTIVES[coll.kind],
+                protocol=opts.protocol, inplace=coll.inplace, gpus=gpus,
+                min_message_size=opts.min_bytes, max_message_size=opts.max_bytes or MAX_MESSAGE_SIZE)
+    d = clock()
+    enforce_plan_limits(plan)
+    spent["limits"] = clock() - d
+    opts.timings.update(pipelining=t1 - t0, slots=t2 - t1, **spent)
+    return plan
