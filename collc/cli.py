@@ -109,6 +109,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--instances", type=int, default=1, help="replicate the schedule on K channel sets")
     b.add_argument("--protocol", choices=[x.value for x in Proto], default="Simple")
     b.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    b.add_argument("--backend", choices=["msccl", "mscclpp"], default="msccl",
+                   help="msccl: MSCCL XML (default); mscclpp: an MSCCL++ execution plan (JSON)")
+    b.add_argument("--register", default=None, metavar="PY",
+                   help="with --backend mscclpp: also write a Python module registering the plans of -o's "
+                        "directory with the MSCCL++ v0.9+ plan registry")
     place = b.add_mutually_exclusive_group()
     place.add_argument("--inplace", dest="inplace", action="store_true", default=None)
     place.add_argument("--outofplace", dest="inplace", action="store_false")
@@ -252,6 +257,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     from collc.sim.runner import ModelParams, time_program
     from collc.topology import parse_spec
 
+    if args.backend == "mscclpp":
+        return _build_plan(args)
+    if args.register is not None:
+        raise UsageError("--register needs --backend mscclpp")
     dialect = Dialect(args.dialect)
     # everything cheap is checked before the topology is even built
     bounded_int(args.chunks, "--chunks", 1, MAX_CHUNKS, "the pieces of a chunk need distinct offsets, "
@@ -317,6 +326,75 @@ def cmd_build(args: argparse.Namespace) -> int:
             t = time_program(result.program, topo, [size], ModelParams())[0]
             print(f"simulated algbw of {where} at 1 GiB (event model): "
                   f"{bus_bandwidth(p.kind, p.ngpus, size, t)[0]:.2f} GB/s")
+    return 0
+
+
+def _build_plan(args: argparse.Namespace) -> int:
+    """``collc build --backend mscclpp``: an MSCCL++ execution plan, checked before it is written."""
+    from collc.backends.msccl_xml import write_atomic
+    from collc.backends.mscclpp import read_plan
+    from collc.backends.mscclpp_loader import PlanEntry, register_snippet, runner_command
+    from collc.compiler.oneside import MAX_CHANNELS_PER_TB
+    from collc.compiler.plan import Protocol
+    from collc.driver import compile_plan
+    from collc.errors import EmitError
+    from collc.topology import parse_spec
+
+    if args.shard_per_rank:
+        raise UsageError("--shard-per-rank is for MSCCL XML; an MSCCL++ plan is one file")
+    if args.protocol not in (p.value for p in Protocol):
+        raise UsageError(f"--protocol {args.protocol}: MSCCL++ plans run Simple or LL")
+    bounded_int(args.chunks, "--chunks", 1, MAX_CHUNKS, "the pieces of a chunk need distinct scratch slots")
+    bounded_int(args.instances, "--instances", 1, MAX_CHANNELS_PER_TB, "every instance takes channels of its own")
+    min_b, max_b = _bytes_arg(args.min_bytes, "--min-bytes"), _bytes_arg(args.max_bytes, "--max-bytes")
+    if max_b and min_b > max_b:
+        raise UsageError(f"--min-bytes {min_b} exceeds --max-bytes {max_b}")
+    out = output_file(args.output)
+    reg = output_file(args.register, "--register") if args.register is not None else None
+    if reg is not None and reg.suffix != ".py":
+        raise UsageError(f"--register {show(reg)}: the module's name must end in .py")
+    topo: Topology = parse_spec(args.topology)
+    check_build_ranks(topo.nranks)
+    kind = CollKind.parse(args.collective)
+    params: dict[str, str] = {}
+    for item in args.param:
+        if "=" not in item:
+            raise UsageError(f"--param {item!r} must be KEY=VALUE")
+        k, v = item.split("=", 1)
+        params[k.strip()] = v.strip()
+    root = args.root
+    if "root" in params:
+        text = params.pop("root")
+        if not text.lstrip("-").isdigit():
+            raise UsageError(f"--param root={text!r} must be a rank number")
+        root = int(text)
+    result = compile_plan(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
+                          chunks=args.chunks, instances=args.instances, protocol=Protocol(args.protocol),
+                          min_bytes=min_b, max_bytes=max_b)
+    if result.problems:
+        for line in result.problems[:20]:
+            print(f"error: {line}", file=sys.stderr)
+        print(f"collc: {out}: the lowered plan fails its check; no file written", file=sys.stderr)
+        return 1
+    p = result.plan
+    write_atomic(out, result.text)
+    tbs = max(len(g.threadblocks) for g in p.gpus)
+    ops = max(len(t.ops) for g in p.gpus for t in g.threadblocks)
+    print(f"wrote {out}: {p.collective} on {p.nranks} ranks, {result.schedule.nsteps} steps, {p.protocol.value}, "
+          f"up to {tbs} tbs/gpu and {ops} ops/tb, mscclpp plan, checked")
+    print(f"run it alone: {runner_command(str(out), p.name, p.nranks, p.inplace)}")
+    if reg is not None:
+        entries = []
+        for f in sorted(out.parent.glob("*.json")):
+            try:
+                q = read_plan(f)
+            except EmitError:
+                continue      # not a plan: the v0.8 shim would fail on it too (named below)
+            entries.append(PlanEntry(f.name, q.name, q.collective, q.nranks))
+        rel = os.path.relpath(out.parent.resolve(), reg.parent.resolve())
+        write_atomic(reg, register_snippet(rel, entries, reg.stem))
+        print(f"wrote {reg}: registers {len(entries)} plan(s) of {out.parent} (MSCCL++ v0.9+)")
+    print(f"MSCCL++ <= v0.8: export MSCCLPP_EXECUTION_PLAN_DIR={out.parent.resolve()} (plans only in it)")
     return 0
 
 

