@@ -2,13 +2,15 @@
 
 ``lower_plan(schedule, options)`` runs the named passes of ``PLAN_PASSES``::
 
-    pipelining -> slots -> threadblocks -> dependencies -> ops -> limits
+    pipelining -> pieces -> slots -> threadblocks -> dependencies -> ops -> limits
 
 and returns a :class:`collc.compiler.plan.Plan`.  The design, the flow control and the
 runtime limits it respects are described in ``docs/mscclpp-backend.md``; in short:
 
 * **pipelining**: the same Schedule-level pass as the XML lowering (``--chunks``,
   ``--instances``; instances become lanes).
+* **pieces**: a transfer of more than 16 separate chunk ranges is cut into pieces of 16 ranges
+  (each range is one op on the receiver).
 * **slots**: every remote transfer gets scratch chunks of its own on the receiver, after
   the schedule's own scratch.  A slot is written once per launch (by the sender's ``put``)
   and read once (by the receiver after its ``wait``), so no slot is overwritten while its
@@ -45,8 +47,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from collc.compiler.pipelining import split_chunks
@@ -56,9 +58,9 @@ from collc.compiler.plan import (MAX_MESSAGE_SIZE, BufferType, Channel, ChannelT
 from collc.errors import LoweringError
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Op as XferOp
-from collc.ir.schedule import Schedule, Transfer
+from collc.ir.schedule import Schedule, Transfer, make_slots
 
-PLAN_PASSES = ("pipelining", "slots", "threadblocks", "dependencies", "ops", "limits")
+PLAN_PASSES = ("pipelining", "pieces", "slots", "threadblocks", "dependencies", "ops", "limits")
 
 # The executor's limits (src/include/execution_common.hpp of MSCCL++): ops per threadblock
 # (checked at load), channels and remote-buffer references per threadblock and buffer entries
@@ -98,6 +100,36 @@ def refusal(kind: CollKind) -> str | None:
         return None
     return (f"the mscclpp backend does not emit {kind.value}: MSCCL++ plans and its NCCL shim cover "
             f"{', '.join(sorted(PLAN_COLLECTIVES[k] for k in PLAN_COLLECTIVES))}")
+
+
+# --------------------------------------------------------------------------- pass: pieces
+MAX_RUNS_PER_PIECE = 16
+
+
+def _run_starts(t: Transfer) -> list[int]:
+    """Positions where a new contiguous (source, destination) run of ``t`` begins."""
+    src, dst = list(t.src_idx), list(t.dst_idx)
+    return [0] + [k for k in range(1, len(src)) if src[k] != src[k - 1] + 1 or dst[k] != dst[k - 1] + 1]
+
+
+def split_pieces(schedule: Schedule) -> Schedule:
+    """Cut a transfer of more than ``MAX_RUNS_PER_PIECE`` contiguous runs into pieces of that
+    many (same step, same lane): each run is an op of its own on the receiver (``copy`` and
+    ``re`` take one range), so a scattered transfer would not fit a threadblock's 64 ops; its
+    pieces are separate transfers that the threadblocks pass deals out like any other."""
+    out: list[Transfer] = []
+    for t in schedule.transfers:
+        starts = _run_starts(t)
+        if len(starts) <= MAX_RUNS_PER_PIECE:
+            out.append(t)
+            continue
+        src, dst = list(t.src_idx), list(t.dst_idx)
+        bounds = starts[::MAX_RUNS_PER_PIECE] + [len(src)]
+        for a, b in zip(bounds, bounds[1:]):
+            out.append(replace(t, src_idx=make_slots(src[a:b]), dst_idx=make_slots(dst[a:b])))
+    if len(out) == len(schedule.transfers):
+        return schedule
+    return replace(schedule, transfers=tuple(out))
 
 
 # --------------------------------------------------------------------------- pass: slots
@@ -159,8 +191,12 @@ def _phys(coll: Collective, rank: int, buf: Buffer, idx: Iterable[int]) -> list[
     return out
 
 
-def build_actions(coll: Collective, items: Sequence[Slotted], groups: int) -> list[list[Action]]:
-    """Pass ``threadblocks``: each rank's actions in step order, each on its threadblock."""
+GroupKey = tuple[int, int, int]     # (src, dst, lane) of a connection; (rank, rank, -1) for a rank's local tbs
+
+
+def build_actions(coll: Collective, items: Sequence[Slotted], groups: Mapping[GroupKey, int]) -> list[list[Action]]:
+    """Pass ``threadblocks``: each rank's actions in step order, each on its threadblock
+    (a connection's or a rank's local transfers dealt round-robin to ``groups[key]`` tbs, default 1)."""
     n = coll.nranks
     per_rank: list[list[Action]] = [[] for _ in range(n)]
     conn_count: dict[tuple[int, int, int], int] = defaultdict(int)
@@ -171,14 +207,14 @@ def build_actions(coll: Collective, items: Sequence[Slotted], groups: int) -> li
         src = _phys(coll, t.src, t.src_buf, t.src_idx)
         dst = _phys(coll, t.dst, t.dst_buf, t.dst_idx)
         if t.is_local:
-            g = local_count[t.src] % groups
+            g = local_count[t.src] % groups.get((t.src, t.src, -1), 1)
             local_count[t.src] += 1
             reads = set(src) | (set(dst) if t.op is XferOp.REDUCE else set())
             per_rank[t.src].append(Action(t.src, (Role.LOCAL, 0, 0, g), (t.step, Phase.LOCAL, key), it,
                                           frozenset(reads), frozenset(dst)))
             continue
         c = (t.src, t.dst, t.lane)
-        g = conn_count[c] % groups
+        g = conn_count[c] % groups.get(c, 1)
         conn_count[c] += 1
         per_rank[t.src].append(Action(t.src, (Role.SEND, t.dst, t.lane, g), (t.step, Phase.PUT, key), it,
                                       frozenset(src), frozenset()))
@@ -403,7 +439,8 @@ def _gpu_channels(r: int, n: int, chan_index: dict[tuple[int, TbKey], int]) -> t
 
 
 def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: int, proto: Protocol,
-                 chan_index: dict[tuple[int, TbKey], int]) -> Gpu:
+                 chan_index: dict[tuple[int, TbKey], int]) -> tuple[Gpu, list[TbKey]]:
+    """The GPU of ``rank`` and the key of each of its tbs (tb id = position)."""
     sync = dependencies(acts)
     by_tb: dict[TbKey, list[Action]] = defaultdict(list)
     for a in acts:
@@ -423,7 +460,8 @@ def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: i
         tbs.append(Threadblock(tid, ops, chans, refs))
     rbs = tuple(RemoteBuffer(p, BufferType.SCRATCH, (ChannelType.MEMORY,)) for p in targets)
     return Gpu(rank, coll.input_chunks, coll.output_chunks, scratch, tuple(tbs),
-               _gpu_channels(rank, coll.nranks, chan_index), rbs, tuple(Semaphore(0) for _ in range(sync.count)))
+               _gpu_channels(rank, coll.nranks, chan_index), rbs,
+               tuple(Semaphore(0) for _ in range(sync.count))), keys
 
 
 def plan_name(schedule: Schedule) -> str:
@@ -455,6 +493,13 @@ def enforce_plan_limits(plan: Plan) -> None:
                     raise LoweringError(f"{where}: op {op.name.value} moves zero chunks")
 
 
+def _group_key(rank: int, key: TbKey) -> GroupKey:
+    role, peer, lane, _ = key
+    if role is Role.LOCAL:
+        return (rank, rank, -1)
+    return (rank, peer, lane) if role is Role.SEND else (peer, rank, lane)
+
+
 def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
     """Lower ``schedule`` to a checked-by-construction MSCCL++ plan (see the module docstring)."""
     why = refusal(schedule.collective.kind)
@@ -462,33 +507,37 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
         raise LoweringError(why)
     clock = time.perf_counter
     t0 = clock()
-    sched = split_chunks(schedule, opts.chunks, opts.instances)
+    sched = split_pieces(split_chunks(schedule, opts.chunks, opts.instances))
     coll = sched.collective
     t1 = clock()
     items, scratch = assign_slots(sched)
     t2 = clock()
     spent = {"threadblocks": 0.0, "dependencies": 0.0, "ops": 0.0, "limits": 0.0}
-    groups = 1
+    groups: dict[GroupKey, int] = {}
     while True:
         a = clock()
         per_rank = build_actions(coll, items, groups)
         chan_index = _pair_channels(per_rank)
         b = clock()
-        gpus = tuple(assemble_gpu(coll, r, per_rank[r], scratch[r], opts.protocol, chan_index)
-                     for r in range(coll.nranks))
-        c = clock()
+        built = [assemble_gpu(coll, r, per_rank[r], scratch[r], opts.protocol, chan_index)
+                 for r in range(coll.nranks)]
+        gpus = tuple(g for g, _ in built)
         spent["threadblocks"] += b - a
-        spent["ops"] += c - b
-        worst = max(((len(tb.flat_ops()), g.id, tb.id) for g in gpus for tb in g.threadblocks), default=(0, 0, 0))
-        most_tbs = max((len(g.threadblocks) for g in gpus), default=0)
-        if worst[0] <= MAX_OPS_PER_TB:
+        spent["ops"] += clock() - b
+        over = [(len(tb.flat_ops()), g.id, tb.id, keys[tb.id]) for g, keys in built for tb in g.threadblocks
+                if len(tb.flat_ops()) > MAX_OPS_PER_TB]
+        if not over:
             break
-        if most_tbs * 2 > MAX_TBS_PER_GPU or groups >= 64:
+        most_tbs = max(len(g.threadblocks) for g in gpus)
+        worst = max(over)
+        if most_tbs >= MAX_TBS_PER_GPU or any(groups.get(_group_key(g, k), 1) >= 64 for _, g, _, k in over):
             raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} ops, above the executor's "
                                 f"{MAX_OPS_PER_TB} per threadblock, and spreading its transfers over more "
                                 f"threadblocks would exceed {MAX_TBS_PER_GPU} per GPU: use fewer --chunks or "
                                 f"--instances")
-        groups *= 2
+        for _, g, _, k in over:     # only the crowded connections (both of their ends) take more tbs
+            gk = _group_key(g, k)
+            groups[gk] = groups.get(gk, 1) * 2
     plan = Plan(name=opts.name or plan_name(schedule), collective=PLAN_COLLECTIVES[coll.kind],
                 protocol=opts.protocol, inplace=coll.inplace, gpus=gpus,
                 min_message_size=opts.min_bytes, max_message_size=opts.max_bytes or MAX_MESSAGE_SIZE)
