@@ -371,17 +371,27 @@ def _local_chunks(op: Op) -> set[tuple[BufferType, int]]:
 
 def insert_nops(ops: Sequence[Op]) -> tuple[Op, ...]:
     """A block-wide barrier where the executor has none but the threads must agree: the
-    executor runs a tb's ops back to back, and signal/wait/semaphore ops use a few threads."""
+    executor runs a tb's ops back to back, and signal/wait/semaphore ops use a few threads.
+
+    A ``nop`` goes after a wait or acquire before data moves, after data moves before a
+    signal or release, and before a data op touching chunks that a data op since the last
+    barrier touched (its threads may still be at work on them)."""
     out: list[Op] = []
+    pending: set[tuple[BufferType, int]] = set()     # chunks touched since the last barrier
+    moved = False                                    # data moved since the last barrier
     for op in ops:
-        if out:
-            prev = out[-1]
-            data_prev, data_now = prev.name in _DATA_OPS, op.name in _DATA_OPS
-            if (prev.name in (OpName.WAIT, OpName.SEM_ACQUIRE) and data_now) or \
-               (data_prev and op.name in (OpName.SIGNAL, OpName.SEM_RELEASE)) or \
-               (data_prev and data_now and _local_chunks(prev) & _local_chunks(op)):
-                out.append(Op(OpName.NOP))
+        data_now = op.name in _DATA_OPS
+        prev = out[-1].name if out else None
+        chunks = _local_chunks(op) if data_now else set()
+        if (prev in (OpName.WAIT, OpName.SEM_ACQUIRE) and data_now) or \
+           (moved and op.name in (OpName.SIGNAL, OpName.SEM_RELEASE)) or \
+           (data_now and chunks & pending):
+            out.append(Op(OpName.NOP))
+            pending, moved = set(), False
         out.append(op)
+        if data_now:
+            pending |= chunks
+            moved = True
     return tuple(out)
 
 
@@ -476,7 +486,7 @@ def enforce_plan_limits(plan: Plan) -> None:
     for g in plan.gpus:
         if len(g.threadblocks) > MAX_TBS_PER_GPU:
             raise LoweringError(f"gpu {g.id}: {len(g.threadblocks)} threadblocks, above {MAX_TBS_PER_GPU} "
-                                f"(every tb must be resident at once)")
+                                f"(every tb must be resident at once): use fewer --chunks or --instances")
         for tb in g.threadblocks:
             where = f"gpu {g.id} tb {tb.id}"
             if len(tb.flat_ops()) > MAX_OPS_PER_TB:
@@ -535,9 +545,8 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
                                 f"{MAX_OPS_PER_TB} per threadblock, and spreading its transfers over more "
                                 f"threadblocks would exceed {MAX_TBS_PER_GPU} per GPU: use fewer --chunks or "
                                 f"--instances")
-        for _, g, _, k in over:     # only the crowded connections (both of their ends) take more tbs
-            gk = _group_key(g, k)
-            groups[gk] = groups.get(gk, 1) * 2
+        for gk in sorted({_group_key(g, k) for _, g, _, k in over}):
+            groups[gk] = groups.get(gk, 1) * 2      # only the crowded connections (both ends) take more tbs
     plan = Plan(name=opts.name or plan_name(schedule), collective=PLAN_COLLECTIVES[coll.kind],
                 protocol=opts.protocol, inplace=coll.inplace, gpus=gpus,
                 min_message_size=opts.min_bytes, max_message_size=opts.max_bytes or MAX_MESSAGE_SIZE)
