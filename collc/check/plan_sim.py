@@ -60,6 +60,8 @@ class _Tb:
 class Simulator:
     def __init__(self, plan: Plan) -> None:
         self.plan = plan
+        self.launch = 0
+        self.tag = ""
         self.findings: list[Finding] = []
         self.coll = _collective(plan)
         tbgs = [op.tbg_info.tbg_size for g in plan.gpus for tb in g.threadblocks for op in tb.flat_ops()
@@ -78,6 +80,8 @@ class Simulator:
                 self.actor[(g.id, tb.id, "D")] = len(self.actor)
             for k in range(len(g.peers(ChannelType.PORT))):
                 self.actor[(g.id, "proxy", k)] = len(self.actor)
+            self.actor[(g.id, "host", 0)] = len(self.actor)
+        self.hosts = frozenset(v for k, v in self.actor.items() if k[1] == "host")
         na = len(self.actor)
         self.vc = [[0] * na for _ in range(na)]     # full (release/acquire) clocks
         self.cvc = [[0] * na for _ in range(na)]    # control clocks: also carried by relaxed signals
@@ -89,6 +93,7 @@ class Simulator:
         self.barriers: dict[tuple[int, int], tuple[int, list[tuple[int, int]], int | None]] = {}
         self.barrier_done: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.counted: dict[str, int] = {}
+        self.pkt_launch: dict[Loc, int] = {}     # the launch whose flag a packet slot carries
         self._snap_key: tuple[int, int] = (-1, -1)
         self._snap: list[int] = []
         self.tbs = [_Tb(g, tb, self._steps(tb)) for g in plan.gpus for tb in g.threadblocks]
@@ -154,6 +159,8 @@ class Simulator:
         key = self.names[a]
         if key[1] == "proxy":
             return f"gpu {key[0]} port channel {key[2]} proxy"
+        if key[1] == "host":
+            return f"the application on gpu {key[0]}"
         return f"gpu {key[0]} tb {key[1]}"
 
     # ------------------------------------------------------------------ memory
@@ -168,9 +175,12 @@ class Simulator:
         rec = self.acc.setdefault(loc, _Access())
         if rec.write is not None and not packet:
             wa, wt, wwhat = rec.write
-            if wa != a and self.vc[a][wa] < wt:
-                self.add("race-read", f"{what} reads {self._describe(loc)} that {wwhat} writes, with nothing "
-                         f"ordering the write first")
+            # the application's writes precede a kernel launch, which fences them: control order suffices
+            seen = self.cvc[a][wa] if wa in self.hosts else self.vc[a][wa]
+            if wa != a and seen < wt:
+                why = "only relaxed signals order it (they order execution, not data)" \
+                    if self.cvc[a][wa] >= wt else "nothing orders the write first"
+                self.add("race-read", f"{what} reads {self._describe(loc)} that {wwhat} writes: {why}")
         if packet and rec.packet_vc is not None:
             # a packet read spins on the packet's flag: it observes this very write, and the data it carries
             # depends on everything its writer read before (docs/mscclpp.md, "Packets")
@@ -189,11 +199,16 @@ class Simulator:
             if ra != a and self.cvc[a][ra] < rt:
                 remote = self.names[a][0] != loc[0]
                 code = "race-remote-write" if remote else "race-overwrite"
-                self.add(code, f"{what} overwrites {self._describe(loc)} that {rwhat} may still be reading")
+                hint = ""
+                if self.names[ra][1] == "proxy":
+                    hint = (f" (gpu {self.names[ra][0]}'s port channel proxy reads a put's source after the op "
+                            "returns; only a flush with dst_buff or a reply from the peer waits for it)")
+                self.add(code, f"{what} overwrites {self._describe(loc)} that {rwhat} may still be reading{hint}")
                 break
         rec.write = (a, self.vc[a][a], what)
         rec.reads = []
         if loc[1].startswith("P"):
+            self.pkt_launch[loc] = self.launch
             key = (a, self.vc[a][a])
             if self._snap_key != key:
                 self._snap_key, self._snap = key, list(self.vc[a])
@@ -243,8 +258,12 @@ class Simulator:
             space = "P" + space
         return [(rank, space, base * self.G + s) for s in r]
 
+    def _ready(self, lists: list[list[Loc]]) -> bool:
+        """True when every packet carries this launch's flag (a packet read spins until it does)."""
+        return all(self.pkt_launch.get(loc) == self.launch for ls in lists for loc in ls)
+
     # ------------------------------------------------------------------ run
-    def run(self) -> list[Finding]:
+    def _run_launch(self) -> list[_Tb]:
         progress = True
         while progress:
             progress = False
@@ -252,7 +271,49 @@ class Simulator:
                 while t.pc < len(t.steps) and self._step(t):
                     t.pc += 1
                     progress = True
-        blocked = [t for t in self.tbs if t.pc < len(t.steps)]
+        return [t for t in self.tbs if t.pc < len(t.steps)]
+
+    def next_launch(self) -> list[Finding]:
+        """Run the plan a second time on the same buffers, after the first launch completed everywhere.
+
+        A GPU's next kernel starts after all its own threadblocks finished (stream order) but with no
+        ordering against the other GPUs, so a write of the next launch into a peer that is not ordered
+        after the peer's reads of this launch is a race; double buffering flips the scratch half.
+        """
+        self.launch, self.tag = 1, " in the next launch"
+        if self.plan.use_double_scratch_buffer:
+            self.half = 1 - self.half
+        self.findings, self.counted = [], {}
+        for g in self.plan.gpus:
+            # between the launches the application reads this GPU's output and writes its next input
+            host = self.actor[(g.id, "host", 0)]
+            own = [self.actor[(g.id, tb.id, x)] for tb in g.threadblocks for x in ("C", "D")]
+            for a in own:
+                self._join(host, self.vc[a], self.cvc[a])
+            self._tick(host)
+            space, base = self.place(g.id, BufferType.OUTPUT, g.id, True)
+            for sub in range(base * self.G, (base + g.output_chunks) * self.G):
+                self.read(host, (g.id, space, sub), f"the application reading gpu {g.id}'s output after the call")
+            space, base = self.place(g.id, BufferType.INPUT, g.id, True)
+            for c in range(g.input_chunks):
+                for sub in range((base + c) * self.G, (base + c + 1) * self.G):
+                    self.write(host, (g.id, space, sub), ((g.id, c),),
+                               f"the application writing gpu {g.id}'s next input after the call")
+            for a in own:
+                self.vc[a], self.cvc[a] = list(self.vc[host]), list(self.cvc[host])
+        for t in self.tbs:
+            t.pc = 0
+        blocked = self._run_launch()
+        if blocked:
+            t = blocked[0]
+            op, label, _ = t.steps[t.pc]
+            self.add("deadlock", f"gpu {t.gpu.id} tb {t.tb.id} op {label} ({op.name.value}) never completes in "
+                     f"the next launch: {self._blocked_reason(t, op)}")
+        return [Finding(f.code if f.code.endswith("next-launch") else f.code.split("-")[0] + "-next-launch",
+                        f.message, f.severity) for f in self.findings]
+
+    def run(self) -> list[Finding]:
+        blocked = self._run_launch()
         if blocked:
             for t in blocked[:MAX_PER_CODE]:
                 op, label, it = t.steps[t.pc]
@@ -297,7 +358,7 @@ class Simulator:
     def _step(self, t: _Tb) -> bool:
         op, label, it = t.steps[t.pc]
         g, tb = t.gpu, t.tb
-        at = f"gpu {g.id} tb {tb.id} op {label} ({op.name.value})"
+        at = f"gpu {g.id} tb {tb.id} op {label} ({op.name.value}){self.tag}"
         C, D = self.actor[(g.id, tb.id, "C")], self.actor[(g.id, tb.id, "D")]
         name = op.name
         if name is OpName.NOP:
@@ -442,7 +503,7 @@ class Simulator:
         if name in (OpName.PUT_PACKETS, OpName.READ_PUT_PACKETS) and kind is ChannelType.PORT:
             if name is OpName.READ_PUT_PACKETS:
                 pk = [L(s, size0, packet=True) for s in srcs]
-                if any(loc not in self.mem for ls in pk for loc in ls):
+                if not self._ready(pk):
                     return False
                 self._tick(D)
                 for ls in pk:
@@ -463,8 +524,9 @@ class Simulator:
                 self._tick(p)
                 for s_loc, d_loc in zip(src, dst):
                     v = self.read(p, s_loc, at)
-                    if s_loc in self.mem:
+                    if s_loc in self.pkt_launch:
                         self.write(p, d_loc, v, at)
+                        self.pkt_launch[d_loc] = self.pkt_launch[s_loc]
             self._tick(C)
             return True
         # everything else runs on all threads of the tb, packet reads wait for their packets
@@ -505,7 +567,7 @@ class Simulator:
             return True
         elif name is OpName.READ_PUT_PACKETS:    # memory channel: own scratch packets -> peer's packets
             pk = [L(s, size0, packet=True, local_type=BufferType.SCRATCH) for s in srcs]
-            if any(loc not in self.mem for ls in pk for loc in ls):
+            if not self._ready(pk):
                 return False
             self._tick(D)
             for i, d in enumerate(dsts):
@@ -532,7 +594,7 @@ class Simulator:
             reads, outs = self._switch(t, op, it, unit, at)
         else:
             return True
-        if any(loc not in self.mem for ls in packet_reads for loc in ls):
+        if not self._ready(packet_reads):
             return False
         self._tick(D)
         self._combine(D, reads, packet_reads, outs, at)
@@ -648,5 +710,10 @@ def _collective(plan: Plan) -> Collective | None:
 
 
 def simulate(plan: Plan) -> list[Finding]:
-    """The findings of one simulated launch (deadlock, races, unbalanced signals, wrong or missing data)."""
-    return Simulator(plan).run()
+    """The findings of one simulated launch (deadlock, races, unbalanced signals, wrong or missing data),
+    then, if it is clean, the races and hangs of a second launch on the same buffers."""
+    sim = Simulator(plan)
+    found = sim.run()
+    if any(f.severity == "error" for f in found):
+        return found
+    return found + sim.next_launch()
