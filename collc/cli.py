@@ -34,6 +34,7 @@ from collc.ir.collective import CollKind  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
+    from collc.check.plan_report import PlanReport
     from collc.compiler.verify import Report
     from collc.sim.runner import ModelParams
     from collc.topology import Topology
@@ -127,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="also print seconds per stage and lowering pass, and the peak memory of the build")
     b.add_argument("-o", "--output", required=True, help="output XML path")
 
-    c = cmd("check", "check MSCCL XML files: parser rules, limits, matching, executor simulation")
+    c = cmd("check", "check MSCCL XML files or MSCCL++ JSON plans: reader rules, limits, executor simulation")
     c.add_argument("paths", nargs="+")
     c.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
     c.add_argument("--root", type=int, default=None, help="root to check broadcast/reduce files against")
@@ -478,8 +479,8 @@ def _expand_paths(paths: Sequence[str]) -> list[Path | CollcError]:
         if is_shard_dir(p):
             out.append(p)
         elif p.is_dir():
-            found = sorted(q for q in p.rglob("*.xml") if q.is_file())
-            out.extend(found or [UsageError(f"{show(p)}: no .xml files in this directory")])
+            found = sorted(q for q in p.rglob("*") if q.suffix in (".xml", ".json") and q.is_file())
+            out.extend(found or [UsageError(f"{show(p)}: no .xml files (or .json plans) in this directory")])
         elif os.path.lexists(p):
             out.append(p)
         else:
@@ -487,18 +488,33 @@ def _expand_paths(paths: Sequence[str]) -> list[Path | CollcError]:
     return out
 
 
-def _print_report(rep: Report) -> None:
+def _print_report(rep: Report | PlanReport) -> None:
     status = "PASS" if rep.ok else "FAIL"
-    print(f"{status} {show(rep.path)} ({rep.dialect.value})")
+    dialect = getattr(rep, "dialect", None)
+    print(f"{status} {show(rep.path)} ({dialect.value if dialect is not None else 'mscclpp'})")
     for f in rep.findings:
         print(f"  {f.severity}: [{f.code}] {show(f.message)}")
 
 
-def _check_one(p: Path, args: argparse.Namespace) -> Report:
+def _is_plan(p: Path) -> bool:
+    """A JSON file (an MSCCL++ execution plan) rather than XML: its first non-blank character is '{'."""
+    try:
+        with p.open("rb") as f:
+            head = f.read(256).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"{")
+
+
+def _check_one(p: Path, args: argparse.Namespace) -> Report | PlanReport:
     from collc.backends.msccl_xml import read_xml
     from collc.backends.shards import is_shard_dir, read_shards
     from collc.compiler.verify import check_parsed
 
+    if p.is_file() and _is_plan(p):
+        from collc.backends.mscclpp import read_plan
+        from collc.check.plan_check import check_plan
+        return check_plan(read_plan(p), str(p))
     dialect = Dialect(args.dialect)
     if is_shard_dir(p):
         return check_parsed(read_shards(p), dialect, root=args.root, sharded=True, data_check=args.data)
@@ -511,9 +527,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     Exit 2 if any file was bad input (the run could not judge everything it was given),
     else 1 if any check failed, else 0; stderr gets one line only when some file was bad.
     """
+    from collc.check.plan_report import PlanReport
     from collc.compiler.verify import Report
 
-    results: list[tuple[str, Report | CollcError]] = []
+    results: list[tuple[str, Report | PlanReport | CollcError]] = []
     for item in _expand_paths(args.paths):
         if isinstance(item, CollcError):
             results.append(("", item))
@@ -523,15 +540,16 @@ def cmd_check(args: argparse.Namespace) -> int:
         except CollcError as exc:
             results.append((str(item), exc))
     bad = [(path, r) for path, r in results if isinstance(r, CollcError)]
-    reports = [r for _, r in results if isinstance(r, Report)]
+    reports = [r for _, r in results if isinstance(r, (Report, PlanReport))]
     if bad and not reports:     # nothing was checked: the one stderr line says why
         raise UsageError(_not_checked(bad, len(results)))
     if args.json:
-        print(json.dumps([r.to_json() if isinstance(r, Report) else {"path": path, "ok": False, "error": one_line(r)}
+        print(json.dumps([r.to_json() if isinstance(r, (Report, PlanReport)) else
+                          {"path": path, "ok": False, "error": one_line(r)}
                           for path, r in results], indent=2, sort_keys=True))
     else:
         for path, r in results:
-            if isinstance(r, Report):
+            if isinstance(r, (Report, PlanReport)):
                 _print_report(r)
             else:
                 msg = one_line(r)
@@ -543,7 +561,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if all(r.ok for r in reports) else 1
 
 
-def _not_checked(bad: Sequence[tuple[str, Report | CollcError]], total: int) -> str:
+def _not_checked(bad: Sequence[tuple[str, Report | PlanReport | CollcError]], total: int) -> str:
     first = one_line(bad[0][1])
     return first if len(bad) == 1 else f"{len(bad)} of {total} inputs were not checked; first: {first}"
 

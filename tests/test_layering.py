@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "collc"
-ORDER = ["base", "topology", "ir", "frontends", "compiler", "backends", "sim", "driver", "tuning",
+ORDER = ["base", "topology", "ir", "frontends", "compiler", "check", "backends", "sim", "driver", "tuning",
          "runtime_tests", "cli"]
 BASE = {"collc", "collc.errors", "collc.inputs", "collc.outputs", "collc.compiler.limits"}
 

@@ -8,8 +8,9 @@ import pytest
 
 from collc.backends.mscclpp import parse_plan, read_plan, write_plan
 from collc.compiler.plan import PlanError
+from tests._plan_corpus import name as rel
+from tests._plan_corpus import plan_params
 
-PLANS = (Path(__file__).resolve().parents[2] / ".." / "shared" / "corpora" / "mscclpp-plans").resolve()
 # Plans whose JSON the executor's reader itself rejects (see docs/mscclpp.md).
 UNREADABLE = {
     "more/repo_execution-files_allreduce_pipeline.json":
@@ -19,16 +20,9 @@ UNREADABLE = {
 NO_FINAL_NEWLINE = {"more/dsl_da_reducescatter_4gpu_tbg1.json"}
 
 
-def plan_files() -> list[object]:
-    files = sorted(PLANS.rglob("*.json")) if PLANS.is_dir() else []
-    if not files:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"plan corpus not found at {PLANS}"))]
-    return [pytest.param(p, id=p.relative_to(PLANS).as_posix()) for p in files]
-
-
-@pytest.mark.parametrize("path", plan_files())
+@pytest.mark.parametrize("path", plan_params())
 def test_corpus_plan_round_trips(path: Path) -> None:
-    name = path.relative_to(PLANS).as_posix()
+    name = rel(path)
     if name in UNREADABLE:
         with pytest.raises(PlanError, match=UNREADABLE[name].replace("[", r"\[").replace("]", r"\]")):
             read_plan(path)

@@ -1,0 +1,45 @@
+"""Findings and the report of ``collc check`` on an MSCCL++ execution plan.
+
+The JSON shape is the one ``collc check --json`` prints for MSCCL XML files (path, dialect, ok, info,
+findings with code, severity and message); the dialect of a plan is ``mscclpp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DIALECT = "mscclpp"
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    message: str
+    severity: str = "error"
+
+    def to_json(self) -> dict[str, str]:
+        return {"code": self.code, "severity": self.severity, "message": self.message}
+
+
+@dataclass
+class PlanReport:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    info: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    def codes(self) -> list[str]:
+        return sorted({f.code for f in self.errors()})
+
+    def add(self, code: str, message: str, severity: str = "error") -> None:
+        self.findings.append(Finding(code, message, severity))
+
+    def to_json(self) -> dict[str, object]:
+        return {"path": self.path, "dialect": DIALECT, "ok": self.ok, "info": self.info,
+                "findings": [f.to_json() for f in self.findings]}

@@ -1,0 +1,282 @@
+"""``collc check`` on MSCCL++ plans: a verdict for every real plan, and broken copies of correct ones.
+
+The expected verdicts come from reading the executor kernel (docs/mscclpp.md), not from running the
+checker: each failing plan's finding names the op and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from collc.backends.mscclpp import read_plan, write_plan
+from collc.check.plan_check import check_plan
+from collc.check.plan_report import PlanReport
+from collc.cli import main
+from collc.compiler.plan import (ChannelType, LocalBuff, Op, OpName, Plan, PlanError, RemoteBuff, TbChannels)
+from tests._plan_corpus import name, plan_params, plan_path
+
+# Every plan of the corpus (the held-out ones are only required to get a verdict): the error codes of its
+# report, and a phrase of the first error.  An empty set means the plan passes.
+PORT_SOURCE = "port channel proxy reads a put's source after the op returns"
+RELAXED = "only relaxed signals order it"
+TBG_RACE = "gpu 0 tb 0 op 7 (get) reads gpu 1 scratch chunk 1 that gpu 1 tb 1 op 0 (copy) writes"
+EXPECTED: dict[str, tuple[set[str], str]] = {
+    "test/execution-files/allreduce.json": (set(), ""),
+    "test/execution-files/allreduce_packet.json": (set(), ""),
+    "test/executor-tests/execution-plans/reduce.json": (set(), ""),
+    "test/executor-tests/execution-plans/reduce_pack.json": (set(), ""),
+    "test/executor-tests/execution-plans/transfer_pack_tbg.json": (set(), ""),
+    "generated/mscclpp_example_allgather_2gpu.json": (set(), ""),
+    "generated/mscclpp_example_allreduce_4gpu.json": (set(), ""),
+    "more/dsl_da_allgather_4gpu.json": (set(), ""),
+    "more/dsl_da_allreduce_4gpu.json": (set(), ""),
+    "more/dsl_da_reducescatter_4gpu_tbg1.json": (set(), ""),
+    "more/dsl_mn_allgather_pkt_4gpu.json": (set(), ""),
+    "more/dsl_mn_reducescatter_pkt_4gpu.json": (set(), ""),
+    "more/dsl_sn_allgather_2gpu.json": (set(), ""),
+    "more/dsl_sn_allgather_pkt_4gpu.json": (set(), ""),
+    "more/dsl_sn_allgather_tbg_2gpu.json": (set(), ""),
+    "more/dsl_sn_allreduce_2gpu.json": (set(), ""),
+    "more/dsl_sn_allreduce_4gpu.json": (set(), ""),
+    "more/dsl_sn_allreduce_pkt_4gpu.json": (set(), ""),
+    "more/dsl_sn_alltoall_pipeline_2gpu.json": (set(), ""),
+    "more/dsl_sn_alltoall_ring_2gpu.json": (set(), ""),
+    "more/repo_execution-files_allreduce.json": (set(), ""),
+    "more/repo_execution-files_allreduce_packet.json": (set(), ""),
+    "more/repo_executor-tests_reduce.json": (set(), ""),
+    "more/repo_executor-tests_reduce_pack.json": (set(), ""),
+    "more/repo_executor-tests_reduce_pack_tbg.json": (set(), ""),
+    "more/repo_executor-tests_transfer_pack.json": (set(), ""),
+    "more/repo_executor-tests_transfer_pack_tbg.json": (set(), ""),
+    # thread-block groups slice the copy (2 chunks) and the get/rres (1 chunk) differently, so a tb reads
+    # and overwrites halves that the peer's *other* tb handles, with which it never synchronises
+    "test/executor-tests/execution-plans/reduce_tbg.json": ({"race-read", "race-remote-write"}, TBG_RACE),
+    "more/repo_executor-tests_reduce_tbg.json": ({"race-read", "race-remote-write"}, TBG_RACE),
+    # multimem stores into the peers, then only relaxed signals before the call returns
+    "test/executor-tests/execution-plans/reduce_nvls.json": ({"race-next-launch"}, RELAXED),
+    "more/repo_executor-tests_reduce_nvls.json": ({"race-next-launch"}, RELAXED),
+    "more/repo_executor-tests_reduce_nvls_pipeline.json": ({"race-next-launch"}, RELAXED),
+    "more/dsl_sn_allreduce_nvls_zero_copy_2gpu.json": ({"race-next-launch"}, RELAXED),
+    # port puts whose source nothing flushes (flush without dst_buff and pwsf flush nothing in the kernel)
+    "branches/caiorocha-multi_node_executor_test/test/executor-tests/execution-plans/multi_node_transfer.json":
+        ({"race-next-launch"}, PORT_SOURCE),
+    "branches/caiorocha-pilot_test/test.json": ({"race-next-launch"}, PORT_SOURCE),
+    "more/dsl_mn_allgather_4gpu.json": ({"race-next-launch"}, PORT_SOURCE),
+    "more/dsl_mn_reducescatter_2gpu.json": ({"race-next-launch"}, PORT_SOURCE),
+}
+# The executor's reader itself rejects these (tested in tests/backends/test_mscclpp.py).
+UNREADABLE = {"more/repo_execution-files_allreduce_pipeline.json"}
+
+
+@pytest.mark.parametrize("path", plan_params())
+def test_every_corpus_plan_gets_its_verdict(path: Path) -> None:
+    rel = name(path)
+    if rel in UNREADABLE:
+        with pytest.raises(PlanError):
+            read_plan(path)
+        return
+    rep = check_plan(read_plan(path), rel)
+    if rel not in EXPECTED:        # a plan added to the corpus later: it must get a verdict, nothing more
+        assert isinstance(rep.ok, bool)
+        return
+    codes, phrase = EXPECTED[rel]
+    assert set(rep.codes()) == codes, [f.message for f in rep.errors()]
+    if codes:
+        assert phrase in rep.errors()[0].message
+    else:
+        assert rep.info["simulated"] is True
+
+
+# ---------------------------------------------------------------- broken copies of correct plans
+ALLREDUCE = "test/execution-files/allreduce.json"      # 2 GPUs, 8 tbs: rlxsignal/rlxwait, rres, signal/wait
+ALLGATHER = "generated/mscclpp_example_allgather_2gpu.json"
+
+
+def load(rel: str) -> Plan:
+    return read_plan(plan_path(rel))
+
+
+def with_ops(plan: Plan, gpu: int, tb: int, ops: list[Op]) -> Plan:
+    gpus = list(plan.gpus)
+    tbs = list(gpus[gpu].threadblocks)
+    tbs[tb] = replace(tbs[tb], ops=tuple(ops))
+    gpus[gpu] = replace(gpus[gpu], threadblocks=tuple(tbs))
+    return replace(plan, gpus=tuple(gpus))
+
+
+def ops_of(plan: Plan, gpu: int, tb: int) -> list[Op]:
+    return list(plan.gpus[gpu].threadblocks[tb].ops)
+
+
+def errors(rep: PlanReport) -> str:
+    return " | ".join(f.message for f in rep.errors())
+
+
+def test_the_originals_pass() -> None:
+    assert check_plan(load(ALLREDUCE)).ok
+    assert check_plan(load(ALLGATHER)).ok
+
+
+def test_dropping_the_last_wait_leaves_a_signal_for_the_next_launch() -> None:
+    plan = load(ALLREDUCE)
+    ops = ops_of(plan, 0, 0)
+    last_wait = max(i for i, op in enumerate(ops) if op.name is OpName.WAIT)
+    rep = check_plan(with_ops(plan, 0, 0, ops[:last_wait] + ops[last_wait + 1:]))
+    assert rep.codes() == ["unbalanced-signal"]
+    assert "gpu 0 memory channel 0 receives 2 signals from gpu 1 but waits 1 times" in errors(rep)
+
+
+def test_dropping_the_wait_before_reading_is_a_race() -> None:
+    """gpu 1 waits for gpu 0's put before it copies it on; without the wait the copy reads too early."""
+    plan = load(ALLGATHER)
+    ops = ops_of(plan, 0, 0)
+    waits = [i for i, op in enumerate(ops) if op.name is OpName.WAIT]
+    # gpu 0 skips its wait: it returns while gpu 1 may still write into its output
+    rep = check_plan(with_ops(plan, 0, 0, [op for i, op in enumerate(ops) if i not in waits]))
+    assert "unbalanced-signal" in rep.codes()
+
+
+def test_dropping_a_signal_deadlocks_naming_gpu_tb_and_op() -> None:
+    plan = load(ALLREDUCE)
+    ops = ops_of(plan, 1, 0)
+    last_signal = max(i for i, op in enumerate(ops) if op.name is OpName.SIGNAL)
+    rep = check_plan(with_ops(plan, 1, 0, ops[:last_signal] + ops[last_signal + 1:]))
+    assert rep.codes() == ["deadlock"]
+    assert "gpu 0 tb 0 op 6 (wait) never completes: it waits for signal 2 on memory channel 0 from gpu 1, " \
+           "which sends 1" in errors(rep)
+
+
+def test_swapping_a_channel_index_deadlocks() -> None:
+    """tb 0 of gpu 0 signals and waits on the channel tb 1 uses: both tbs wait on one channel."""
+    plan = load(ALLREDUCE)
+    g = plan.gpus[0]
+    tb0 = g.threadblocks[0]
+    other = g.threadblocks[1].channels[0].channel_ids
+    broken = replace(tb0, channels=(TbChannels(ChannelType.MEMORY, other),))
+    gpus = list(plan.gpus)
+    gpus[0] = replace(g, threadblocks=(broken,) + g.threadblocks[1:])
+    rep = check_plan(replace(plan, gpus=tuple(gpus)))
+    assert "deadlock" in rep.codes()
+
+
+def test_more_than_64_ops_in_a_threadblock() -> None:
+    plan = load(ALLREDUCE)
+    ops = ops_of(plan, 0, 0)
+    rep = check_plan(with_ops(plan, 0, 0, ops + [Op(OpName.NOP)] * (65 - len(ops))))
+    assert "op-limit" in rep.codes()
+    assert "gpu 0 tb 0 has 65 ops" in errors(rep)
+
+
+def test_zero_input_chunks() -> None:
+    plan = load(ALLGATHER)
+    rep = check_plan(replace(plan, gpus=tuple(replace(g, input_chunks=0) for g in plan.gpus)))
+    assert "zero-chunks" in rep.codes()
+    assert rep.info["simulated"] is False
+
+
+def test_overlapping_writes_from_two_gpus() -> None:
+    """gpu 1 puts into the same output chunk of gpu 0 that gpu 0 puts its own data from: a write into a
+    peer's buffer the peer may still be reading, and wrong data."""
+    plan = load(ALLGATHER)
+    ops = ops_of(plan, 1, 0)
+    put = next(i for i, op in enumerate(ops) if op.name is OpName.PUT)
+    bad = replace(ops[put], dst_buff=(RemoteBuff(0, 0, 1),))
+    rep = check_plan(with_ops(plan, 1, 0, ops[:put] + [bad] + ops[put + 1:]))
+    # which of the two unordered accesses the simulation meets second decides how the race is worded
+    assert "race-read" in rep.codes() and "wrong-data" in rep.codes()
+    assert "gpu 0 tb 0 op 5 (put) reads gpu 0 output chunk 0 that gpu 1 tb 0 op 5 (put) writes: nothing orders " \
+           "the write first" in errors(rep)
+
+
+def test_a_put_to_the_wrong_chunk_is_wrong_data() -> None:
+    plan = load(ALLGATHER)
+    ops = ops_of(plan, 0, 0)
+    put = next(i for i, op in enumerate(ops) if op.name is OpName.PUT)
+    bad = replace(ops[put], dst_buff=(RemoteBuff(0, 1, 1),))
+    rep = check_plan(with_ops(plan, 0, 0, ops[:put] + [bad] + ops[put + 1:]))
+    assert "wrong-data" in rep.codes()
+    assert "gpu 1 output chunk 0: expected in[0][0], found" in errors(rep)
+
+
+def test_reading_before_the_wait_is_a_race() -> None:
+    """Swap gpu 1's wait and its rres: it reduces gpu 0's data before gpu 0 says it is ready."""
+    plan = load(ALLREDUCE)
+    ops = ops_of(plan, 1, 0)
+    names = [op.name for op in ops]
+    i = names.index(OpName.RELAXED_WAIT)
+    j = names.index(OpName.READ_REDUCE_SEND)
+    ops[i], ops[j] = ops[j], ops[i]
+    rep = check_plan(with_ops(plan, 1, 0, ops))
+    # in the first launch gpu 0's input is already there; in the next one gpu 1 reads it before gpu 0's
+    # application has written it
+    assert rep.codes() == ["race-next-launch"]
+    assert "gpu 1 tb 0 op 1 (rres) in the next launch reads gpu 0 input chunk 8 that the application writing " \
+           "gpu 0's next input after the call writes" in errors(rep)
+
+
+def test_an_op_with_eleven_sources() -> None:
+    plan = load(ALLREDUCE)
+    ops = ops_of(plan, 0, 0)
+    j = next(i for i, op in enumerate(ops) if op.name is OpName.READ_REDUCE_SEND)
+    srcs = ops[j].srcs + (RemoteBuff(0, 0, 1),) * 10
+    rep = check_plan(with_ops(plan, 0, 0, ops[:j] + [replace(ops[j], src_buff=srcs)] + ops[j + 1:]))
+    assert "op-buffers" in rep.codes()
+    assert "has 12 entries in src_buff: an op holds 10" in errors(rep)
+
+
+def test_pws_on_a_memory_channel_sends_no_signal() -> None:
+    """The kernel's put-with-signal only copies on memory channels: the peer's wait never returns."""
+    plan = load(ALLGATHER)
+    ops = ops_of(plan, 0, 0)
+    put = next(i for i, op in enumerate(ops) if op.name is OpName.PUT)
+    sig = next(i for i, op in enumerate(ops) if op.name is OpName.SIGNAL)
+    fused = replace(ops[put], name=OpName.PUT_WITH_SIGNAL, channel_ids=(0,))
+    new = [op for i, op in enumerate(ops) if i != sig]
+    new[put] = fused
+    rep = check_plan(with_ops(plan, 0, 0, new))
+    assert "deadlock" in rep.codes()
+    assert any(f.code == "pws-memory" for f in rep.findings)
+
+
+def test_get_reads_the_peer_at_the_destination_index() -> None:
+    """get copies peer[dst.index] into local[src.index]: with different indices the data lands elsewhere."""
+    plan = load("test/executor-tests/execution-plans/reduce.json")
+    ops = ops_of(plan, 0, 0)
+    j = next(i for i, op in enumerate(ops) if op.name is OpName.GET)
+    src = ops[j].srcs[0]
+    assert isinstance(src, RemoteBuff)
+    swapped = replace(ops[j], dst_buff=(LocalBuff(ops[j].dsts[0].type, 3, 1),))  # type: ignore[union-attr]
+    rep = check_plan(with_ops(plan, 0, 0, ops[:j] + [swapped] + ops[j + 1:]))
+    # the peer is read at chunk 3 (the destination's index), not at chunk 1 that src_buff names
+    assert "gpu 0 tb 0 op 7 (get) reads gpu 1 scratch chunk 3" in errors(rep)
+    assert "wrong-data" in rep.codes()
+
+
+# ---------------------------------------------------------------- the command line
+def test_cli_checks_plans_by_content(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = tmp_path / "good.plan"           # the suffix does not matter: the content is JSON
+    good.write_text(write_plan(load(ALLGATHER)))
+    assert main(["check", str(good)]) == 0
+    assert "PASS" in capsys.readouterr().out
+    plan = load(ALLREDUCE)
+    ops = ops_of(plan, 1, 0)
+    last_signal = max(i for i, op in enumerate(ops) if op.name is OpName.SIGNAL)
+    bad = tmp_path / "bad.json"
+    bad.write_text(write_plan(with_ops(plan, 1, 0, ops[:last_signal] + ops[last_signal + 1:])))
+    assert main(["check", "--json", str(good), str(bad)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert [r["ok"] for r in out] == [True, False]
+    assert out[1]["dialect"] == "mscclpp"
+    assert out[1]["findings"][-1]["code"] == "deadlock"
+
+
+def test_cli_unreadable_plan_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"name": "x", "collective": "allreduce"')
+    assert main(["check", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not valid JSON" in err and "Traceback" not in err
