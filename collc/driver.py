@@ -19,6 +19,7 @@ from pathlib import Path
 from collc.backends.msccl_xml import parse_xml, to_xml
 from collc.backends.mscclpp import parse_plan, write_plan
 from collc.backends.shards import assemble, shard_texts
+from collc.check.plan_check import check_plan
 from collc.compiler.limits import Dialect
 from collc.compiler.oneside import PlanOptions, lower_plan
 from collc.compiler.oneside import refusal as plan_refusal
@@ -196,8 +197,8 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
 
 
 def check_plan_text(plan: Plan) -> list[str]:
-    """The plan checker's errors on ``plan`` (one line each)."""
-    return []
+    """The plan checker's errors on ``plan`` (``collc.check``; one line each)."""
+    return [f"[{f.code}] {f.message}" for f in check_plan(plan, "<built>").errors()]
 
 
 def sync_files(files: Mapping[Path, str], check: bool, base: Path) -> int:
