@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerate the golden files: XML under tests/golden/<algorithm>/<case>.xml and the per-pass
-fixtures under tests/compiler/fixtures/<pass>/<case>.txt.
+"""Regenerate the golden files: XML under tests/golden/<algorithm>/<case>.xml, MSCCL++ plans
+under tests/golden/<algorithm>/<case>.mscclpp.json and the per-pass fixtures under
+tests/compiler/fixtures/<pass>/<case>.txt.
 
     python scripts/regen_golden.py          # rewrite them (and README's algorithm table)
     python scripts/regen_golden.py --check  # exit 1 if any differs (what the tests do)
@@ -19,7 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's collc
 
 from collc.compiler.limits import Dialect  # noqa: E402
-from collc.driver import compile_xml, sync_files  # noqa: E402
+from collc.compiler.plan import Protocol  # noqa: E402
+from collc.driver import compile_plan, compile_xml, sync_files  # noqa: E402
 from collc.ir.collective import CollKind  # noqa: E402
 from collc.topology import parse_spec  # noqa: E402
 
@@ -42,6 +44,33 @@ CASES: list[tuple[str, str, str, CollKind, dict[str, object]]] = [
 ]
 
 
+# One MSCCL++ plan per family, its smallest case (the --backend mscclpp path of `collc build`).
+# Left out for size (their smallest plans are 160 KB to 1.2 MB; tests/compiler/test_oneside.py
+# still builds and checks them): bucket, dfc-multitree, hamiltonian-rings, hdrm,
+# mirrored-recursive-doubling, ring-2d, shifted-ring.
+PLAN_CASES: list[tuple[str, str, str, CollKind, dict[str, object]]] = [
+    ("bfb", "allgather-ring4", "ring:4", CollKind.ALLGATHER, {}),
+    ("binomial-tree", "broadcast-switch4-root0", "switch:4", CollKind.BROADCAST, {"root": 0}),
+    ("bruck", "alltoall-switch4", "switch:4", CollKind.ALLTOALL, {}),
+    ("dfc-do", "allgather-dfc2x3", "dfc:2x3", CollKind.ALLGATHER, {}),
+    ("dfc-md", "reducescatter-dfc2x3", "dfc:2x3", CollKind.REDUCESCATTER, {}),
+    ("direct", "alltoall-switch4", "switch:4", CollKind.ALLTOALL, {}),
+    ("double-binary-tree", "allreduce-switch4", "switch:4", CollKind.ALLREDUCE, {}),
+    ("forestcoll", "reducescatter-switch4", "switch:4", CollKind.REDUCESCATTER, {}),
+    ("kautz-c", "allgather-kautz2-2", "kautz:2,2", CollKind.ALLGATHER, {}),
+    ("kautz-m", "allgather-kautz2-2", "kautz:2,2", CollKind.ALLGATHER, {}),
+    ("multitree", "allgather-ring4", "ring:4", CollKind.ALLGATHER, {}),
+    ("pairwise", "alltoall-switch4", "switch:4", CollKind.ALLTOALL, {}),
+    ("recursive-doubling", "allgather-switch4", "switch:4", CollKind.ALLGATHER, {}),
+    ("recursive-doubling-torus", "allreduce-torus2x2", "torus:2x2", CollKind.ALLREDUCE, {}),
+    ("recursive-halving-doubling", "reducescatter-switch4", "switch:4", CollKind.REDUCESCATTER, {}),
+    ("ring", "allreduce-ring4", "ring:4", CollKind.ALLREDUCE, {}),
+    ("ring", "allgather-ring4-ll", "ring:4", CollKind.ALLGATHER, {"protocol": Protocol.LL}),
+    ("shifted-bfb-ring", "allgather-circulant5", "circulant:5:1,2", CollKind.ALLGATHER, {}),
+    ("swing", "allgather-torus2x2", "torus:2x2", CollKind.ALLGATHER, {}),
+]
+
+
 def render() -> dict[Path, str]:
     out: dict[Path, str] = {}
     for algorithm, case, spec, kind, kwargs in CASES:
@@ -49,6 +78,11 @@ def render() -> dict[Path, str]:
         if not result.report.ok:
             raise SystemExit(f"{algorithm}/{case} fails its own check: {result.report.errors()[0].message}")
         out[ROOT / algorithm / f"{case}.xml"] = result.text
+    for algorithm, case, spec, kind, kwargs in PLAN_CASES:
+        plan = compile_plan(parse_spec(spec), algorithm, kind, **kwargs)  # type: ignore[arg-type]
+        if plan.problems:
+            raise SystemExit(f"{algorithm}/{case} fails the plan check: {plan.problems[0]}")
+        out[ROOT / algorithm / f"{case}.mscclpp.json"] = plan.text
     return out
 
 

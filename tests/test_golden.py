@@ -1,4 +1,4 @@
-"""Golden XMLs: the compiler's output for a few small cases must not change by accident.
+"""Golden XMLs and MSCCL++ plans: the compiler's output for a few small cases must not change by accident.
 
 Regenerate with ``python scripts/regen_golden.py`` after an intended change and
 review the diff.
@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from collc.backends.msccl_xml import parse_xml
+from collc.backends.mscclpp import parse_plan
+from collc.check.plan_check import check_plan
 from collc.compiler.limits import Dialect
 from collc.compiler.verify import check_parsed
 
@@ -38,5 +40,9 @@ def test_golden_matches(path: Path) -> None:
 
 @pytest.mark.parametrize("path", sorted(RENDERED), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_golden_passes_check(path: Path) -> None:
+    if path.suffix == ".json":
+        rep = check_plan(parse_plan(path.read_text(), str(path)), str(path))
+        assert rep.ok, [f.message for f in rep.errors()][:3]
+        return
     dialect = Dialect.LEGACY if "legacy" in path.stem else Dialect.EXECUTOR
     assert check_parsed(parse_xml(path.read_text(), str(path)), dialect).ok
