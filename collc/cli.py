@@ -638,6 +638,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes)
     if args.plot:
         plot_file(args.plot)
+    if path.is_file() and _is_plan(path):
+        return _simulate_plan(path, args, params, sizes)
     dialect = Dialect(args.dialect)
     parsed = read_shards(path) if is_shard_dir(path) else read_xml(path)
     report = check_parsed(parsed, dialect, sharded=is_shard_dir(path))
@@ -667,6 +669,61 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.plot:
         plot_busbw(Comparison(topo.name, parsed.program.kind, sizes, {path.name: rows}, {},
                               bound_busbw(parsed.program.kind, topo, sizes, params)), args.plot)
+    return 0
+
+
+def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, sizes: list[int]) -> int:
+    """``collc simulate PLAN.json``: check the plan, then time it with the one-sided event model."""
+    from collc.backends.mscclpp import read_plan
+    from collc.check.plan_check import check_plan
+    from collc.sim.analysis import bus_bandwidth
+    from collc.sim.plan_event import time_plan, timing_refusal
+    from collc.sim.runner import human
+    from collc.topology import parse_spec
+    from collc.sim.runner import Row
+    from collc.tuning import Comparison, plot_busbw
+
+    plan = read_plan(path)
+    report = check_plan(plan, str(path))
+    if not report.ok:
+        _print_report(report)
+        print(f"collc: {show(path)} fails its check; simulate only times correct plans", file=sys.stderr)
+        return 1
+    if params.model != "event":
+        raise UsageError("--model step is for MSCCL XML; plans are timed with the event model")
+    why = timing_refusal(plan)
+    if why is not None:
+        raise UsageError(f"{show(path)}: {why}")
+    topo = parse_spec(args.topology)
+    if topo.nranks != plan.nranks:
+        raise UsageError(f"the plan has {plan.nranks} ranks but {topo.name} has {topo.nranks}")
+    kind = CollKind.parse(plan.collective)
+    times = time_plan(plan, topo, sizes, alpha_us=params.alpha_us, link_bw=params.link_bw,
+                      hop_latency_us=params.hop_latency_us, reduce_us_per_byte=params.reduce_us_per_byte)
+    g = plan.gpus[0]
+    rows = []
+    for size, t in zip(sizes, times):
+        algbw, busbw = bus_bandwidth(kind, plan.nranks, size, t)
+        in_bytes = size // plan.nranks if kind is CollKind.ALLGATHER else size
+        chosen = (plan.min_message_size <= size <= plan.max_message_size and
+                  in_bytes % (plan.buffer_alignment * g.input_chunks) == 0)
+        rows.append(Row(size, t, algbw, busbw, chosen))
+    if args.json:
+        print(json.dumps({"file": str(path), "topology": topo.name, "model": "event-plan",
+                          "alpha_us": params.alpha_us, "link_bw_GBps": params.link_bw,
+                          "collective": plan.collective, "ngpus": plan.nranks, "protocol": plan.protocol.value,
+                          "results": [r.to_json() for r in rows]}, indent=2, sort_keys=True))
+    else:
+        print(f"{plan.collective} on {topo.name}, one-sided event model, {plan.protocol.value}, "
+              f"alpha {params.alpha_us} us")
+        print(f"{'size':>10s} {'time (us)':>12s} {'algbw GB/s':>11s} {'busbw GB/s':>11s}  selected")
+        for r in rows:
+            print(f"{human(r.size):>10s} {r.time_us:12.2f} {r.algbw:11.3f} {r.busbw:11.3f}  "
+                  f"{'yes' if r.selected else 'no (window or alignment)'}")
+    if args.plot:
+        from collc.sim.runner import bound_busbw
+        plot_busbw(Comparison(topo.name, kind, sizes, {path.name: rows}, {},
+                              bound_busbw(kind, topo, sizes, params)), args.plot)
     return 0
 
 

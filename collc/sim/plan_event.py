@@ -1,0 +1,226 @@
+"""Discrete-event timing of an MSCCL++ execution plan on a Topology (``collc simulate PLAN.json``).
+
+The same fluid-flow network as the XML event model (``collc.sim.event``: messages cross
+``Router.shares`` with max-min fair rates, ``alpha_us`` of software cost per message,
+``hop_latency_us`` per link crossed, ``reduce_us_per_byte`` per byte reduced, local copies
+free), with the executor's one-sided semantics instead of MSCCL's FIFOs:
+
+* every threadblock runs its ops in order; ``nop`` and ``barrier`` cost nothing here;
+* ``put``/``ppkt`` is a message from the tb's GPU to the GPU of the remote buffer, of the
+  op's chunks x chunk bytes (x 2 for LL packets, which carry a flag beside each word); the
+  tb is busy until the last byte has left (a memory-channel put is a copy by the tb's
+  threads), so there is no FIFO and no receiver-side slot accounting: a slot is free by
+  construction of the plan;
+* ``signal`` reaches the paired channel one hop latency after the tb issues it (after the data
+  it follows; a put and its signal are one message of the XML model, whose ``alpha_us`` the put
+  pays); ``wait`` blocks until an unconsumed signal is there;
+* ``sem_release``/``sem_acquire`` are counting semaphores between tbs of one GPU, free;
+* ``upkt``/``repkt`` wait until the packets of their source slots have arrived (the flag
+  poll), then cost nothing (``repkt``: the reduction cost);
+* ``copy`` is free, ``re``/``rre``-style reductions pay ``reduce_us_per_byte``.
+
+At size ``S`` (nccl-tests' size; the gathered output for allgather) a chunk is
+``input bytes / input_chunks`` with input bytes ``S / N`` for allgather and ``S`` otherwise.
+Ops the model does not know (``get``, port-channel ops, switch ops) are refused: the plan
+is timed only where the two models agree.
+
+>>> from collc.driver import compile_plan
+>>> from collc.ir.collective import CollKind
+>>> from collc.topology import parse_spec
+>>> topo = parse_spec("ring:4")
+>>> plan = compile_plan(topo, "ring", CollKind.ALLGATHER, inplace=False).plan
+>>> [round(t, 3) for t in time_plan(plan, topo, [4000], alpha_us=1.0)]
+[6.0]
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+
+from collc.compiler.plan import ChannelType, LocalBuff, OpName, Plan, RemoteBuff
+from collc.errors import CollcError
+from collc.sim.event import max_min_rates
+from collc.sim.routing import Router
+from collc.topology import Topology
+
+BYTES_PER_US_PER_GBPS = 1e3
+_FREE = {OpName.NOP, OpName.BARRIER, OpName.COPY, OpName.FLUSH}
+_KNOWN = _FREE | {OpName.PUT, OpName.PUT_PACKETS, OpName.SIGNAL, OpName.WAIT, OpName.RELAXED_SIGNAL,
+                  OpName.RELAXED_WAIT, OpName.SEM_ACQUIRE, OpName.SEM_RELEASE, OpName.UNPACK_PACKETS,
+                  OpName.REDUCE_PACKETS, OpName.REDUCE}
+
+
+def timing_refusal(plan: Plan) -> str | None:
+    """Why this plan cannot be timed by the model (an op or channel it does not know), or None."""
+    for g in plan.gpus:
+        for tb in g.threadblocks:
+            for op in tb.flat_ops():
+                if op.name not in _KNOWN:
+                    return f"gpu {g.id} tb {tb.id}: op {op.name.value} is not in the timing model"
+                if op.channel_type not in (None, ChannelType.MEMORY):
+                    return f"gpu {g.id} tb {tb.id}: {op.channel_type.value} channels are not in the timing model"
+    return None
+
+
+def _input_bytes(plan: Plan, size: int) -> float:
+    return size / plan.nranks if plan.collective == "allgather" else float(size)
+
+
+def time_plan(plan: Plan, topology: Topology, sizes: Iterable[int], *, alpha_us: float = 0.0,
+              link_bw: float | None = None, hop_latency_us: float = 0.0, reduce_us_per_byte: float = 0.0,
+              router: Router | None = None) -> list[float]:
+    """Completion time (us) of one launch of ``plan`` at each size; see the module docstring."""
+    why = timing_refusal(plan)
+    if why is not None:
+        raise CollcError(why)
+    if topology.nranks != plan.nranks:
+        raise CollcError(f"the plan has {plan.nranks} ranks but {topology.name} has {topology.nranks}")
+    rt = router or Router(topology)
+    return [_run(plan, rt, size, alpha_us, link_bw, hop_latency_us, reduce_us_per_byte) for size in sizes]
+
+
+def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None, hop: float, rupb: float) -> float:
+    if size <= 0:
+        raise CollcError(f"message size must be positive, got {size}")
+    chunk = _input_bytes(plan, size) / max(plan.gpus[0].input_chunks, 1)
+    # channel ends: (rank, gpu channel index) -> (peer, index of the paired channel at the peer)
+    pair: dict[tuple[int, int], tuple[int, int]] = {}
+    for g in plan.gpus:
+        seen: dict[int, int] = defaultdict(int)
+        for idx, p in enumerate(g.peers(ChannelType.MEMORY)):
+            k = seen[p]
+            seen[p] += 1
+            other = [i for i, q in enumerate(plan.gpus[p].peers(ChannelType.MEMORY)) if q == g.id]
+            if k < len(other):
+                pair[(g.id, idx)] = (p, other[k])
+    tbs = [(g, tb) for g in plan.gpus for tb in g.threadblocks]
+    pc = [0] * len(tbs)
+    busy_until = [0.0] * len(tbs)
+    signals: dict[tuple[int, int], list[float]] = defaultdict(list)   # arrival times, unconsumed
+    sems: dict[tuple[int, int], int] = defaultdict(int)
+    landed: dict[tuple[int, int], float] = {}                          # (rank, scratch chunk) -> arrival
+    flows: dict[int, tuple[float, list[tuple[int, float]], int]] = {}  # id -> (bytes left, links, tb)
+    flow_dst: dict[int, tuple[int, list[int], float]] = {}             # id -> (rank, chunks, latency)
+    link_id: dict[tuple[int, int], int] = {}
+    cap: list[float] = []
+    timers: list[tuple[float, int, str, int]] = []                     # (time, seq, kind, payload)
+    seq = 0
+    now = 0.0
+    next_flow = 0
+    rates: dict[int, float] = {}
+    starting: set[int] = set()                                         # tbs whose puts wait for alpha
+
+    def links_of(a: int, b: int) -> list[tuple[int, float]]:
+        out = []
+        for link, frac in rt.shares(a, b):
+            if link not in link_id:
+                link_id[link] = len(cap)
+                cap.append((link_bw if link_bw is not None else rt.capacity(link)) * BYTES_PER_US_PER_GBPS)
+            out.append((link_id[link], frac))
+        return out
+
+    def step(i: int) -> bool:
+        nonlocal seq, next_flow
+        g, tb = tbs[i]
+        if busy_until[i] > now + 1e-12:
+            return False
+        op = tb.ops[pc[i]]
+        chans = tb.channel_list(ChannelType.MEMORY)
+        name = op.name
+        if name in (OpName.WAIT, OpName.RELAXED_WAIT):
+            keys = [(g.id, chans[c]) for c in op.channels]
+            if any(not any(t <= now + 1e-12 for t in signals[k]) for k in keys):
+                return False
+            for k in keys:
+                signals[k].remove(min(signals[k]))
+        elif name in (OpName.SIGNAL, OpName.RELAXED_SIGNAL):
+            for c in op.channels:
+                p, idx = pair[(g.id, chans[c])]
+                signals[(p, idx)].append(now + hop * rt.hops(g.id, p))
+                heapq.heappush(timers, (now + hop * rt.hops(g.id, p), seq, "wake", -1))
+                seq += 1
+        elif name is OpName.SEM_RELEASE:
+            for s in op.semaphore_ids or ():
+                sems[(g.id, s)] += 1
+        elif name is OpName.SEM_ACQUIRE:
+            need: dict[int, int] = defaultdict(int)
+            for s in op.semaphore_ids or ():
+                need[s] += 1
+            if any(sems[(g.id, s)] < k for s, k in need.items()):
+                return False
+            for s, k in need.items():
+                sems[(g.id, s)] -= k
+        elif name in (OpName.PUT, OpName.PUT_PACKETS):
+            rbs = tb.buffer_list(ChannelType.MEMORY)
+            by_peer: dict[int, list[int]] = defaultdict(list)
+            for b in op.dsts:
+                assert isinstance(b, RemoteBuff)
+                peer = g.remote_buffers[rbs[b.buffer_id]].rank
+                by_peer[peer] += list(range(b.index, b.index + b.size))
+            factor = 2.0 if name is OpName.PUT_PACKETS else 1.0
+            for peer, chunks in sorted(by_peer.items()):
+                fid = next_flow
+                next_flow += 1
+                flows[fid] = (len(chunks) * chunk * factor, links_of(g.id, peer), i)
+                flow_dst[fid] = (peer, chunks, hop * rt.hops(g.id, peer))
+            busy_until[i] = math.inf        # until its flows have left
+            starting.add(i)                 # they flow after the message's software cost
+            heapq.heappush(timers, (now + alpha, seq, "start", i))
+            seq += 1
+            pc[i] += 1
+            return True
+        elif name in (OpName.UNPACK_PACKETS, OpName.REDUCE_PACKETS):
+            srcs = op.srcs[1:] if name is OpName.REDUCE_PACKETS else op.srcs[:1]
+            need_chunks = [(g.id, b.index + k) for b in srcs if isinstance(b, LocalBuff) for k in range(b.size)]
+            if any(landed.get(c, math.inf) > now + 1e-12 for c in need_chunks):
+                return False
+            if name is OpName.REDUCE_PACKETS:
+                busy_until[i] = now + rupb * sum(b.size for b in op.srcs[1:]) * chunk
+        elif name is OpName.REDUCE:
+            busy_until[i] = now + rupb * sum(b.size for b in op.srcs[1:]) * chunk
+        pc[i] += 1
+        return True
+
+    while True:
+        moved = True
+        while moved:
+            moved = False
+            for i in range(len(tbs)):
+                while pc[i] < len(tbs[i][1].ops) and step(i):
+                    moved = True
+        active = {f: v for f, v in flows.items() if v[2] not in starting}
+        live = sorted(active)
+        rate_list = max_min_rates([active[f][1] for f in live], cap) if live else []
+        rates = dict(zip(live, rate_list))
+        finish = min((now + active[f][0] / rates[f] if rates[f] > 0 else math.inf for f in live), default=math.inf)
+        nxt_timer = timers[0][0] if timers else math.inf
+        nxt_busy = min((b for b in busy_until if now + 1e-12 < b < math.inf), default=math.inf)
+        nxt = min(finish, nxt_timer, nxt_busy)
+        if nxt == math.inf:
+            break
+        dt = nxt - now
+        for f in live:
+            left, links, tbi = flows[f]
+            flows[f] = (left - rates[f] * dt if rates[f] != math.inf else 0.0, links, tbi)
+        now = nxt
+        while timers and timers[0][0] <= now + 1e-12:
+            _, _, kind, payload = heapq.heappop(timers)
+            if kind == "start":
+                starting.discard(payload)
+        for f in [f for f in live if flows[f][0] <= 1e-9 * max(chunk, 1.0)]:
+            _, _, tbi = flows.pop(f)
+            peer, chunks, lat = flow_dst.pop(f)
+            for c in chunks:
+                landed[(peer, c)] = now + lat
+            if lat > 0:
+                heapq.heappush(timers, (now + lat, seq, "wake", -1))
+                seq += 1
+            if not any(v[2] == tbi for v in flows.values()):
+                busy_until[tbi] = now
+    if any(pc[i] < len(tbs[i][1].ops) for i in range(len(tbs))):
+        i = next(i for i in range(len(tbs)) if pc[i] < len(tbs[i][1].ops))
+        raise CollcError(f"the plan blocks at {size} bytes: gpu {tbs[i][0].id} tb {tbs[i][1].id} at op {pc[i]}")
+    return max([now] + [b for b in busy_until if b < math.inf])
