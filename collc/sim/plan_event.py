@@ -149,10 +149,10 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             need: dict[int, int] = defaultdict(int)
             for s in op.semaphore_ids or ():
                 need[s] += 1
-            if any(sems[(g.id, s)] < k for s, k in need.items()):
+            if any(sems[(g.id, s)] < cnt for s, cnt in need.items()):
                 return False
-            for s, k in need.items():
-                sems[(g.id, s)] -= k
+            for s, cnt in need.items():
+                sems[(g.id, s)] -= cnt
         elif name in (OpName.PUT, OpName.PUT_PACKETS):
             rbs = tb.buffer_list(ChannelType.MEMORY)
             by_peer: dict[int, list[int]] = defaultdict(list)
