@@ -52,7 +52,7 @@ class _Access:
 class _Tb:
     gpu: Gpu
     tb: Threadblock
-    steps: list[tuple[Op, str, int | None]]
+    steps: list[tuple[Op, str, int | None, int]]   # (op, label, pipeline iteration, sub-chunks per iteration)
     pc: int = 0
     barrier_gen: int | None = None
 
@@ -93,6 +93,7 @@ class Simulator:
         self.barriers: dict[tuple[int, int], tuple[int, list[tuple[int, int]], int | None]] = {}
         self.barrier_done: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.counted: dict[str, int] = {}
+        self.said: set[str] = set()
         self.pkt_launch: dict[Loc, int] = {}     # the launch whose flag a packet slot carries
         self._snap_key: tuple[int, int] = (-1, -1)
         self._snap: list[int] = []
@@ -100,14 +101,15 @@ class Simulator:
         self._init_data()
 
     # ------------------------------------------------------------------ setup
-    def _steps(self, tb: Threadblock) -> list[tuple[Op, str, int | None]]:
-        out: list[tuple[Op, str, int | None]] = []
+    def _steps(self, tb: Threadblock) -> list[tuple[Op, str, int | None, int]]:
+        out: list[tuple[Op, str, int | None, int]] = []
         for i, op in enumerate(tb.ops):
-            if op.name is OpName.PIPELINE:
+            if op.name is OpName.PIPELINE and op.iter_context is not None:
+                unit = op.iter_context.num_chunks * self.G // PIPELINE_ITERATIONS
                 for k in range(PIPELINE_ITERATIONS):
-                    out.extend((inner, f"{i}.{j}", k) for j, inner in enumerate(op.ops or ()))
+                    out.extend((inner, f"{i}.{j}", k, unit) for j, inner in enumerate(op.ops or ()))
             else:
-                out.append((op, str(i), None))
+                out.append((op, str(i), None, 0))
         return out
 
     def _init_data(self) -> None:
@@ -133,6 +135,9 @@ class Simulator:
 
     # ------------------------------------------------------------------ findings
     def add(self, code: str, message: str) -> None:
+        if message in self.said:          # sub-chunks of one chunk give the same sentence
+            return
+        self.said.add(message)
         n = self.counted.get(code, 0)
         self.counted[code] = n + 1
         if n < MAX_PER_CODE:
@@ -167,6 +172,9 @@ class Simulator:
     def _describe(self, loc: Loc) -> str:
         g, space, s = loc
         kind = {"i": "input", "o": "output", "s0": "scratch", "s1": "scratch (2nd half)"}
+        if self.coll is not None and self.coll.inplace and self.coll.kind in (CollKind.ALLREDUCE,
+                                                                              CollKind.ALLTOALL):
+            kind["i"] = "input/output"
         if space.startswith("P"):
             return f"gpu {g} {kind.get(space[1:], space[1:])} packet chunk {s // self.G}"
         return f"gpu {g} {kind.get(space, space)} chunk {s // self.G}"
@@ -283,7 +291,7 @@ class Simulator:
         self.launch, self.tag = 1, " in the next launch"
         if self.plan.use_double_scratch_buffer:
             self.half = 1 - self.half
-        self.findings, self.counted = [], {}
+        self.findings, self.counted, self.said = [], {}, set()
         for g in self.plan.gpus:
             # between the launches the application reads this GPU's output and writes its next input
             host = self.actor[(g.id, "host", 0)]
@@ -306,7 +314,7 @@ class Simulator:
         blocked = self._run_launch()
         if blocked:
             t = blocked[0]
-            op, label, _ = t.steps[t.pc]
+            op, label, _, _ = t.steps[t.pc]
             self.add("deadlock", f"gpu {t.gpu.id} tb {t.tb.id} op {label} ({op.name.value}) never completes in "
                      f"the next launch: {self._blocked_reason(t, op)}")
         return [Finding(f.code if f.code.endswith("next-launch") else f.code.split("-")[0] + "-next-launch",
@@ -316,7 +324,7 @@ class Simulator:
         blocked = self._run_launch()
         if blocked:
             for t in blocked[:MAX_PER_CODE]:
-                op, label, it = t.steps[t.pc]
+                op, label, _, _ = t.steps[t.pc]
                 self.add("deadlock", f"gpu {t.gpu.id} tb {t.tb.id} op {label} ({op.name.value}) never completes: "
                          f"{self._blocked_reason(t, op)}")
             if len(blocked) > MAX_PER_CODE:
@@ -356,7 +364,7 @@ class Simulator:
         return (t.gpu.id, kind, ids[c])
 
     def _step(self, t: _Tb) -> bool:
-        op, label, it = t.steps[t.pc]
+        op, label, it, unit = t.steps[t.pc]
         g, tb = t.gpu, t.tb
         at = f"gpu {g.id} tb {tb.id} op {label} ({op.name.value}){self.tag}"
         C, D = self.actor[(g.id, tb.id, "C")], self.actor[(g.id, tb.id, "D")]
@@ -394,7 +402,7 @@ class Simulator:
         elif name is OpName.MULTI_STORE or name is OpName.PIPELINE:
             pass
         else:
-            return self._data(t, op, at, it, C, D)
+            return self._data(t, op, at, it, unit, C, D)
         return True
 
     def _sem(self, g: Gpu, s: int) -> int:
@@ -468,14 +476,9 @@ class Simulator:
         return True
 
     # ------------------------------------------------------------------ data ops
-    def _data(self, t: _Tb, op: Op, at: str, it: int | None, C: int, D: int) -> bool:
+    def _data(self, t: _Tb, op: Op, at: str, it: int | None, unit: int, C: int, D: int) -> bool:
         g, tb, name = t.gpu, t.tb, op.name
         srcs, dsts = op.srcs, op.dsts
-        unit = 0
-        if it is not None:
-            pipe = next(o for o in tb.ops if o.ops is not None and op in o.ops)
-            assert pipe.iter_context is not None
-            unit = pipe.iter_context.num_chunks * self.G // PIPELINE_ITERATIONS
         size0 = srcs[0].size if srcs else 0
 
         def L(b: Buff, size: int = size0, **kw: object) -> list[Loc]:
