@@ -119,18 +119,20 @@ class Simulator:
                 for s in range((base + c) * self.G, (base + c + 1) * self.G):
                     self.mem[(g.id, space, s)] = ((g.id, c),)
 
-    def place(self, gpu: int, t: BufferType, origin: int, kernel_ptr: bool) -> tuple[str, int]:
-        """The storage of buffer ``t`` of ``gpu`` as addressed by rank ``origin``: (space, chunk offset).
+    def place(self, gpu: int, t: BufferType, origin: int | None, kernel_ptr: bool) -> tuple[str, int]:
+        """The storage of buffer ``t`` of ``gpu``: (space, chunk offset of the address).
 
         Scratch reached through a kernel pointer is the half in use; through a registered memory (a peer's
-        pointer or a proxy) it is the start of the buffer.  In place, the input and output share storage,
-        and a peer's address adds the *origin's* offset of the buffer in its allocation.
+        pointer or a proxy) it is the start of the buffer.  In place, the input and output share one
+        allocation: a kernel pointer is the buffer itself, while a registered memory is the allocation's
+        start, to which the reader adds the offset of the buffer in *origin*'s allocation (``None``: no
+        offset is added).
         """
         if t is BufferType.SCRATCH:
             return f"s{self.half if kernel_ptr else 0}", 0
         if self.coll is not None and self.coll.inplace:
-            buf, base = self.coll.alias(origin, Buffer(t.value))
-            return buf.value, base
+            buf, _ = self.coll.alias(gpu, Buffer(t.value))
+            return buf.value, 0 if origin is None else self.coll.alias(origin, Buffer(t.value))[1]
         return t.value, 0
 
     # ------------------------------------------------------------------ findings
@@ -244,24 +246,30 @@ class Simulator:
 
     def locs(self, tbs: _Tb, op: Op, b: Buff, size: int, it: int | None, unit: int, at: str, *,
              index: int | None = None, kernel_ptr: bool = True, packet: bool = False,
-             local_type: BufferType | None = None) -> list[Loc]:
+             local_type: BufferType | None = None, no_offset: bool = False,
+             offset_of: BufferType | None = None) -> list[Loc]:
         """The sub-chunks an operand covers; ``index`` overrides the entry's own index (get's swap),
-        ``local_type`` its buffer type (a put's sources all come from the first source's buffer)."""
+        ``local_type`` its buffer type (a put's sources all come from the first source's buffer),
+        ``no_offset`` drops the in-allocation offset (proxies, get's remote read) and ``offset_of``
+        adds that of another buffer type (get's local write carries the remote entry's)."""
         g = tbs.gpu
         idx = b.index if index is None else index
         r = self._iter(self._slice(op, idx, size), it, unit, at)
         if isinstance(b, LocalBuff):
             t = local_type or b.type
-            space, base = self.place(g.id, t, g.id, kernel_ptr)
+            space, base = self.place(g.id, t, None if no_offset else g.id, kernel_ptr and not no_offset)
             rank = g.id
         elif isinstance(b, RemoteBuff):
             target = remote_target(self.plan, g, tbs.tb, op.channel_type, b)
             if target is None:
                 return []
             rank, t = target
-            space, base = self.place(rank, t, g.id, kernel_ptr)
+            space, base = self.place(rank, t, None if no_offset else g.id, kernel_ptr)
         else:
             return []
+        if offset_of is not None and offset_of is not BufferType.SCRATCH and self.coll is not None \
+                and self.coll.inplace:
+            base += self.coll.alias(g.id, Buffer(offset_of.value))[1]
         if packet:
             space = "P" + space
         return [(rank, space, base * self.G + s) for s in r]
@@ -498,14 +506,15 @@ class Simulator:
                 p = self.actor[(g.id, "proxy", key[2])]
                 self._join(p, self.vc[C], self.cvc[C])
                 self._tick(p)
-                self._move(p, [L(srcs[i], d.size, kernel_ptr=False)], L(d, d.size, kernel_ptr=False), at)
+                self._move(p, [L(srcs[i], d.size, kernel_ptr=False, no_offset=True)], L(d, d.size, kernel_ptr=False),
+                           at)
                 if name is not OpName.PUT:
                     self._send_signal(key, p, relaxed=False)
             self._tick(C)
             return True
         if name in (OpName.PUT_PACKETS, OpName.READ_PUT_PACKETS) and kind is ChannelType.PORT:
             if name is OpName.READ_PUT_PACKETS:
-                pk = [L(s, size0, packet=True) for s in srcs]
+                pk = [L(s, size0, packet=True, local_type=BufferType.SCRATCH) for s in srcs]
                 if not self._ready(pk):
                     return False
                 self._tick(D)
@@ -522,7 +531,12 @@ class Simulator:
                 self._tick(p)
                 sz = size0 if name is OpName.READ_PUT_PACKETS else srcs[i].size
                 # the proxy copies packets as bytes: an unwritten one stays unwritten at the destination
-                src = L(srcs[i], sz, packet=True)
+                if name is OpName.READ_PUT_PACKETS:      # from the own scratch, whatever src_buff says
+                    src = L(srcs[i], sz, packet=True, local_type=BufferType.SCRATCH)
+                else:       # the local buffer by memory id: scratch gets the half, others no offset
+                    s_i = srcs[i]
+                    src = L(s_i, sz, packet=True,
+                            no_offset=not (isinstance(s_i, LocalBuff) and s_i.type is BufferType.SCRATCH))
                 dst = L(d, sz, packet=True)
                 self._tick(p)
                 for s_loc, d_loc in zip(src, dst):
@@ -548,9 +562,9 @@ class Simulator:
                 if i < len(dsts):
                     d = dsts[i]
                     self._tick(D)
-                    self._move(D, [L(s, s.size, index=d.index, kernel_ptr=False)],
-                               L(d, s.size, index=s.index, local_type=d.type if isinstance(d, LocalBuff) else None),
-                               at)
+                    target = remote_target(self.plan, g, tb, kind, s) if isinstance(s, RemoteBuff) else None
+                    self._move(D, [L(s, s.size, index=d.index, kernel_ptr=False, no_offset=True)],
+                               L(d, s.size, index=s.index, offset_of=target[1] if target else None), at)
             return True
         if name is OpName.COPY:
             reads, outs = [L(srcs[0])], [L(dsts[0])]
