@@ -318,6 +318,10 @@ def _check_op(plan: Plan, g: Gpu, tb: Threadblock, op: Op, idx: str, rep: PlanRe
     if name is OpName.FLUSH and not op.dsts:
         rep.add("flush-noop", f"{at} has no dst_buff: the kernel flushes one channel per destination entry, so "
                 "this flush does nothing", "warning")
+    if name is OpName.PUT_PACKETS and kind is ChannelType.PORT:
+        rep.add("ppkt-port", f"{at}: on port channels the kernel names the local source by a memory id without "
+                "the executor context's base, which is right only for the first plan and buffer pair the executor "
+                "sets up", "warning")
     if name is OpName.PUT_WITH_SIGNAL and kind is ChannelType.MEMORY or \
             name is OpName.PUT_WITH_SIGNAL_AND_FLUSH and kind is ChannelType.MEMORY:
         rep.add("pws-memory", f"{at}: on memory channels the kernel only copies; no signal is sent", "warning")

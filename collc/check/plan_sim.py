@@ -52,7 +52,7 @@ class _Access:
 class _Tb:
     gpu: Gpu
     tb: Threadblock
-    steps: list[tuple[Op, str, int | None]]
+    steps: list[tuple[Op, str, int | None, int]]   # (op, label, pipeline iteration, sub-chunks per iteration)
     pc: int = 0
     barrier_gen: int | None = None
 
@@ -93,6 +93,7 @@ class Simulator:
         self.barriers: dict[tuple[int, int], tuple[int, list[tuple[int, int]], int | None]] = {}
         self.barrier_done: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.counted: dict[str, int] = {}
+        self.said: set[str] = set()
         self.pkt_launch: dict[Loc, int] = {}     # the launch whose flag a packet slot carries
         self._snap_key: tuple[int, int] = (-1, -1)
         self._snap: list[int] = []
@@ -100,14 +101,15 @@ class Simulator:
         self._init_data()
 
     # ------------------------------------------------------------------ setup
-    def _steps(self, tb: Threadblock) -> list[tuple[Op, str, int | None]]:
-        out: list[tuple[Op, str, int | None]] = []
+    def _steps(self, tb: Threadblock) -> list[tuple[Op, str, int | None, int]]:
+        out: list[tuple[Op, str, int | None, int]] = []
         for i, op in enumerate(tb.ops):
-            if op.name is OpName.PIPELINE:
+            if op.name is OpName.PIPELINE and op.iter_context is not None:
+                unit = op.iter_context.num_chunks * self.G // PIPELINE_ITERATIONS
                 for k in range(PIPELINE_ITERATIONS):
-                    out.extend((inner, f"{i}.{j}", k) for j, inner in enumerate(op.ops or ()))
+                    out.extend((inner, f"{i}.{j}", k, unit) for j, inner in enumerate(op.ops or ()))
             else:
-                out.append((op, str(i), None))
+                out.append((op, str(i), None, 0))
         return out
 
     def _init_data(self) -> None:
@@ -117,22 +119,27 @@ class Simulator:
                 for s in range((base + c) * self.G, (base + c + 1) * self.G):
                     self.mem[(g.id, space, s)] = ((g.id, c),)
 
-    def place(self, gpu: int, t: BufferType, origin: int, kernel_ptr: bool) -> tuple[str, int]:
-        """The storage of buffer ``t`` of ``gpu`` as addressed by rank ``origin``: (space, chunk offset).
+    def place(self, gpu: int, t: BufferType, origin: int | None, kernel_ptr: bool) -> tuple[str, int]:
+        """The storage of buffer ``t`` of ``gpu``: (space, chunk offset of the address).
 
         Scratch reached through a kernel pointer is the half in use; through a registered memory (a peer's
-        pointer or a proxy) it is the start of the buffer.  In place, the input and output share storage,
-        and a peer's address adds the *origin's* offset of the buffer in its allocation.
+        pointer or a proxy) it is the start of the buffer.  In place, the input and output share one
+        allocation: a kernel pointer is the buffer itself, while a registered memory is the allocation's
+        start, to which the reader adds the offset of the buffer in *origin*'s allocation (``None``: no
+        offset is added).
         """
         if t is BufferType.SCRATCH:
             return f"s{self.half if kernel_ptr else 0}", 0
         if self.coll is not None and self.coll.inplace:
-            buf, base = self.coll.alias(origin, Buffer(t.value))
-            return buf.value, base
+            buf, _ = self.coll.alias(gpu, Buffer(t.value))
+            return buf.value, 0 if origin is None else self.coll.alias(origin, Buffer(t.value))[1]
         return t.value, 0
 
     # ------------------------------------------------------------------ findings
     def add(self, code: str, message: str) -> None:
+        if message in self.said:          # sub-chunks of one chunk give the same sentence
+            return
+        self.said.add(message)
         n = self.counted.get(code, 0)
         self.counted[code] = n + 1
         if n < MAX_PER_CODE:
@@ -167,6 +174,9 @@ class Simulator:
     def _describe(self, loc: Loc) -> str:
         g, space, s = loc
         kind = {"i": "input", "o": "output", "s0": "scratch", "s1": "scratch (2nd half)"}
+        if self.coll is not None and self.coll.inplace and self.coll.kind in (CollKind.ALLREDUCE,
+                                                                              CollKind.ALLTOALL):
+            kind["i"] = "input/output"
         if space.startswith("P"):
             return f"gpu {g} {kind.get(space[1:], space[1:])} packet chunk {s // self.G}"
         return f"gpu {g} {kind.get(space, space)} chunk {s // self.G}"
@@ -236,24 +246,30 @@ class Simulator:
 
     def locs(self, tbs: _Tb, op: Op, b: Buff, size: int, it: int | None, unit: int, at: str, *,
              index: int | None = None, kernel_ptr: bool = True, packet: bool = False,
-             local_type: BufferType | None = None) -> list[Loc]:
+             local_type: BufferType | None = None, no_offset: bool = False,
+             offset_of: BufferType | None = None) -> list[Loc]:
         """The sub-chunks an operand covers; ``index`` overrides the entry's own index (get's swap),
-        ``local_type`` its buffer type (a put's sources all come from the first source's buffer)."""
+        ``local_type`` its buffer type (a put's sources all come from the first source's buffer),
+        ``no_offset`` drops the in-allocation offset (proxies, get's remote read) and ``offset_of``
+        adds that of another buffer type (get's local write carries the remote entry's)."""
         g = tbs.gpu
         idx = b.index if index is None else index
         r = self._iter(self._slice(op, idx, size), it, unit, at)
         if isinstance(b, LocalBuff):
             t = local_type or b.type
-            space, base = self.place(g.id, t, g.id, kernel_ptr)
+            space, base = self.place(g.id, t, None if no_offset else g.id, kernel_ptr and not no_offset)
             rank = g.id
         elif isinstance(b, RemoteBuff):
             target = remote_target(self.plan, g, tbs.tb, op.channel_type, b)
             if target is None:
                 return []
             rank, t = target
-            space, base = self.place(rank, t, g.id, kernel_ptr)
+            space, base = self.place(rank, t, None if no_offset else g.id, kernel_ptr)
         else:
             return []
+        if offset_of is not None and offset_of is not BufferType.SCRATCH and self.coll is not None \
+                and self.coll.inplace:
+            base += self.coll.alias(g.id, Buffer(offset_of.value))[1]
         if packet:
             space = "P" + space
         return [(rank, space, base * self.G + s) for s in r]
@@ -283,7 +299,7 @@ class Simulator:
         self.launch, self.tag = 1, " in the next launch"
         if self.plan.use_double_scratch_buffer:
             self.half = 1 - self.half
-        self.findings, self.counted = [], {}
+        self.findings, self.counted, self.said = [], {}, set()
         for g in self.plan.gpus:
             # between the launches the application reads this GPU's output and writes its next input
             host = self.actor[(g.id, "host", 0)]
@@ -306,7 +322,7 @@ class Simulator:
         blocked = self._run_launch()
         if blocked:
             t = blocked[0]
-            op, label, _ = t.steps[t.pc]
+            op, label, _, _ = t.steps[t.pc]
             self.add("deadlock", f"gpu {t.gpu.id} tb {t.tb.id} op {label} ({op.name.value}) never completes in "
                      f"the next launch: {self._blocked_reason(t, op)}")
         return [Finding(f.code if f.code.endswith("next-launch") else f.code.split("-")[0] + "-next-launch",
@@ -316,7 +332,7 @@ class Simulator:
         blocked = self._run_launch()
         if blocked:
             for t in blocked[:MAX_PER_CODE]:
-                op, label, it = t.steps[t.pc]
+                op, label, _, _ = t.steps[t.pc]
                 self.add("deadlock", f"gpu {t.gpu.id} tb {t.tb.id} op {label} ({op.name.value}) never completes: "
                          f"{self._blocked_reason(t, op)}")
             if len(blocked) > MAX_PER_CODE:
@@ -356,7 +372,7 @@ class Simulator:
         return (t.gpu.id, kind, ids[c])
 
     def _step(self, t: _Tb) -> bool:
-        op, label, it = t.steps[t.pc]
+        op, label, it, unit = t.steps[t.pc]
         g, tb = t.gpu, t.tb
         at = f"gpu {g.id} tb {tb.id} op {label} ({op.name.value}){self.tag}"
         C, D = self.actor[(g.id, tb.id, "C")], self.actor[(g.id, tb.id, "D")]
@@ -394,7 +410,7 @@ class Simulator:
         elif name is OpName.MULTI_STORE or name is OpName.PIPELINE:
             pass
         else:
-            return self._data(t, op, at, it, C, D)
+            return self._data(t, op, at, it, unit, C, D)
         return True
 
     def _sem(self, g: Gpu, s: int) -> int:
@@ -468,14 +484,9 @@ class Simulator:
         return True
 
     # ------------------------------------------------------------------ data ops
-    def _data(self, t: _Tb, op: Op, at: str, it: int | None, C: int, D: int) -> bool:
+    def _data(self, t: _Tb, op: Op, at: str, it: int | None, unit: int, C: int, D: int) -> bool:
         g, tb, name = t.gpu, t.tb, op.name
         srcs, dsts = op.srcs, op.dsts
-        unit = 0
-        if it is not None:
-            pipe = next(o for o in tb.ops if o.ops is not None and op in o.ops)
-            assert pipe.iter_context is not None
-            unit = pipe.iter_context.num_chunks * self.G // PIPELINE_ITERATIONS
         size0 = srcs[0].size if srcs else 0
 
         def L(b: Buff, size: int = size0, **kw: object) -> list[Loc]:
@@ -495,14 +506,15 @@ class Simulator:
                 p = self.actor[(g.id, "proxy", key[2])]
                 self._join(p, self.vc[C], self.cvc[C])
                 self._tick(p)
-                self._move(p, [L(srcs[i], d.size, kernel_ptr=False)], L(d, d.size, kernel_ptr=False), at)
+                self._move(p, [L(srcs[i], d.size, kernel_ptr=False, no_offset=True)], L(d, d.size, kernel_ptr=False),
+                           at)
                 if name is not OpName.PUT:
                     self._send_signal(key, p, relaxed=False)
             self._tick(C)
             return True
         if name in (OpName.PUT_PACKETS, OpName.READ_PUT_PACKETS) and kind is ChannelType.PORT:
             if name is OpName.READ_PUT_PACKETS:
-                pk = [L(s, size0, packet=True) for s in srcs]
+                pk = [L(s, size0, packet=True, local_type=BufferType.SCRATCH) for s in srcs]
                 if not self._ready(pk):
                     return False
                 self._tick(D)
@@ -519,7 +531,12 @@ class Simulator:
                 self._tick(p)
                 sz = size0 if name is OpName.READ_PUT_PACKETS else srcs[i].size
                 # the proxy copies packets as bytes: an unwritten one stays unwritten at the destination
-                src = L(srcs[i], sz, packet=True)
+                if name is OpName.READ_PUT_PACKETS:      # from the own scratch, whatever src_buff says
+                    src = L(srcs[i], sz, packet=True, local_type=BufferType.SCRATCH)
+                else:       # the local buffer by memory id: scratch gets the half, others no offset
+                    s_i = srcs[i]
+                    src = L(s_i, sz, packet=True,
+                            no_offset=not (isinstance(s_i, LocalBuff) and s_i.type is BufferType.SCRATCH))
                 dst = L(d, sz, packet=True)
                 self._tick(p)
                 for s_loc, d_loc in zip(src, dst):
@@ -545,9 +562,9 @@ class Simulator:
                 if i < len(dsts):
                     d = dsts[i]
                     self._tick(D)
-                    self._move(D, [L(s, s.size, index=d.index, kernel_ptr=False)],
-                               L(d, s.size, index=s.index, local_type=d.type if isinstance(d, LocalBuff) else None),
-                               at)
+                    target = remote_target(self.plan, g, tb, kind, s) if isinstance(s, RemoteBuff) else None
+                    self._move(D, [L(s, s.size, index=d.index, kernel_ptr=False, no_offset=True)],
+                               L(d, s.size, index=s.index, offset_of=target[1] if target else None), at)
             return True
         if name is OpName.COPY:
             reads, outs = [L(srcs[0])], [L(dsts[0])]

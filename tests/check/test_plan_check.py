@@ -214,7 +214,7 @@ def test_reading_before_the_wait_is_a_race() -> None:
     # in the first launch gpu 0's input is already there; in the next one gpu 1 reads it before gpu 0's
     # application has written it
     assert rep.codes() == ["race-next-launch"]
-    assert "gpu 1 tb 0 op 1 (rres) in the next launch reads gpu 0 input chunk 8 that the application writing " \
+    assert "gpu 1 tb 0 op 1 (rres) in the next launch reads gpu 0 input/output chunk 8 that the application writing " \
            "gpu 0's next input after the call writes" in errors(rep)
 
 
