@@ -52,7 +52,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from collc.compiler.pipelining import split_chunks
-from collc.compiler.plan import (MAX_MESSAGE_SIZE, BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName,
+from collc.compiler.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName,
                                  Plan, Protocol, ReduceOp, RemoteBuff, RemoteBuffer, Semaphore, TbChannels,
                                  TbRemoteBuffers, Threadblock)
 from collc.errors import LoweringError
@@ -503,6 +503,19 @@ def enforce_plan_limits(plan: Plan) -> None:
                     raise LoweringError(f"{where}: op {op.name.value} moves zero chunks")
 
 
+OFFSET_LIMIT = 1 << 32
+
+
+def size_cap(coll: Collective, scratch_chunks: int, proto: Protocol) -> int:
+    """The largest message size whose byte offsets and sizes all fit the executor's 32 bits
+    (the device plan's ``uint32_t`` offsets): the default ``max_message_size``."""
+    ci = coll.input_chunks
+    widest = max(ci, coll.output_chunks, scratch_chunks * (2 if proto is Protocol.LL else 1))
+    in_bytes = (OFFSET_LIMIT - 1) * ci // widest
+    size = in_bytes * coll.nranks if coll.kind is CollKind.ALLGATHER else in_bytes
+    return min(size, OFFSET_LIMIT - 1)
+
+
 def _group_key(rank: int, key: TbKey) -> GroupKey:
     role, peer, lane, _ = key
     if role is Role.LOCAL:
@@ -547,9 +560,13 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
                                 f"--instances")
         for gk in sorted({_group_key(g, k) for _, g, _, k in over}):
             groups[gk] = groups.get(gk, 1) * 2      # only the crowded connections (both ends) take more tbs
+    cap = size_cap(coll, max(scratch, default=0), opts.protocol)
+    if opts.max_bytes > cap or opts.min_bytes > cap:
+        raise LoweringError(f"message sizes above {cap} bytes: this plan's buffers would need offsets of 4 GiB "
+                            f"or more, which the executor holds in 32 bits")
     plan = Plan(name=opts.name or plan_name(schedule), collective=PLAN_COLLECTIVES[coll.kind],
                 protocol=opts.protocol, inplace=coll.inplace, gpus=gpus,
-                min_message_size=opts.min_bytes, max_message_size=opts.max_bytes or MAX_MESSAGE_SIZE)
+                min_message_size=opts.min_bytes, max_message_size=opts.max_bytes or cap)
     d = clock()
     enforce_plan_limits(plan)
     spent["limits"] = clock() - d

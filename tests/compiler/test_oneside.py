@@ -151,7 +151,10 @@ def test_message_size_window() -> None:
     s = build_schedule("ring", parse_spec("ring:4"), CollKind.ALLGATHER, False)
     plan = lower_plan(s, PlanOptions(min_bytes=1024, max_bytes=1 << 20))
     assert (plan.min_message_size, plan.max_message_size) == (1024, 1 << 20)
-    assert lower_plan(s).max_message_size == 2 ** 64 - 1
+    # default: the largest size whose byte offsets fit the executor's 32 bits (output: 4 chunks)
+    assert lower_plan(s).max_message_size == (2 ** 32 - 1) // 4 * 4
+    with pytest.raises(LoweringError, match="32 bits"):
+        lower_plan(s, PlanOptions(max_bytes=1 << 33))
 
 
 # ---------------------------------------------------------------------- passes
