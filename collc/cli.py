@@ -396,6 +396,9 @@ def _build_plan(args: argparse.Namespace) -> int:
         write_atomic(reg, register_snippet(rel, entries, reg.stem))
         print(f"wrote {reg}: registers {len(entries)} plan(s) of {out.parent} (MSCCL++ v0.9+)")
     print(f"MSCCL++ <= v0.8: export MSCCLPP_EXECUTION_PLAN_DIR={out.parent.resolve()} (plans only in it)")
+    if args.timings:
+        for line in _timing_lines(result.timings):
+            print(line)
     return 0
 
 

@@ -36,6 +36,12 @@ def test_build_writes_a_checked_plan(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert f"MSCCLPP_EXECUTION_PLAN_DIR={tmp_path.resolve()}" in out
 
 
+def test_build_timings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _build(tmp_path, "--timings") == 0
+    out = capsys.readouterr().out
+    assert "lower" in out and "check" in out and "peak memory" in out
+
+
 def test_build_is_byte_identical_on_repeat(tmp_path: Path) -> None:
     assert _build(tmp_path, name="a.json") == 0 and _build(tmp_path, name="b.json") == 0
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
