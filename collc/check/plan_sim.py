@@ -197,6 +197,12 @@ class Simulator:
             self.vc[a] = [max(x, y) for x, y in zip(self.vc[a], rec.packet_vc)]
             self.cvc[a] = [max(x, y) for x, y in zip(self.cvc[a], self.vc[a])]
         rec.reads.append((a, self.vc[a][a], what))
+        if loc not in self.mem and not packet and not self.names[a][1] == "host":
+            hint = ""
+            if loc[1] == "s0" and self.half == 1 and self.names[a][0] != loc[0]:
+                hint = (": with use_double_scratch_buffer the owner works in the second half in this launch, but "
+                        "a peer's plain access reaches the first")
+            self.add("uninitialised-read", f"{what} reads {self._describe(loc)}, which nothing has written{hint}")
         return self.mem.get(loc)
 
     def write(self, a: int, loc: Loc, value: Value, what: str) -> None:

@@ -280,3 +280,25 @@ def test_cli_unreadable_plan_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["check", str(broken)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not valid JSON" in err and "Traceback" not in err
+
+
+def test_double_buffering_with_plain_access_to_a_peer_scratch() -> None:
+    """Under use_double_scratch_buffer the owner's scratch accesses move to the second half every other
+    launch; rres and get reach a peer's scratch through its registered memory, which stays at the first."""
+    plan = load("test/executor-tests/execution-plans/reduce.json")
+    rep = check_plan(replace(plan, use_double_scratch_buffer=True))
+    assert rep.codes() == ["uninitialised-read", "wrong-data"]
+    assert "gpu 0 tb 0 op 6 (rres) reads gpu 1 scratch chunk 0, which nothing has written: with " \
+           "use_double_scratch_buffer the owner works in the second half" in errors(rep)
+
+
+def test_pipeline_iterations_overflow_16_bits() -> None:
+    """The kernel counts pipeline iterations in a uint16_t: a tiny unit_size wraps the count."""
+    plan = load("more/repo_executor-tests_reduce_nvls_pipeline.json")
+    ops = ops_of(plan, 0, 0)
+    k = next(i for i, op in enumerate(ops) if op.name is OpName.PIPELINE)
+    assert ops[k].iter_context is not None
+    tiny = replace(ops[k], iter_context=replace(ops[k].iter_context, unit_size=16))
+    rep = check_plan(with_ops(plan, 0, 0, ops[:k] + [tiny] + ops[k + 1:]))
+    assert "pipeline-iterations" in rep.codes()
+    assert "the kernel counts them in 16 bits" in errors(rep)
