@@ -302,3 +302,46 @@ def test_pipeline_iterations_overflow_16_bits() -> None:
     rep = check_plan(with_ops(plan, 0, 0, ops[:k] + [tiny] + ops[k + 1:]))
     assert "pipeline-iterations" in rep.codes()
     assert "the kernel counts them in 16 bits" in errors(rep)
+
+
+def broadcast_plan(preamble: bool, copy: bool = True) -> Plan:
+    """gpu 0 broadcasts its one chunk to gpu 1 (out of place), built from the model directly."""
+    from collc.compiler.plan import (BufferType, Channel, Gpu, Protocol, RemoteBuffer, TbRemoteBuffers,
+                                     Threadblock)
+    mem = ChannelType.MEMORY
+    chans = (TbChannels(mem, (0,)),)
+    sig, wait = Op(OpName.SIGNAL, channel_ids=(0,), channel_type=mem), Op(OpName.WAIT, channel_ids=(0,),
+                                                                          channel_type=mem)
+    put = Op(OpName.PUT, src_buff=(LocalBuff(BufferType.INPUT, 0, 1),), dst_buff=(RemoteBuff(0, 0, 1),),
+             channel_type=mem)
+    cpy = Op(OpName.COPY, src_buff=(LocalBuff(BufferType.INPUT, 0, 1),),
+             dst_buff=(LocalBuff(BufferType.OUTPUT, 0, 1),))
+    ops0 = ([wait, Op(OpName.NOP)] if preamble else []) + [put] + ([cpy] if copy else []) + [Op(OpName.NOP), sig]
+    ops1 = ([sig] if preamble else []) + [wait]
+    g0 = Gpu(0, 1, 1, 0, (Threadblock(0, tuple(ops0), chans, (TbRemoteBuffers(mem, (0,)),)),),
+             (Channel(mem, (1,)),), (RemoteBuffer(1, BufferType.OUTPUT, (mem,)),))
+    g1 = Gpu(1, 1, 1, 0, (Threadblock(0, tuple(ops1), chans, ()),), (Channel(mem, (0,)),), ())
+    return Plan("bcast", "broadcast", Protocol.SIMPLE, False, (g0, g1), max_message_size=2 ** 30)
+
+
+def test_a_broadcast_built_from_the_model_passes_with_its_root_found() -> None:
+    plan = broadcast_plan(preamble=True)
+    assert read_plan(write_plan(plan)) == plan
+    rep = check_plan(plan)
+    assert rep.ok, errors(rep)
+    assert rep.info["root"] == 0
+
+
+def test_a_broadcast_without_a_ready_signal_overwrites_the_next_output_early() -> None:
+    """Without gpu 1 saying it is ready, gpu 0's next put can land while gpu 1's application still reads
+    the previous result."""
+    rep = check_plan(broadcast_plan(preamble=False))
+    assert rep.codes() == ["race-next-launch"]
+    assert "gpu 0 tb 0 op 0 (put) in the next launch overwrites gpu 1 output chunk 0 that the application " \
+           "reading gpu 1's output after the call may still be reading" in errors(rep)
+
+
+def test_a_broadcast_that_forgets_the_root_copy() -> None:
+    rep = check_plan(broadcast_plan(preamble=True, copy=False))
+    assert rep.codes() == ["wrong-data"]
+    assert "gpu 0 output chunk 0: expected in[0][0], found nothing (root 0, the closest of all roots)" in errors(rep)
