@@ -345,3 +345,37 @@ def test_a_broadcast_that_forgets_the_root_copy() -> None:
     rep = check_plan(broadcast_plan(preamble=True, copy=False))
     assert rep.codes() == ["wrong-data"]
     assert "gpu 0 output chunk 0: expected in[0][0], found nothing (root 0, the closest of all roots)" in errors(rep)
+
+
+def test_randomly_broken_plans_get_a_verdict_never_a_crash() -> None:
+    """Deleted, swapped and shifted ops, toggled placement: the checker reports, it does not raise."""
+    import random
+
+    from tests._plan_corpus import plan_files
+
+    files = [p for p in plan_files() if name(p) not in UNREADABLE][:12]
+    if not files:
+        pytest.skip("plan corpus not found")
+    rng = random.Random(20)
+    plans = [read_plan(p) for p in files]
+    for _ in range(60):
+        plan = rng.choice(plans)
+        g = rng.randrange(plan.nranks)
+        tbs = plan.gpus[g].threadblocks
+        t = rng.randrange(len(tbs))
+        ops = list(tbs[t].ops)
+        i = rng.randrange(len(ops))
+        roll = rng.random()
+        if roll < 0.35:
+            del ops[i]
+        elif roll < 0.7:
+            j = rng.randrange(len(ops))
+            ops[i], ops[j] = ops[j], ops[i]
+        elif ops[i].src_buff:
+            ops[i] = replace(ops[i], src_buff=tuple(replace(b, index=b.index + 1) for b in ops[i].srcs))
+        else:
+            plan = replace(plan, inplace=not plan.inplace,
+                           use_double_scratch_buffer=not plan.use_double_scratch_buffer)
+        rep = check_plan(with_ops(plan, g, t, ops))
+        assert isinstance(rep.ok, bool)
+        assert all("\n" not in f.message for f in rep.findings)
