@@ -651,9 +651,8 @@ class Simulator:
         operands = [(ls, False) for ls in reads] + [(ls, True) for ls in packet_reads]
         if not operands:
             return
-        n = min(len(ls) for ls, _ in operands)
-        if any(len(ls) != n for ls, _ in operands) or any(len(o) != n for o in outs):
-            n = min([n] + [len(o) for o in outs])
+        # mismatched lengths are reported by the rules (op-sizes); move what every list covers
+        n = min([len(ls) for ls, _ in operands] + [len(o) for o in outs])
         values: list[Value] = []
         for i in range(n):
             v: Value = ()
@@ -661,7 +660,7 @@ class Simulator:
                 v = _add(v, self.read(a, ls[i], at, packet=pk))
             values.append(v)
         for o in outs:
-            for i in range(min(n, len(o))):
+            for i in range(n):
                 self.write(a, o[i], values[i], at)
 
     # ------------------------------------------------------------------ end of launch
