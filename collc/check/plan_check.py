@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collc.check.plan_report import PlanReport
 from collc.check.plan_rules import check_rules
-from collc.check.plan_sim import simulate
+from collc.check.plan_sim import Simulator
 from collc.compiler.plan import Plan
 
 # Static findings after which the simulation would index outside the plan or misread every op.
@@ -31,5 +31,10 @@ def check_plan(plan: Plan, path: str = "<plan>") -> PlanReport:
                 "warning")
         return rep
     rep.info["simulated"] = True
-    rep.findings.extend(simulate(plan))
+    sim = Simulator(plan)
+    rep.findings.extend(sim.run())
+    if sim.root is not None:
+        rep.info["root"] = sim.root
+    if rep.ok:       # a clean launch: run the next one on the same buffers
+        rep.findings.extend(sim.next_launch())
     return rep

@@ -19,7 +19,7 @@ not from its name; docs/mscclpp.md lists the model and its limits.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from collc.check.plan_report import Finding
 from collc.check.plan_rules import PUTS, partners, remote_target
@@ -93,6 +93,7 @@ class Simulator:
         self.barriers: dict[tuple[int, int], tuple[int, list[tuple[int, int]], int | None]] = {}
         self.barrier_done: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
         self.counted: dict[str, int] = {}
+        self.root: int | None = None
         self.said: set[str] = set()
         self.pkt_launch: dict[Loc, int] = {}     # the launch whose flag a packet slot carries
         self._snap_key: tuple[int, int] = (-1, -1)
@@ -197,6 +198,12 @@ class Simulator:
             self.vc[a] = [max(x, y) for x, y in zip(self.vc[a], rec.packet_vc)]
             self.cvc[a] = [max(x, y) for x, y in zip(self.cvc[a], self.vc[a])]
         rec.reads.append((a, self.vc[a][a], what))
+        if loc not in self.mem and not packet and not self.names[a][1] == "host":
+            hint = ""
+            if loc[1] == "s0" and self.half == 1 and self.names[a][0] != loc[0]:
+                hint = (": with use_double_scratch_buffer the owner works in the second half in this launch, but "
+                        "a peer's plain access reaches the first")
+            self.add("uninitialised-read", f"{what} reads {self._describe(loc)}, which nothing has written{hint}")
         return self.mem.get(loc)
 
     def write(self, a: int, loc: Loc, value: Value, what: str) -> None:
@@ -644,9 +651,8 @@ class Simulator:
         operands = [(ls, False) for ls in reads] + [(ls, True) for ls in packet_reads]
         if not operands:
             return
-        n = min(len(ls) for ls, _ in operands)
-        if any(len(ls) != n for ls, _ in operands) or any(len(o) != n for o in outs):
-            n = min([n] + [len(o) for o in outs])
+        # mismatched lengths are reported by the rules (op-sizes); move what every list covers
+        n = min([len(ls) for ls, _ in operands] + [len(o) for o in outs])
         values: list[Value] = []
         for i in range(n):
             v: Value = ()
@@ -654,7 +660,7 @@ class Simulator:
                 v = _add(v, self.read(a, ls[i], at, packet=pk))
             values.append(v)
         for o in outs:
-            for i in range(min(n, len(o))):
+            for i in range(n):
                 self.write(a, o[i], values[i], at)
 
     # ------------------------------------------------------------------ end of launch
@@ -673,25 +679,37 @@ class Simulator:
                 self.add("semaphore-balance", f"gpu {g} semaphore {s} ends at {n}, not its initial {init}: the next "
                          "launch starts out of step")
 
+    def _mismatches(self, coll: Collective) -> list[str]:
+        out = []
+        for g in self.plan.gpus:
+            for idx, origin, ranks in coll.expected(g.id):
+                want = tuple(sorted((q, origin) for q in ranks))
+                buf, base = coll.physical(g.id, Buffer.OUTPUT, idx)
+                space = buf.value
+                bad = [s for s in range(base * self.G, (base + 1) * self.G) if self.mem.get((g.id, space, s)) != want]
+                if bad:
+                    got = self.mem.get((g.id, space, bad[0]))
+                    out.append(f"gpu {g.id} output chunk {idx}: expected {_show(want)}, found "
+                               f"{_show(got) if (g.id, space, bad[0]) in self.mem else 'nothing'}"
+                               + (f" in {len(bad)} of {self.G} parts" if len(bad) < self.G else ""))
+        return out
+
     def _check_data(self) -> None:
         coll = self.coll
         if coll is None:
             self.findings.append(Finding("no-postcondition", f"collective {self.plan.collective!r}: collc knows no "
                                          "postcondition for it; data not checked", "warning"))
             return
-        for g in self.plan.gpus:
-            for idx, origin, ranks in coll.expected(g.id):
-                want = tuple(sorted((q, origin) for q in ranks))
-                buf, base = coll.physical(g.id, Buffer.OUTPUT, idx)
-                space = buf.value
-                bad = [s for s in range((base) * self.G, (base + 1) * self.G)
-                       if self.mem.get((g.id, space, s)) != want]
-                if bad:
-                    got = self.mem.get((g.id, space, bad[0]))
-                    self.add("wrong-data", f"gpu {g.id} output chunk {idx}: expected "
-                             f"{_show(want)}, found {_show(got) if (g.id, space, bad[0]) in self.mem else 'nothing'}"
-                             + (f" in {len(bad)} of {self.G} parts" if len(bad) < self.G else ""))
-
+        if not coll.kind.rooted:
+            for m in self._mismatches(coll):
+                self.add("wrong-data", m)
+            return
+        # a plan names no root: the root is the rank for which the postcondition holds
+        tried = [(self._mismatches(replace(coll, root=r)), r) for r in range(coll.nranks)]
+        bad, root = min(tried, key=lambda t: (len(t[0]), t[1]))
+        self.root = root
+        for m in bad:
+            self.add("wrong-data", f"{m} (root {root}, the closest of all roots)")
 
 def _show(v: Value) -> str:
     if v is None:
@@ -713,14 +731,16 @@ def _collective(plan: Plan) -> Collective | None:
         kind = CollKind(plan.collective)
     except ValueError:
         return None
-    if kind.rooted or not plan.gpus:
+    if not plan.gpus:
         return None
     g, n = plan.gpus[0], plan.nranks
     c = {CollKind.ALLREDUCE: g.input_chunks, CollKind.ALLGATHER: g.input_chunks,
-         CollKind.REDUCESCATTER: g.output_chunks, CollKind.ALLTOALL: g.input_chunks // n}[kind]
+         CollKind.REDUCESCATTER: g.output_chunks, CollKind.ALLTOALL: g.input_chunks // n,
+         CollKind.BROADCAST: g.input_chunks, CollKind.REDUCE: g.input_chunks}[kind]
     if c < 1:
         return None
-    coll = Collective(kind, n, c, plan.inplace)
+    # the placement of a rooted collective does not depend on its root: 0 stands in until the data check
+    coll = Collective(kind, n, c, plan.inplace, 0 if kind.rooted else None)
     if any((x.input_chunks, x.output_chunks) != (coll.input_chunks, coll.output_chunks) for x in plan.gpus):
         return None
     return coll

@@ -280,3 +280,102 @@ def test_cli_unreadable_plan_exits_2(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert main(["check", str(broken)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not valid JSON" in err and "Traceback" not in err
+
+
+def test_double_buffering_with_plain_access_to_a_peer_scratch() -> None:
+    """Under use_double_scratch_buffer the owner's scratch accesses move to the second half every other
+    launch; rres and get reach a peer's scratch through its registered memory, which stays at the first."""
+    plan = load("test/executor-tests/execution-plans/reduce.json")
+    rep = check_plan(replace(plan, use_double_scratch_buffer=True))
+    assert rep.codes() == ["uninitialised-read", "wrong-data"]
+    assert "gpu 0 tb 0 op 6 (rres) reads gpu 1 scratch chunk 0, which nothing has written: with " \
+           "use_double_scratch_buffer the owner works in the second half" in errors(rep)
+
+
+def test_pipeline_iterations_overflow_16_bits() -> None:
+    """The kernel counts pipeline iterations in a uint16_t: a tiny unit_size wraps the count."""
+    plan = load("more/repo_executor-tests_reduce_nvls_pipeline.json")
+    ops = ops_of(plan, 0, 0)
+    k = next(i for i, op in enumerate(ops) if op.name is OpName.PIPELINE)
+    assert ops[k].iter_context is not None
+    tiny = replace(ops[k], iter_context=replace(ops[k].iter_context, unit_size=16))
+    rep = check_plan(with_ops(plan, 0, 0, ops[:k] + [tiny] + ops[k + 1:]))
+    assert "pipeline-iterations" in rep.codes()
+    assert "the kernel counts them in 16 bits" in errors(rep)
+
+
+def broadcast_plan(preamble: bool, copy: bool = True) -> Plan:
+    """gpu 0 broadcasts its one chunk to gpu 1 (out of place), built from the model directly."""
+    from collc.compiler.plan import (BufferType, Channel, Gpu, Protocol, RemoteBuffer, TbRemoteBuffers,
+                                     Threadblock)
+    mem = ChannelType.MEMORY
+    chans = (TbChannels(mem, (0,)),)
+    sig, wait = Op(OpName.SIGNAL, channel_ids=(0,), channel_type=mem), Op(OpName.WAIT, channel_ids=(0,),
+                                                                          channel_type=mem)
+    put = Op(OpName.PUT, src_buff=(LocalBuff(BufferType.INPUT, 0, 1),), dst_buff=(RemoteBuff(0, 0, 1),),
+             channel_type=mem)
+    cpy = Op(OpName.COPY, src_buff=(LocalBuff(BufferType.INPUT, 0, 1),),
+             dst_buff=(LocalBuff(BufferType.OUTPUT, 0, 1),))
+    ops0 = ([wait, Op(OpName.NOP)] if preamble else []) + [put] + ([cpy] if copy else []) + [Op(OpName.NOP), sig]
+    ops1 = ([sig] if preamble else []) + [wait]
+    g0 = Gpu(0, 1, 1, 0, (Threadblock(0, tuple(ops0), chans, (TbRemoteBuffers(mem, (0,)),)),),
+             (Channel(mem, (1,)),), (RemoteBuffer(1, BufferType.OUTPUT, (mem,)),))
+    g1 = Gpu(1, 1, 1, 0, (Threadblock(0, tuple(ops1), chans, ()),), (Channel(mem, (0,)),), ())
+    return Plan("bcast", "broadcast", Protocol.SIMPLE, False, (g0, g1), max_message_size=2 ** 30)
+
+
+def test_a_broadcast_built_from_the_model_passes_with_its_root_found() -> None:
+    plan = broadcast_plan(preamble=True)
+    assert read_plan(write_plan(plan)) == plan
+    rep = check_plan(plan)
+    assert rep.ok, errors(rep)
+    assert rep.info["root"] == 0
+
+
+def test_a_broadcast_without_a_ready_signal_overwrites_the_next_output_early() -> None:
+    """Without gpu 1 saying it is ready, gpu 0's next put can land while gpu 1's application still reads
+    the previous result."""
+    rep = check_plan(broadcast_plan(preamble=False))
+    assert rep.codes() == ["race-next-launch"]
+    assert "gpu 0 tb 0 op 0 (put) in the next launch overwrites gpu 1 output chunk 0 that the application " \
+           "reading gpu 1's output after the call may still be reading" in errors(rep)
+
+
+def test_a_broadcast_that_forgets_the_root_copy() -> None:
+    rep = check_plan(broadcast_plan(preamble=True, copy=False))
+    assert rep.codes() == ["wrong-data"]
+    assert "gpu 0 output chunk 0: expected in[0][0], found nothing (root 0, the closest of all roots)" in errors(rep)
+
+
+def test_randomly_broken_plans_get_a_verdict_never_a_crash() -> None:
+    """Deleted, swapped and shifted ops, toggled placement: the checker reports, it does not raise."""
+    import random
+
+    from tests._plan_corpus import plan_files
+
+    files = [p for p in plan_files() if name(p) not in UNREADABLE][:12]
+    if not files:
+        pytest.skip("plan corpus not found")
+    rng = random.Random(20)
+    plans = [read_plan(p) for p in files]
+    for _ in range(60):
+        plan = rng.choice(plans)
+        g = rng.randrange(plan.nranks)
+        tbs = plan.gpus[g].threadblocks
+        t = rng.randrange(len(tbs))
+        ops = list(tbs[t].ops)
+        i = rng.randrange(len(ops))
+        roll = rng.random()
+        if roll < 0.35:
+            del ops[i]
+        elif roll < 0.7:
+            j = rng.randrange(len(ops))
+            ops[i], ops[j] = ops[j], ops[i]
+        elif ops[i].src_buff:
+            ops[i] = replace(ops[i], src_buff=tuple(replace(b, index=b.index + 1) for b in ops[i].srcs))
+        else:
+            plan = replace(plan, inplace=not plan.inplace,
+                           use_double_scratch_buffer=not plan.use_double_scratch_buffer)
+        rep = check_plan(with_ops(plan, g, t, ops))
+        assert isinstance(rep.ok, bool)
+        assert all("\n" not in f.message for f in rep.findings)
