@@ -469,14 +469,17 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         return b.schedule("swing", opts, topology.name, REFERENCE)
     plan = make_plan(dims, nports)
     p = n
+    # the extra rank's sends read only its own input: step_sync keeps them in the groups
+    # of Fig. 4 (3, 2, 1 for p = 7) in the program instead of all at once (section 3.2)
+    sync = tuple(c for j in range(n - 1) for c in ((n - 1, j), (j, n - 1))) if plan.extra is not None else ()
     if kind is CollKind.ALLREDUCE:
-        b = Builder(Collective(kind, n, nports * p, request.inplace))
+        b = Builder(Collective(kind, n, nports * p, request.inplace), step_sync=sync)
         start = prefix_copy(b, I, O, nports * p, range(n))
         _ag(b, plan, nports, _rs(b, plan, nports, start, O), O)
         return b.schedule("swing", opts, topology.name, REFERENCE)
     # reducescatter / allgather: work in scratch laid out by position (contiguous sends)
     order = [(c, blk) for c in range(nports) for blk in _by_position(plan, c)]
-    b = Builder(Collective(kind, n, nports, request.inplace))
+    b = Builder(Collective(kind, n, nports, request.inplace), step_sync=sync)
     b.scratch = nports * p
     mine = {r: [c * p + plan.position(c, r) for c in range(nports)] for r in range(n)}
     if kind is CollKind.REDUCESCATTER:

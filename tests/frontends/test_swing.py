@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 import collc.frontends.swing as sw
@@ -12,6 +14,7 @@ from collc.ir.collective import CollKind
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
 from collc.sim.analysis import congestion_deficiency, link_loads, step_loads
+from collc.sim.lockstep import program_rounds
 from collc.sim.routing import Router
 from collc.topology import parse_spec
 
@@ -153,6 +156,45 @@ def test_odd_p_fig4() -> None:
     per_step = [sorted(t.dst for t in s.step(k) if t.src == 6) for k in range(3)]
     assert per_step == [[0, 1, 2], [3, 4], [5]]
     assert all(t.count == 1 for k in range(3) for t in s.step(k) if t.src == 6)
+
+
+def _extra_send_rounds(spec: str, ports: str) -> tuple[list[int], list[int]]:
+    """Sizes of the groups of the extra rank's sends, by round of the emitted program:
+    (reduce-scatter: the first send to each peer, allgather: the second)."""
+    compiled = compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"ports": ports})
+    assert compiled.report.ok
+    e = compiled.program.ngpus - 1
+    sent: dict[int, int] = {}
+    firsts: dict[int, int] = {}
+    seconds: dict[int, int] = {}
+    for rnd, msgs in enumerate(program_rounds(compiled.program)):
+        for src, dst, _ in msgs:
+            if src == e:
+                sent[dst] = sent.get(dst, 0) + 1
+                target = firsts if sent[dst] <= compiled.schedule.lanes else seconds
+                target[rnd] = target.get(rnd, 0) + 1
+    return [firsts[r] for r in sorted(firsts)], [seconds[r] for r in sorted(seconds)]
+
+
+@pytest.mark.parametrize("ports", ["single", "all"])
+def test_odd_p_fig4_in_the_xml(ports: str) -> None:
+    """Fig. 4 in the emitted program: the extra rank of p = 7 sends its blocks to 3, then 2,
+    then 1 ranks in three successive rounds (each group after it received the previous
+    group's blocks; ``step_sync``), not all six at once.  With a power-of-two core
+    (p = 9, 17) its allgather mirrors the groups too."""
+    lanes = 1 if ports == "single" else 2
+    rs, _ = _extra_send_rounds("torus:7", ports)
+    assert rs == [3 * lanes, 2 * lanes, 1 * lanes]
+    for p, groups in [(9, [4, 2, 2]), (17, [8, 4, 2, 2])]:
+        rs, ag = _extra_send_rounds(f"torus:{p}", ports)
+        assert rs == [g * lanes for g in groups] and ag == rs[::-1]
+
+
+def test_step_sync_is_validated() -> None:
+    s = build_schedule("swing", parse_spec("torus:7"), CollKind.ALLREDUCE, inplace=True)
+    assert (6, 0) in s.step_sync and (0, 6) in s.step_sync and not _allreduce("torus:8").step_sync
+    with pytest.raises(ScheduleError, match="step_sync"):
+        dataclasses.replace(s, step_sync=((6, 6),))
 
 
 def test_non_pow2_block_runs() -> None:
