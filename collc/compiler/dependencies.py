@@ -64,15 +64,15 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
         for tb_i, tb in enumerate(tbs):
             for it_i, item in enumerate(tb.items):
                 if item.type in RECVS:
-                    steps, idx = recv_at.setdefault((tb_i, item.op.lane), ([], []))
-                    steps.append(item.op.step)
+                    at, idx = recv_at.setdefault((tb_i, item.op.lane), ([], []))
+                    at.append(item.op.step)
                     idx.append(it_i)
     for _, tb_i, it_i in order:
         item = tbs[tb_i].items[it_i]
         need: dict[int, int] = {}
         if sync and item.type in SENDS and tbs[tb_i].send in sync:
-            for (t, lane), (steps, idx) in recv_at.items():
-                k = bisect_left(steps, item.op.step)
+            for (t, lane), (at, idx) in recv_at.items():
+                k = bisect_left(at, item.op.step)
                 if t != tb_i and lane == item.op.lane and k:
                     need[t] = max(need.get(t, -1), idx[k - 1])
         rsegs = [g for iv in item.reads for g in part.segments(iv)]

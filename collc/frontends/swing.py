@@ -4,9 +4,10 @@ Family page: docs/swing.md (what it does, the paper, the check values and their 
 
 Collectives: allreduce, reducescatter, allgather.  Topology: tori of any number of
 dimensions, square or rectangular (``torus:8x8``, ``torus:6x4``, ``torus:16``);
-the 1-D torus is ``torus:N``.  A ``ring:N`` links only neighbours and forwards nothing, so
-Swing's distant partners have no route there: it is refused (``applies``) for N > 3, naming
-``torus:N``.  Anything else raises ScheduleError.
+the 1-D torus is ``torus:N`` or a bidirectional ``ring:N``, whose ranks forward nothing:
+there every transfer to a partner more than one hop away is relayed by the ranks between
+(``collc.frontends.ring_relay``); a one-way ``ring:N:uni`` is refused.  Anything else raises
+ScheduleError.
 
 Rank layout (section 4.1, Fig. 5): the Swing dimension 0 is the topology's *last* (fastest)
 dimension, so on ``torus:4x4`` rank ``y*4 + x`` meets ``x+1`` first, as in the
@@ -57,6 +58,7 @@ from functools import lru_cache
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, is_pow2, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register
+from collc.frontends.ring_relay import is_relay_ring, relay, ring_refusal
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
@@ -306,8 +308,9 @@ def extra_groups(core: int, nsteps: int) -> list[list[int]]:
 def swing_dims(topology: Topology) -> tuple[int, ...]:
     """Torus sizes in Swing order (dimension 0 = the topology's fastest); ScheduleError otherwise."""
     if topology.family == "ring":
-        if not topology.is_bidirectional():
-            raise ScheduleError(f"swing needs a bidirectional ring (a 1-D torus), not {topology.name}")
+        refusal = ring_refusal(topology, "swing")
+        if refusal is not None:
+            raise ScheduleError(refusal)
         return (topology.nranks,)
     if topology.family != "torus" or topology.dims is None:
         raise ScheduleError(f"swing runs on tori (torus:AxB..., torus:N), not {topology.name}")
@@ -430,9 +433,6 @@ def _latency_folded(b: Builder, n: int, nports: int, start: int) -> None:
 
 def _validate(topology: Topology, request: Collective, opts: Options) -> None:
     dims = swing_dims(topology)
-    if not topology.is_routed() and topology.nranks > 3:
-        raise ScheduleError(f"swing's partners are up to N/2 hops apart and {topology.name} links only neighbours "
-                            f"without forwarding: use torus:{topology.nranks}, the routed 1-D torus")
     if math.prod(dims) < 2:
         raise ScheduleError("swing needs at least 2 ranks")
     if opts.get("variant", "bandwidth") == "latency":
@@ -448,6 +448,12 @@ def applies(topology: Topology, request: Collective, opts: Options) -> str | Non
 
 
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    """The Swing schedule; on a ``ring:N`` its distant transfers relayed by the ranks between."""
+    schedule = _build(topology, request, opts)
+    return relay(schedule, topology) if is_relay_ring(topology) else schedule
+
+
+def _build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     dims = swing_dims(topology)
     n = request.nranks
     nports = 2 * len(dims) if opts.get("ports", "all") == "all" else 1
@@ -502,7 +508,8 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
 register(Algorithm(
     name="swing",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER}),
-    topologies="tori of any dimension and shape (torus:AxBx..., torus:N for 1-D); B: odd sizes only in 1-D (L: any)",
+    topologies="tori of any dimension and shape (torus:AxBx..., torus:N or ring:N for 1-D, relayed on the ring); "
+               "B: odd sizes only in 1-D (L: any)",
     summary="Swing: peers at +-1, -+1, +-3, ... per dimension; 2D multiport collectives, B or L variant",
     reference=REFERENCE,
     build=build, applies=applies,

@@ -7,6 +7,8 @@ import dataclasses
 import pytest
 
 import collc.frontends.swing as sw
+from collc.compiler.limits import Dialect
+from collc.compiler.program import SENDS, Program
 from collc.driver import compile_xml
 from collc.errors import CollcError, ScheduleError
 from collc.frontends.registry import build_schedule
@@ -325,18 +327,52 @@ def test_compile_allreduce(spec: str, variant: str) -> None:
     assert compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"variant": variant}).report.ok
 
 
-@pytest.mark.parametrize("n", [7, 12, 16])
-def test_ring_is_refused_and_the_equal_torus_compiles(n: int) -> None:
-    """A ``ring:N`` links only neighbours (it is not a routed network), so Swing's distant peers
-    have no route: the build is refused with one line naming the ring, while ``torus:N`` (the
-    same ranks, routed) compiles and checks.  (This test used to skip whenever the ring was not
-    routed, which is always, so it never reached its assertion.)"""
-    ring = parse_spec(f"ring:{n}")
-    assert not ring.is_routed()
-    with pytest.raises(CollcError, match=rf"ring:{n}") as refused:
-        compile_xml(ring, "swing", CollKind.ALLREDUCE)
+def _xml_link_chunks(program: Program) -> dict[tuple[int, int], int]:
+    """Chunks every directed connection of an emitted program carries, summed over its sends."""
+    out: dict[tuple[int, int], int] = {}
+    for g in program.gpus:
+        for tb in g.tbs:
+            for st in tb.steps:
+                if st.type in SENDS:
+                    out[(g.id, tb.send)] = out.get((g.id, tb.send), 0) + st.cnt
+    return out
+
+
+@pytest.mark.parametrize("ports", ["single", "all"])
+@pytest.mark.parametrize("n", [8, 16])
+def test_ring_relays_and_loads_the_links_of_the_torus(n: int, ports: str) -> None:
+    """``ring:N`` is the paper's 1-D torus without routers: in the emitted XML every send goes
+    to a ring neighbour, and each directed link carries exactly the chunks that minimal routing
+    puts on it for the same Swing on ``torus:N`` (same congestion; Fig. 1's 16 nodes)."""
+    ring = compile_xml(parse_spec(f"ring:{n}"), "swing", CollKind.ALLREDUCE, params={"ports": ports})
+    assert ring.report.ok
+    xml = _xml_link_chunks(ring.program)
+    assert all((b - a) % n in (1, n - 1) for a, b in xml)
+    torus = _allreduce(f"torus:{n}", ports=ports)
+    want: dict[tuple[int, int], float] = {}
+    for step in link_loads(torus, Router(parse_spec(f"torus:{n}")), float(torus.collective.nchunksperloop)):
+        for link, (chunks, _) in step.items():
+            want[link] = want.get(link, 0.0) + chunks
+    assert xml == {k: int(v) for k, v in want.items()}
+    # relaying turns a Swing step of distance delta into delta sub-steps (store and forward)
+    deltas = [1, 1, 3] if n == 8 else [1, 1, 3, 5]
+    assert ring.schedule.nsteps == 2 * sum(deltas)
+
+
+@pytest.mark.parametrize("spec", ["ring:7", "ring:12", "ring:3"])
+@pytest.mark.parametrize("variant", ["bandwidth", "latency"])
+def test_ring_compiles_in_both_dialects(spec: str, variant: str) -> None:
+    for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+        assert compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"variant": variant},
+                           dialect=dialect).report.ok
+    for kind in (CollKind.REDUCESCATTER, CollKind.ALLGATHER):
+        assert compile_xml(parse_spec(spec), "swing", kind).report.ok
+
+
+def test_one_way_ring_is_refused() -> None:
+    with pytest.raises(CollcError, match=r"ring:8:uni has links one way only") as refused:
+        compile_xml(parse_spec("ring:8:uni"), "swing", CollKind.ALLREDUCE)
     assert "\n" not in str(refused.value)
-    assert compile_xml(parse_spec(f"torus:{n}"), "swing", CollKind.ALLREDUCE).report.ok
 
 
 @pytest.mark.parametrize("kind", [CollKind.REDUCESCATTER, CollKind.ALLGATHER])
