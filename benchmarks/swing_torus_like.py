@@ -3,6 +3,7 @@
 
     python benchmarks/swing_torus_like.py            # 8x8-equivalent (64 ranks), seconds
     python benchmarks/swing_torus_like.py --large    # 64x64-equivalent (4096 ranks), minutes
+    python benchmarks/swing_torus_like.py --large --only HyperX   # one network
 
 Step model on the schedules (collc.sim.analysis.step_times) with the paper's link parameters:
 50 GB/s (400 Gb/s) links, alpha 0.1 us per message, 0.3 us per hop.  For each size from 32 B to
@@ -79,8 +80,9 @@ def _size(x: float) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--large", action="store_true", help="the paper's 4096-node networks (minutes)")
+    ap.add_argument("--only", default="", help="only the networks whose label contains this (e.g. HyperX)")
     args = ap.parse_args()
-    cases = LARGE if args.large else SMALL
+    cases = [c for c in (LARGE if args.large else SMALL) if args.only in c[0]]
     print(f"{'network':20s} " + " ".join(f"{_size(s):>7s}" for s in SIZES)
           + "   max gain (at)      paper")
     for label, spec in cases:

@@ -63,8 +63,8 @@ def _applies(name: str) -> AppliesFn:
             logp = len(phys).bit_length() - 1
             pairs = [(phys[v], phys[v ^ (1 << k)]) for k in range(logp) for v in range(len(phys))]
             pairs += [p for i in range(rem) for p in ((2 * i, 2 * i + 1), (2 * i + 1, 2 * i))]
-            return route_refusal(topology, pairs, name, "partners r xor 2^k (after MPICH's fold of "
-                                 "the ranks above a power of two)")
+            fold = " (after MPICH's fold of the ranks above a power of two)" if rem else ""
+            return route_refusal(topology, pairs, name, "partners r xor 2^k" + fold)
         refusal = pow2_refusal(n, name)
         if refusal is None:
             pairs_ = ((r, r ^ (1 << k)) for k in range(n.bit_length() - 1) for r in range(n))
