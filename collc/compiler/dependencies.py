@@ -9,6 +9,11 @@ is dropped.  One dependency rides on the step itself; each further one becomes
 a preceding ``nop`` (the parser's rule: the real step after nops must carry a
 dependency itself).  Every target step gets ``hasdep="1"``.
 
+For a connection ``rank -> peer`` that the schedule lists in ``step_sync``, a step that
+sends at schedule step ``s`` also depends, in every other tb, on the last receive of the
+same lane at a step before ``s``: the schedule's step grouping survives for sends that
+read only local data.
+
 Guarantees: ``s`` equals the position in the tb; no same-tb dependency; every
 dependency points to an earlier logical position, so the dependency graph
 (together with send->receive edges, which follow step order) is acyclic.
@@ -22,11 +27,12 @@ meaning beyond naming, so the program is the same, and it fits whenever at most
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import replace
 
 from collc.compiler.fusion import FusedPlan, FusedTb
 from collc.compiler.limits import MAX_DEPID
-from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.program import RECVS, SENDS, Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.compiler.segments import Partition
 from collc.ir.collective import Buffer, Collective
 
@@ -40,8 +46,10 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
                    min_bytes=min_bytes, max_bytes=max_bytes, gpus=tuple(gpus))
 
 
-def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: int) -> Gpu:
-    """The dependencies, nops and steps of one rank (the pass works rank by rank)."""
+def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: int,
+              sync: frozenset[int] = frozenset()) -> Gpu:
+    """The dependencies, nops and steps of one rank (the pass works rank by rank);
+    ``sync``: the send peers of the rank's connections in the schedule's ``step_sync``."""
     order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                     for it_i, item in enumerate(tb.items)))
     part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
@@ -50,9 +58,23 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     readers: list[dict[int, int]] = [{} for _ in range(len(part))]
     deps: dict[tuple[int, int], dict[int, int]] = {}
     satisfied: list[dict[int, int]] = [{} for _ in tbs]
+    # step_sync: per (tb, lane) the schedule steps and item indices of its receives, in order
+    recv_at: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+    if sync:
+        for tb_i, tb in enumerate(tbs):
+            for it_i, item in enumerate(tb.items):
+                if item.type in RECVS:
+                    at, idx = recv_at.setdefault((tb_i, item.op.lane), ([], []))
+                    at.append(item.op.step)
+                    idx.append(it_i)
     for _, tb_i, it_i in order:
         item = tbs[tb_i].items[it_i]
         need: dict[int, int] = {}
+        if sync and item.type in SENDS and tbs[tb_i].send in sync:
+            for (t, lane), (at, idx) in recv_at.items():
+                k = bisect_left(at, item.op.step)
+                if t != tb_i and lane == item.op.lane and k:
+                    need[t] = max(need.get(t, -1), idx[k - 1])
         rsegs = [g for iv in item.reads for g in part.segments(iv)]
         wsegs = [g for iv in item.writes for g in part.segments(iv)]
         for g in rsegs:

@@ -77,6 +77,9 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     hints: list[dict[tuple[int, int], int]] = [{} for _ in range(coll.nranks)]
     for rank, lane, rpeer, speer in sched.tb_pairs:
         hints[rank][(lane, rpeer)] = speer
+    synced: list[frozenset[int]] = [frozenset() for _ in range(coll.nranks)]
+    for src, dst in sched.step_sync:
+        synced[src] |= {dst}
     del sched      # the ops hold all that later passes need (memory at 4096 ranks)
     t2 = clock()
     spread = peer_spread(plan.ops, coll.nranks)
@@ -115,7 +118,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
                 c = clock()
                 fused = fuse_rank(coll, rank, tbs)
                 d = clock()
-                gpu = build_gpu(coll, rank, fused, plan.scratch[rank])
+                gpu = build_gpu(coll, rank, fused, plan.scratch[rank], synced[rank])
                 e = clock()
                 for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
                     spent[k] += v

@@ -12,8 +12,15 @@ range each step: log2 N steps, cost log2 N alpha + (N-1)/N M/b.
 doubling: 2 log2 N steps, cost 2 log2 N alpha + 2 (N-1)/N M/b (Rabenseifner;
 Swing section 2, "RD bandwidth-optimal").  Reducescatter is its first half.
 
-Both need a power-of-two number of ranks and a link (or switch route) between
-partners: hypercube, complete, switch.
+Allreduce runs on any number of ranks N >= 2 with MPICH's fold (Thakur, Rabenseifner &
+Gropp 2005, section 4.4; MPICH ``MPIR_Allreduce_intra_recursive_doubling`` and
+``..._reduce_scatter_allgather``): with ``p' = 2^floor(log2 N)`` and ``rem = N - p'``, each
+even rank ``2i < 2 rem`` first sends its whole vector to ``2i + 1``, which reduces it; the
+``p'`` remaining ranks (the odd ones below ``2 rem``, then every rank from ``2 rem``;
+new rank ``i`` is ``2i + 1`` for ``i < rem``, else ``i + rem``) run the algorithm; and
+``2i + 1`` sends the result back to ``2i``: two steps more than on ``p'`` ranks.  The
+other collectives need a power of two.  Partners need a link (or switch route):
+hypercube, complete, switch.
 
 >>> from collc.topology import parse_spec
 >>> from collc.frontends.registry import build_schedule
@@ -21,6 +28,8 @@ partners: hypercube, complete, switch.
 >>> build_schedule("recursive-halving-doubling", parse_spec("hypercube:3"), CollKind.ALLREDUCE,
 ...                inplace=True).nsteps
 6
+>>> build_schedule("recursive-doubling", parse_spec("switch:6"), CollKind.ALLREDUCE, inplace=True).nsteps
+4
 """
 
 from __future__ import annotations
@@ -38,28 +47,57 @@ REF_RD = "Thakur, Rabenseifner & Gropp 2005 (recursive doubling); Swing NSDI'24 
 REF_RHD = "Rabenseifner 2004 (reduce-scatter + allgather); Swing NSDI'24 section 2"
 
 
+def fold_ranks(n: int) -> tuple[int, list[int]]:
+    """MPICH's fold for N not a power of two: ``rem`` (ranks folded away) and the physical
+    rank of each of the ``p'`` new ranks (``2i + 1`` for ``i < rem``, else ``i + rem``)."""
+    pp = 1 << (n.bit_length() - 1)
+    rem = n - pp
+    return rem, [2 * i + 1 if i < rem else i + rem for i in range(pp)]
+
+
 def _applies(name: str) -> AppliesFn:
     def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
         n = request.nranks
+        if request.kind is CollKind.ALLREDUCE and n >= 2:
+            rem, phys = fold_ranks(n)
+            logp = len(phys).bit_length() - 1
+            pairs = [(phys[v], phys[v ^ (1 << k)]) for k in range(logp) for v in range(len(phys))]
+            pairs += [p for i in range(rem) for p in ((2 * i, 2 * i + 1), (2 * i + 1, 2 * i))]
+            fold = " (after MPICH's fold of the ranks above a power of two)" if rem else ""
+            return route_refusal(topology, pairs, name, "partners r xor 2^k" + fold)
         refusal = pow2_refusal(n, name)
         if refusal is None:
-            pairs = ((r, r ^ (1 << k)) for k in range(n.bit_length() - 1) for r in range(n))
-            refusal = route_refusal(topology, pairs, name, "partners r xor 2^k")
+            pairs_ = ((r, r ^ (1 << k)) for k in range(n.bit_length() - 1) for r in range(n))
+            refusal = route_refusal(topology, pairs_, name, "partners r xor 2^k")
         return refusal
     return applies
 
 
+def _fold(b: Builder, rem: int, step: int, idx: range, back: bool) -> None:
+    """MPICH's pre-step (even ``2i`` reduces into ``2i + 1``) or post-step (the result back)."""
+    for i in range(rem):
+        src, dst = (2 * i + 1, 2 * i) if back else (2 * i, 2 * i + 1)
+        b.move(step, src, dst, O, idx, O, idx, reduce=not back)
+
+
 def _rd(topology: Topology, request: Collective, opts: Options) -> Schedule:
     n = request.nranks
-    logn = require_pow2(n, "recursive-doubling")
     kind = request.kind
-    if kind is CollKind.ALLREDUCE:
+    if kind is CollKind.ALLREDUCE and n >= 2:
+        rem, phys = fold_ranks(n)
+        logp = len(phys).bit_length() - 1
         b = Builder(Collective(kind, n, 1, request.inplace))
         start = prefix_copy(b, I, O, 1, range(n))
-        for k in range(logn):
-            for r in range(n):
-                b.move(start + k, r, r ^ (1 << k), O, [0], O, [0], reduce=True)
+        if rem:
+            _fold(b, rem, start, range(1), back=False)
+            start += 1
+        for k in range(logp):
+            for v in range(len(phys)):
+                b.move(start + k, phys[v], phys[v ^ (1 << k)], O, [0], O, [0], reduce=True)
+        if rem:
+            _fold(b, rem, start + logp, range(1), back=True)
         return b.schedule("recursive-doubling", opts, topology.name, REF_RD)
+    logn = require_pow2(n, "recursive-doubling")
     if kind is CollKind.ALLGATHER:
         b = Builder(Collective(kind, n, 1, request.inplace))
         if not request.inplace:
@@ -105,13 +143,21 @@ def doubling(b: Builder, n: int, logn: int, start: int, buf: Buffer, ranks: Sequ
 
 def _rhd(topology: Topology, request: Collective, opts: Options) -> Schedule:
     n = request.nranks
-    logn = require_pow2(n, "recursive-halving-doubling")
     kind = request.kind
-    if kind is CollKind.ALLREDUCE:
-        b = Builder(Collective(kind, n, n, request.inplace))
-        start = prefix_copy(b, I, O, n, range(n))
-        doubling(b, n, logn, halving(b, n, logn, start, O), O)
+    if kind is CollKind.ALLREDUCE and n >= 2:
+        rem, phys = fold_ranks(n)
+        pp = len(phys)
+        logp = pp.bit_length() - 1
+        b = Builder(Collective(kind, n, pp, request.inplace))   # p' blocks: one per remaining rank
+        start = prefix_copy(b, I, O, pp, range(n))
+        if rem:
+            _fold(b, rem, start, range(pp), back=False)
+            start += 1
+        step = doubling(b, pp, logp, halving(b, pp, logp, start, O, phys), O, phys)
+        if rem:
+            _fold(b, rem, step, range(pp), back=True)
         return b.schedule("recursive-halving-doubling", opts, topology.name, REF_RHD)
+    logn = require_pow2(n, "recursive-halving-doubling")
     if kind is CollKind.REDUCESCATTER:
         b = Builder(Collective(kind, n, 1, request.inplace))
         if request.inplace:
@@ -130,16 +176,19 @@ def _rhd(topology: Topology, request: Collective, opts: Options) -> Schedule:
 register(Algorithm(
     name="recursive-doubling",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER}),
-    topologies="power-of-two ranks with links between partners r xor 2^k (hypercube, complete, switch)",
-    summary="latency-optimal: log2 N steps, full vector per step (allreduce)",
+    topologies="links between partners r xor 2^k (hypercube, complete, switch); power-of-two ranks except for "
+               "allreduce (MPICH's fold)",
+    summary="latency-optimal: log2 N steps, full vector per step (allreduce; +2 steps for N not 2^k)",
     reference=REF_RD, build=_rd, applies=_applies("recursive-doubling"),
     example="collc build --topology hypercube:3 --algorithm recursive-doubling --collective allreduce -o rd.xml",
 ))
 register(Algorithm(
     name="recursive-halving-doubling",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER}),
-    topologies="power-of-two ranks with links between partners r xor 2^k (hypercube, complete, switch)",
-    summary="Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather, 2 log2 N steps",
+    topologies="links between partners r xor 2^k (hypercube, complete, switch); power-of-two ranks except for "
+               "allreduce (MPICH's fold)",
+    summary="Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather, 2 log2 N steps "
+            "(+2 for N not 2^k)",
     reference=REF_RHD, build=_rhd, applies=_applies("recursive-halving-doubling"),
     example="collc build --topology switch:8 --algorithm recursive-halving-doubling --collective allreduce -o rhd.xml",
 ))

@@ -161,7 +161,7 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
 
 #: Modules of ``collc.frontends`` that register no algorithm (shared helpers); private
 #: ``_name`` modules are helpers too.  Every other module must register at least one.
-HELPER_MODULES = frozenset({"registry", "common", "expansions", "topology_finder"})
+HELPER_MODULES = frozenset({"registry", "common", "expansions", "topology_finder", "ring_relay"})
 
 
 def frontend_modules() -> list[str]:

@@ -2,11 +2,14 @@
 
 Family page: docs/swing.md (what it does, the paper, the check values and their tests).
 
-Collectives: allreduce, reducescatter, allgather.  Topology: tori of any number of
-dimensions, square or rectangular (``torus:8x8``, ``torus:6x4``, ``torus:16``);
-the 1-D torus is ``torus:N``.  A ``ring:N`` links only neighbours and forwards nothing, so
-Swing's distant partners have no route there: it is refused (``applies``) for N > 3, naming
-``torus:N``.  Anything else raises ScheduleError.
+Collectives: allreduce, reducescatter, allgather, broadcast, reduce.  Topology: tori of any
+number of dimensions, square or rectangular (``torus:8x8``, ``torus:6x4``, ``torus:16``), and
+the torus-like ``hyperx:RxC`` and ``hammingmesh:AxB:XxY`` (section 5.4: the 2-D Swing on
+their global grid);
+the 1-D torus is ``torus:N`` or a bidirectional ``ring:N``, whose ranks forward nothing:
+there every transfer to a partner more than one hop away is relayed by the ranks between
+(``collc.frontends.ring_relay``); a one-way ``ring:N:uni`` is refused.  Anything else raises
+ScheduleError.
 
 Rank layout (section 4.1, Fig. 5): the Swing dimension 0 is the topology's *last* (fastest)
 dimension, so on ``torus:4x4`` rank ``y*4 + x`` meets ``x+1`` first, as in the
@@ -27,12 +30,17 @@ paper's Fig. 5.
   blocks (block by block; docs/swing.md).  Even
   non-power-of-two sizes drop earlier duplicates (section 3.2, Appendix A.2); an odd 1-D size
   runs on p-1 ranks plus an extra rank that trades single blocks with groups of
-  3, 2, 1, ... ranks (Fig. 4).
+  3, 2, 1, ... ranks (Fig. 4).  A torus with an odd side in several dimensions runs on its
+  core (odd sides less one) and every rank outside it trades its blocks in the same way
+  (our generalisation of Fig. 4; docs/swing.md).
 * ``variant=latency`` (L): L steps, each exchanging (and reducing) the whole share
   of every collective (section 3.1.2).  For a p that is not a power of two (which the
   paper does not describe) the ranks above ``p' = 2^floor(log2 p)`` fold onto the
   first p' ranks, which run 1-D Swing L, and get the result back: ``log2 p' + 2``
   steps (our extension, after recursive doubling's rule, section 2.3.2; docs/swing.md).
+* broadcast and reduce (section 6: Swing's peers replace the binomial tree): one tree per
+  collective (``swing_tree``), the steps in the allgather's order, ``L`` steps; every torus
+  shape, odd sides included.
 * ``ports=all`` runs 2D collectives (D plain, D mirrored), each on its own share of
   the vector and its own lane, so every port is busy every step; ``ports=single``
   runs the one plain collective starting on dimension 0.
@@ -52,11 +60,12 @@ import math
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, is_pow2, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register
+from collc.frontends.ring_relay import is_relay_ring, relay, ring_refusal
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
@@ -306,62 +315,116 @@ def extra_groups(core: int, nsteps: int) -> list[list[int]]:
 def swing_dims(topology: Topology) -> tuple[int, ...]:
     """Torus sizes in Swing order (dimension 0 = the topology's fastest); ScheduleError otherwise."""
     if topology.family == "ring":
-        if not topology.is_bidirectional():
-            raise ScheduleError(f"swing needs a bidirectional ring (a 1-D torus), not {topology.name}")
+        refusal = ring_refusal(topology, "swing")
+        if refusal is not None:
+            raise ScheduleError(refusal)
         return (topology.nranks,)
+    if topology.family in ("hyperx", "hammingmesh") and topology.dims is not None and topology.is_routed():
+        # section 5.4: the 2-D Swing on the global R x C grid; every partner is in the
+        # same row or column, which HyperX links directly and HammingMesh reaches over its
+        # board mesh or the row / column fat tree (the network routes, minimal paths)
+        return tuple(reversed(topology.dims))
     if topology.family != "torus" or topology.dims is None:
-        raise ScheduleError(f"swing runs on tori (torus:AxB..., torus:N), not {topology.name}")
+        raise ScheduleError(f"swing runs on tori (torus:AxB..., torus:N, ring:N), hyperx:RxC and "
+                            f"hammingmesh:AxB:XxY, not {topology.name}")
     return tuple(reversed(topology.dims))
 
 
 @dataclass(frozen=True)
 class Plan:
-    """All collectives of one Swing run: p blocks per collective (the last is the extra rank's)."""
+    """All collectives of one Swing run, p blocks per collective.
+
+    The ``core`` ranks (every coordinate below its side rounded down to even) run Swing;
+    each ``extras`` rank (a coordinate on the last position of an odd side) trades its block
+    for every core rank's directly, with groups of core ranks over the core steps (Fig. 4),
+    and with the other extra ranks at the last step.  Block positions: the core's ports
+    place the core blocks in ``0..len(core)-1``, extra ``i`` sits at ``len(core) + i``.
+    """
 
     nranks: int
     nsteps: int
     ports: tuple[Port, ...]
-    extra: int | None                 # the odd rank out (p-1), or None
-    groups: tuple[tuple[int, ...], ...]
+    core: tuple[int, ...]              # core index -> global rank
+    extras: tuple[int, ...]            # the ranks outside the core (odd sides), ascending
+    groups: tuple[tuple[tuple[int, ...], ...], ...]   # [extra][step] -> core indices traded with
     pow2: bool
 
     def exchanges(self, c: int) -> list[tuple[int, int, int, range | Blocks]]:
         """RS transfers of collective c as (step, src, dst, positions)."""
-        port = self.ports[c]
+        port, core = self.ports[c], self.core
         out: list[tuple[int, int, int, range | Blocks]] = []
         for r, row in enumerate(port.sends):
             for s, blocks in enumerate(row):
                 if len(blocks):
-                    out.append((s, r, port.peers[r][s], blocks))
-        if self.extra is not None:
-            e = self.extra
-            for s, group in enumerate(self.groups):
+                    out.append((s, core[r], core[port.peers[r][s]], blocks))
+        base = len(core)
+        for i, e in enumerate(self.extras):
+            for s, group in enumerate(self.groups[i]):
                 for j in group:
-                    out.append((s, e, j, (port.pos[j],)))
-                    out.append((s, j, e, (e,)))
+                    out.append((s, e, core[j], (port.pos[j],)))
+                    out.append((s, core[j], e, (base + i,)))
+            for i2, e2 in enumerate(self.extras):
+                if e2 != e:
+                    out.append((self.nsteps - 1, e, e2, (base + i2,)))
         return out
 
+    def lane(self, c: int, src: int, dst: int) -> int:
+        """Lane of a transfer of collective c: its own, except that with several extra ranks
+        their trades share lane 0 (so a rank's many peers fit the runtime's tbs per channel)."""
+        if len(self.extras) > 1 and (src not in self._core_index or dst not in self._core_index):
+            return 0
+        return c
+
     def position(self, c: int, block: int) -> int:
-        return block if block == self.extra else self.ports[c].pos[block]
+        index = self._core_index.get(block)
+        return self.ports[c].pos[index] if index is not None else len(self.core) + self.extras.index(block)
+
+    @cached_property
+    def _core_index(self) -> dict[int, int]:
+        return {r: i for i, r in enumerate(self.core)}
+
+    def sync(self) -> tuple[tuple[int, int], ...]:
+        """``step_sync`` connections: every extra rank with every other rank, both ways.  Only for
+        one extra rank (1-D): with several, their dependencies would need more tbs than a
+        ``depid`` can name, and their trades go out as soon as the data allow."""
+        if len(self.extras) != 1:
+            return ()
+        others = sorted(set(self.core) | set(self.extras))
+        return tuple(c for e in self.extras for r in others if r != e for c in ((e, r), (r, e)))
+
+
+def _core(dims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(core dims, core index -> global rank, extra ranks) for Swing-order ``dims``."""
+    core_dims = tuple(d - d % 2 for d in dims)
+    strides = [math.prod(dims[:k]) for k in range(len(dims))]
+    core: list[int] = []
+    for local in range(math.prod(core_dims)):
+        rank, rest = 0, local
+        for d, st in zip(core_dims, strides):
+            rank += (rest % d) * st
+            rest //= d
+        core.append(rank)
+    taken = set(core)
+    return core_dims, tuple(core), tuple(r for r in range(math.prod(dims)) if r not in taken)
 
 
 def make_plan(dims: tuple[int, ...], nports: int) -> Plan:
-    p = 1
-    for d in dims:
-        p *= d
+    p = math.prod(dims)
     if p < 2:
         raise ScheduleError("swing needs at least 2 ranks")
-    extra: int | None = None
-    core_dims = dims
-    if any(d % 2 for d in dims):
-        if len(dims) > 1:
-            raise ScheduleError(f"swing (B) supports odd sizes only on 1-D tori, not {'x'.join(map(str, dims))} "
-                                "(Swing NSDI'24 section 3.2); variant=latency runs on any torus")
-        extra, core_dims = p - 1, (p - 1,)
+    core_dims: tuple[int, ...]
+    extras: tuple[int, ...]
+    if len(dims) == 1 and p % 2:
+        core_dims, core, extras = (p - 1,), tuple(range(p - 1)), (p - 1,)
+    else:
+        core_dims, core, extras = _core(dims)
     ports = tuple(make_port(core_dims, c) for c in range(nports))
     nsteps = len(ports[0].peers[0])
-    groups = tuple(tuple(g) for g in extra_groups(p - 1, nsteps)) if extra is not None else ()
-    return Plan(p, nsteps, ports, extra, groups, extra is None and is_pow2(p))
+    # each extra rank starts its groups at a different core rank, spreading their load
+    shift = max(1, len(core) // max(1, len(extras)))
+    groups = tuple(tuple(tuple((j + i * shift) % len(core) for j in g) for g in extra_groups(len(core), nsteps))
+                   for i in range(len(extras)))
+    return Plan(p, nsteps, ports, core, extras, groups, not extras and is_pow2(p))
 
 
 # ---------------------------------------------------------------------------- build
@@ -384,7 +447,7 @@ def _rs(b: Builder, plan: Plan, nports: int, start: int, buf: Buffer) -> int:
     for c in range(nports):
         for s, src, dst, blocks in plan.exchanges(c):
             for idx in _runs(blocks, c * p):
-                b.move(start + s, src, dst, buf, idx, buf, idx, reduce=True, lane=c)
+                b.move(start + s, src, dst, buf, idx, buf, idx, reduce=True, lane=plan.lane(c, src, dst))
     return start + plan.nsteps
 
 
@@ -394,7 +457,7 @@ def _ag(b: Builder, plan: Plan, nports: int, start: int, buf: Buffer) -> int:
     for c in range(nports):
         for s, src, dst, blocks in plan.exchanges(c):
             for idx in _runs(blocks, c * p):
-                b.move(start + last - s, dst, src, buf, idx, buf, idx, lane=c)
+                b.move(start + last - s, dst, src, buf, idx, buf, idx, lane=plan.lane(c, dst, src))
     return start + plan.nsteps
 
 
@@ -428,19 +491,72 @@ def _latency_folded(b: Builder, n: int, nports: int, start: int) -> None:
             b.move(start + 1 + nsteps, e - pp, e, O, [c], O, [c], lane=c)
 
 
+def swing_tree(peers: tuple[tuple[int, ...], ...], root: int) -> list[list[tuple[int, int]]]:
+    """The broadcast tree of one collective: per step, (parent, child) edges (section 6).
+
+    Swing's peer sequence replaces the binomial tree's: the steps run in the allgather's
+    order (last peer step first, so the data first jumps the farthest and the many messages of
+    the late steps go one hop), and at each step every rank that has the data sends it to its
+    peer unless the peer has it (or another rank sends it there first, the lowest rank
+    winning).  On power-of-two sides these are the allgather's butterfly groups, so the
+    reached set doubles every step; other shapes also reach every rank (checked in build).
+    """
+    have = {root}
+    steps: list[list[tuple[int, int]]] = []
+    for s in reversed(range(len(peers[0]))):
+        new: dict[int, int] = {}
+        for x in sorted(have):
+            y = peers[x][s]
+            if y not in have and y not in new:
+                new[y] = x
+        steps.append(sorted((x, y) for y, x in new.items()))
+        have |= set(new)
+    if len(have) != len(peers):  # pragma: no cover - every torus shape is covered (tests)
+        raise ScheduleError(f"swing's peers reach only {len(have)} of {len(peers)} ranks from root {root}")
+    return steps
+
+
+def _rooted(b: Builder, dims: tuple[int, ...], kind: CollKind, root: int, nports: int, inplace: bool) -> None:
+    """Broadcast or reduce on ``nports`` shares, share c on collective c's tree (section 6).
+
+    Reduce is the broadcast reversed: children send their partial sums up, deepest first;
+    ranks with children accumulate in scratch (as binomial-tree does), the root in its output."""
+    trees = [swing_tree(peer_table(dims, c), root) for c in range(nports)]
+    start = 0
+    if not inplace:
+        b.move(0, root, root, I, range(nports), O, range(nports))
+        start = 1 if kind is CollKind.REDUCE else 0
+    if kind is CollKind.BROADCAST:
+        for c, tree in enumerate(trees):
+            for k, edges in enumerate(tree):
+                for x, y in edges:
+                    b.move(k, x, y, I if x == root else O, [c], O, [c], lane=c)
+        return
+    b.scratch = nports
+    for c, tree in enumerate(trees):
+        parents = {x for edges in tree for x, _ in edges} - {root}
+        for x in sorted(parents):
+            b.move(0, x, x, I, [c], S, [c], lane=c)
+            start = 1
+    for c, tree in enumerate(trees):
+        parents = {x for edges in tree for x, _ in edges}
+        for k, edges in enumerate(reversed(tree)):
+            for x, y in edges:
+                b.move(start + k, y, x, S if y in parents else I, [c], O if x == root else S, [c], reduce=True,
+                       lane=c)
+
+
 def _validate(topology: Topology, request: Collective, opts: Options) -> None:
     dims = swing_dims(topology)
-    if not topology.is_routed() and topology.nranks > 3:
-        raise ScheduleError(f"swing's partners are up to N/2 hops apart and {topology.name} links only neighbours "
-                            f"without forwarding: use torus:{topology.nranks}, the routed 1-D torus")
     if math.prod(dims) < 2:
         raise ScheduleError("swing needs at least 2 ranks")
+    if request.kind in (CollKind.BROADCAST, CollKind.REDUCE):
+        if request.root is None:
+            raise ScheduleError(f"swing {request.kind.value} needs a root")
+        return   # any torus shape: the tree of swing_tree reaches every rank
     if opts.get("variant", "bandwidth") == "latency":
         if request.kind is not CollKind.ALLREDUCE:
             raise ScheduleError("swing variant=latency implements allreduce only")
-    elif len(dims) > 1 and any(d % 2 for d in dims):
-        raise ScheduleError(f"swing (B) supports odd sizes only on 1-D tori, not {'x'.join(map(str, dims))} "
-                            "(Swing NSDI'24 section 3.2); variant=latency runs on any torus")
 
 
 def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
@@ -448,11 +564,23 @@ def applies(topology: Topology, request: Collective, opts: Options) -> str | Non
 
 
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
+    """The Swing schedule; on a ``ring:N`` its distant transfers relayed by the ranks between."""
+    schedule = _build(topology, request, opts)
+    return relay(schedule, topology) if is_relay_ring(topology) else schedule
+
+
+def _build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     dims = swing_dims(topology)
     n = request.nranks
     nports = 2 * len(dims) if opts.get("ports", "all") == "all" else 1
     variant = opts.get("variant", "bandwidth")
     kind = request.kind
+    if kind in (CollKind.BROADCAST, CollKind.REDUCE):
+        _validate(topology, request, opts)
+        assert request.root is not None
+        b = Builder(Collective(kind, n, nports, request.inplace, request.root))
+        _rooted(b, dims, kind, request.root, nports, request.inplace)
+        return b.schedule("swing", opts, topology.name, REFERENCE)
     if variant == "latency":
         if kind is not CollKind.ALLREDUCE:
             raise ScheduleError("swing variant=latency implements allreduce only")
@@ -469,14 +597,17 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         return b.schedule("swing", opts, topology.name, REFERENCE)
     plan = make_plan(dims, nports)
     p = n
+    # the extra rank's sends read only its own input: step_sync keeps them in the groups
+    # of Fig. 4 (3, 2, 1 for p = 7) in the program instead of all at once (section 3.2)
+    sync = plan.sync()
     if kind is CollKind.ALLREDUCE:
-        b = Builder(Collective(kind, n, nports * p, request.inplace))
+        b = Builder(Collective(kind, n, nports * p, request.inplace), step_sync=sync)
         start = prefix_copy(b, I, O, nports * p, range(n))
         _ag(b, plan, nports, _rs(b, plan, nports, start, O), O)
         return b.schedule("swing", opts, topology.name, REFERENCE)
     # reducescatter / allgather: work in scratch laid out by position (contiguous sends)
     order = [(c, blk) for c in range(nports) for blk in _by_position(plan, c)]
-    b = Builder(Collective(kind, n, nports, request.inplace))
+    b = Builder(Collective(kind, n, nports, request.inplace), step_sync=sync)
     b.scratch = nports * p
     mine = {r: [c * p + plan.position(c, r) for c in range(nports)] for r in range(n)}
     if kind is CollKind.REDUCESCATTER:
@@ -498,9 +629,12 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
 
 register(Algorithm(
     name="swing",
-    collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER}),
-    topologies="tori of any dimension and shape (torus:AxBx..., torus:N for 1-D); B: odd sizes only in 1-D (L: any)",
-    summary="Swing: peers at +-1, -+1, +-3, ... per dimension; 2D multiport collectives, B or L variant",
+    collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER, CollKind.BROADCAST,
+                           CollKind.REDUCE}),
+    topologies="tori of any dimension and shape (torus:AxBx..., torus:N or ring:N for 1-D, relayed on the ring), "
+               "hyperx:RxC, hammingmesh:AxB:XxY",
+    summary="Swing: peers at +-1, -+1, +-3, ... per dimension; 2D multiport collectives, B or L variant; "
+            "broadcast/reduce trees",
     reference=REFERENCE,
     build=build, applies=applies,
     params=(Param("variant", str, "bandwidth", "bandwidth (RS + AG, 2 log2 p steps) or latency "

@@ -4,7 +4,9 @@ Family page: docs/torus-baselines.md (what it does, the paper, the check values 
 
 All four are allreduce, in place or out of place, on a routed grid network whose
 params carry ``dims`` (``torus:RxC``, ``torus:AxBxC``, ``mesh:..``, ``hyperx:RxC``,
-``hammingmesh:AxB:XxY``; ranks row-major, last dimension fastest).  Transfers go
+``hammingmesh:AxB:XxY``; ranks row-major, last dimension fastest).  The 1-D ones (RD,
+mirrored RD, bucket) also run on a bidirectional ``ring:N``, the 1-D torus whose ranks
+forward nothing: transfers between non-neighbours are relayed (``collc.frontends.ring_relay``).  Transfers go
 between any two ranks and the network forwards them (Swing NSDI'24 section 2.3; docs/torus-baselines.md).
 
 ``recursive-doubling-torus`` (``variant=bandwidth`` default, or ``latency``):
@@ -64,6 +66,7 @@ from collections.abc import Sequence
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, Builder, is_pow2, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register
+from collc.frontends.ring_relay import is_relay_ring, relay, ring_refusal
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
@@ -79,7 +82,13 @@ ALLREDUCE_ONLY = frozenset({CollKind.ALLREDUCE})
 
 # ---------------------------------------------------------------------- grid helpers
 def grid_dims(topology: Topology, algorithm: str) -> tuple[int, ...]:
-    """The ``dims`` of a routed grid network (torus, mesh, hyperx, hammingmesh)."""
+    """The ``dims`` of a routed grid network (torus, mesh, hyperx, hammingmesh), or ``(N,)``
+    for a bidirectional ``ring:N`` (the 1-D torus, relayed: ``collc.frontends.ring_relay``)."""
+    if is_relay_ring(topology):
+        refusal = ring_refusal(topology, algorithm)
+        if refusal is not None:
+            raise ScheduleError(refusal)
+        return (topology.nranks,)
     dims = topology.dims
     if dims is None or not topology.is_routed():
         raise ScheduleError(f"{algorithm} needs a routed grid network with dims (torus:RxC, hyperx:RxC, "
@@ -176,6 +185,11 @@ def _rd_collective(b: Builder, phys: Sequence[int], start: int, base: int, lane:
     return start + logn
 
 
+def _on(topology: Topology, schedule: Schedule) -> Schedule:
+    """The schedule relayed over the ring when the topology is a ``ring:N``."""
+    return relay(schedule, topology) if is_relay_ring(topology) else schedule
+
+
 def _variant(opts: Options) -> bool:
     return opts.get("variant", "bandwidth") == "latency"
 
@@ -188,7 +202,7 @@ def build_rd(topology: Topology, request: Collective, opts: Options) -> Schedule
     b = Builder(Collective(CollKind.ALLREDUCE, n, 1 if latency else n, request.inplace))
     start = prefix_copy(b, I, O, b.collective.input_chunks, range(n))
     _rd_collective(b, rd_ranks(dims)[1], start, 0, 0, latency)
-    return b.schedule("recursive-doubling-torus", opts, topology.name, REF_RD)
+    return _on(topology, b.schedule("recursive-doubling-torus", opts, topology.name, REF_RD))
 
 
 def build_mirrored_rd(topology: Topology, request: Collective, opts: Options) -> Schedule:
@@ -202,7 +216,7 @@ def build_mirrored_rd(topology: Topology, request: Collective, opts: Options) ->
     for c in range(ncoll):
         phys = rd_ranks(dims, c % len(dims), mirrored=c >= len(dims))[1]
         _rd_collective(b, phys, start, c * share, c, latency)
-    return b.schedule("mirrored-recursive-doubling", opts, topology.name, REF_MRD)
+    return _on(topology, b.schedule("mirrored-recursive-doubling", opts, topology.name, REF_MRD))
 
 
 # ---------------------------------------------------------------------- bucket
@@ -264,7 +278,7 @@ def build_bucket(topology: Topology, request: Collective, opts: Options) -> Sche
                     blk = (cyc[(q - t) % d] // st) % d
                     idx = blocks(r, level, blk)
                     b.move(s0 + t, r, cyc[(q + 1) % d], O, idx, O, idx, lane=c)
-    return b.schedule("bucket", opts, topology.name, REF_BUCKET)
+    return _on(topology, b.schedule("bucket", opts, topology.name, REF_BUCKET))
 
 
 # ---------------------------------------------------------------------- Hamiltonian rings
@@ -332,7 +346,8 @@ def build_hamiltonian_rings(topology: Topology, request: Collective, opts: Optio
 
 _VARIANT = Param("variant", str, "bandwidth", "bandwidth (reduce-scatter + allgather) or latency (whole vector)",
                  VARIANTS)
-_GRIDS = "routed grid with power-of-two sides (torus:RxC, torus:AxBxC, hyperx:RxC, hammingmesh:AxB:XxY)"
+_GRIDS = ("routed grid with power-of-two sides (torus:RxC, torus:AxBxC, hyperx:RxC, hammingmesh:AxB:XxY), "
+          "or ring:N relayed")
 
 register(Algorithm(
     name="recursive-doubling-torus",
@@ -356,7 +371,8 @@ register(Algorithm(
 register(Algorithm(
     name="bucket",
     collectives=ALLREDUCE_ONLY,
-    topologies="routed grid network (torus:RxC, torus:AxBxC, hyperx:RxC, hammingmesh:AxB:XxY), sides >= 2",
+    topologies="routed grid network (torus:RxC, torus:AxBxC, hyperx:RxC, hammingmesh:AxB:XxY), sides >= 2, "
+               "or ring:N",
     summary="2D concurrent bucket instances: ring reduce-scatter per dimension, then ring allgathers",
     reference=REF_BUCKET, build=build_bucket, applies=lambda t, r, o: refusal_of(lambda: _bucket_dims(t)),
     example="collc build --topology torus:8x8 --algorithm bucket --collective allreduce -o bucket.xml",

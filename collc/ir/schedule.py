@@ -12,6 +12,12 @@ channels.
 ``rank`` the threadblock receiving from ``a`` on a channel of ``lane`` be the one
 sending to ``b`` on that channel, so that a chunk received from ``a`` and forwarded
 to ``b`` can become one fused step.  It never changes what the schedule computes.
+
+``step_sync`` is an optional lowering hint too: connections ``(src, dst)`` on which every
+send of step ``s`` waits for all of ``src``'s receives of earlier steps on the same lane,
+even where no data flows between them.  It carries a schedule's step grouping into the program for
+sends that read only local data (Swing's extra rank for an odd p, Fig. 4), which the
+runtime would otherwise issue all at once.
 """
 
 from __future__ import annotations
@@ -99,6 +105,7 @@ class Schedule:
     provenance: Provenance
     scratch_chunks: int = 0
     tb_pairs: tuple[tuple[int, int, int, int], ...] = ()   # (rank, lane, recv peer, send peer)
+    step_sync: tuple[tuple[int, int], ...] = ()             # (src, dst): sends wait for earlier receives
     _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -130,6 +137,9 @@ class Schedule:
                                     f"{a if (rank, lane, a) in recv_of else b} twice")
             recv_of.add((rank, lane, a))
             send_of.add((rank, lane, b))
+        for src, dst in self.step_sync:
+            if not (0 <= src < n and 0 <= dst < n) or src == dst:
+                raise ScheduleError(f"step_sync connection {(src, dst)}: ranks must be in 0..{n - 1} and differ")
 
     @property
     def nsteps(self) -> int:

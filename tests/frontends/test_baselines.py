@@ -304,3 +304,34 @@ def test_hdrm_on_spec() -> None:
 def test_hdrm_refuses(topo: Topology, match: str) -> None:
     with pytest.raises(ScheduleError, match=match):
         build_schedule("hdrm", topo, AR)
+
+
+# ---------------------------------------------------------------------- recursive doubling, N not 2^k
+@pytest.mark.parametrize("name", ["recursive-doubling", "recursive-halving-doubling"])
+@pytest.mark.parametrize("n", [3, 6, 7, 12])
+def test_recursive_doubling_folds_ranks_above_a_power_of_two(name: str, n: int) -> None:
+    """MPICH's fold, measured on the emitted XML: with p' = 2^floor(log2 n) and rem = n - p',
+    each even rank 2i < 2 rem sends its whole vector once (to 2i + 1) and receives the result
+    once; every other rank sends the whole vector log2 p' times (RD) or 2 (p'-1)/p' of it (RHD),
+    plus one vector to its folded partner; the program runs in at most log2 p' + 2 (RD) or
+    2 log2 p' + 2 (RHD) rounds and passes the check in both dialects."""
+    from collc.compiler.limits import Dialect
+    from collc.compiler.program import RECVS, SENDS
+    from collc.sim.lockstep import program_rounds
+    pp = 1 << (n.bit_length() - 1)
+    rem, logp = n - pp, pp.bit_length() - 1
+    for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+        c = compile_xml(parse_spec(f"switch:{n}"), name, CollKind.ALLREDUCE, dialect=dialect)
+        assert c.report.ok
+    vec = c.program.nchunksperloop
+    sent = [sum(st.cnt for t in g.tbs for st in t.steps if st.type in SENDS) for g in c.program.gpus]
+    recv = [sum(st.cnt for t in g.tbs for st in t.steps if st.type in RECVS) for g in c.program.gpus]
+    core = logp * vec if name == "recursive-doubling" else 2 * (pp - 1) * vec // pp
+    for r in range(n):
+        if r < 2 * rem and r % 2 == 0:
+            assert (sent[r], recv[r]) == (vec, vec)
+        else:
+            extra = vec if r < 2 * rem else 0
+            assert (sent[r], recv[r]) == (core + extra, core + extra)
+    rounds = len(program_rounds(c.program))
+    assert rounds <= (logp if name == "recursive-doubling" else 2 * logp) + (2 if rem else 0)

@@ -159,7 +159,7 @@ def test_hamiltonian_rings_error(spec: str) -> None:
     ("hamiltonian-rings", "hyperx:4x4", "2D torus"),
     ("recursive-doubling-torus", "torus:6x4", "power-of-two"),
     ("mirrored-recursive-doubling", "torus:4x3", "power-of-two"),
-    ("bucket", "ring:8", "routed grid"),
+    ("bucket", "ring:8:uni", "one way only"),
     ("recursive-doubling-torus", "hypercube:3", "routed grid"),
 ])
 def test_bad_topologies(alg: str, spec: str, match: str) -> None:
@@ -176,3 +176,31 @@ def test_bucket_non_power_of_two() -> None:
     t = parse_spec("torus:3x5")
     verify_schedule(build("bucket", "torus:3x5", inplace=False), t)
     assert build("bucket", "torus:3x5").nsteps == 16
+
+
+@pytest.mark.parametrize("name, params", BASELINES[:5])
+def test_1d_baselines_relay_on_a_ring(name: str, params: dict[str, str]) -> None:
+    """On ``ring:8`` (the 1-D torus whose ranks forward nothing) the baselines' distant
+    partners are relayed: every send of the emitted XML goes to a neighbour, and the chunks
+    each directed link carries in the XML equal the minimal-routing load of ``torus:8``."""
+    from collc.compiler.program import SENDS
+    ring = compile_xml(parse_spec("ring:8"), name, AR, params=params)
+    assert ring.report.ok
+    xml: Counter[tuple[int, int]] = Counter()
+    for g in ring.program.gpus:
+        for t in g.tbs:
+            xml[(g.id, t.send)] += sum(st.cnt for st in t.steps if st.type in SENDS)
+    del xml[(0, -1)]
+    xml = Counter({k: v for k, v in xml.items() if v})
+    assert all((b - a) % 8 in (1, 7) for a, b in xml)
+    torus = build_schedule(name, parse_spec("torus:8"), AR, inplace=True, params=params)
+    want: Counter[tuple[int, int]] = Counter()
+    for step in link_loads(torus, Router(parse_spec("torus:8")), float(torus.collective.nchunksperloop)):
+        for link, (chunks, _) in step.items():
+            want[link] += chunks
+    assert xml == Counter({k: int(v) for k, v in want.items()})
+
+
+def test_one_way_ring_is_refused_by_the_baselines() -> None:
+    with pytest.raises(ScheduleError, match="one way only"):
+        build_schedule("bucket", parse_spec("ring:8:uni"), AR, inplace=True)
