@@ -14,8 +14,8 @@ Pipeline (section 4): the optimality search (:func:`flow.optimal`, Theorem 1,
 Proposition 3) gives x*, k trees per root and the capacity scale U; the fixed-k
 search (:func:`flow.fixed_k`, Algorithm 3) gives U_k for a chosen k; switches are
 removed by edge splitting (:mod:`.splitting`, Theorem 8); the trees are packed with
-multiplicities (:mod:`.packing`, Bérczi-Frank with Theorem 12's max-flow) and mapped
-back to physical paths.  A tree of multiplicity m carries m chunks of its root's
+multiplicities (:mod:`.packing`, Bérczi-Frank with Theorem 12's max-flow), shortened
+through spare capacity (:func:`.packing.shorten`, ours) and mapped back to physical paths.  A tree of multiplicity m carries m chunks of its root's
 shard (a rank's input is k chunks); an edge ``p -> c`` of it is one transfer of those
 m chunks at step ``depth(p)``.  Trees that share a connection share its threadblocks
 (the lowering puts a connection's transfers in one tb in step order).
@@ -24,13 +24,13 @@ Parameter ``k``: ``auto`` (default) takes, among k = 1..``maxk`` (the optimal k 
 it is in that range, else the fixed-k search), the best model algbw, preferring a k
 with ``N k <= 32`` (the channels): trees that share a lane share its threadblocks and
 pipeline worse in the event model (on mi250:2 at 1 GiB k=1 models 320.00 GB/s and
-simulates 199.4, k=3 models 342.86 and simulates 162.1).  When the optimal k is not
+simulates 241.1, k=3 models 342.86 and simulates 160.8).  When the optimal k is not
 taken, ``--report`` prints the throughput given up (the paper's practice, section 4.5).
 ``opt`` forces the optimal k; an integer forces that k.  ``lanes`` and ``pieces``
 (0 = auto, see :func:`plan_lanes`) set the channels the trees spread over and the
 pipelining pieces of each tree chunk; the automatic choice leaves room for ``--chunks``
 up to 3 and ``--instances 2``, and more is faster at large sizes (mi250:2 with
-``lanes=32,pieces=21``: 273.4 GB/s).
+``lanes=32,pieces=40``: 305.7 GB/s, 95.5% of the model).
 
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
@@ -54,7 +54,7 @@ from functools import lru_cache
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
 from collc.frontends.forestcoll.flow import Network, Optimum, fixed_k, optimal
-from collc.frontends.forestcoll.packing import Tree, check_forest, link_loads, map_back, pack_trees
+from collc.frontends.forestcoll.packing import Tree, check_forest, link_loads, map_back, pack_trees, shorten
 from collc.frontends.forestcoll.splitting import Logical, split_switches
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
@@ -140,7 +140,7 @@ def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> For
     t1 = time.perf_counter()
     logical = split_switches(net, scaled, chosen.k)
     t2 = time.perf_counter()
-    trees = pack_trees(logical, chosen.k)
+    trees = shorten(pack_trees(logical, chosen.k), logical)
     t3 = time.perf_counter()
     check_forest(trees, net.nranks, chosen.k)
     loads = link_loads(map_back(trees, logical))

@@ -14,6 +14,11 @@ sets share one ``s_i``).  When ``mu < m_j`` the tree splits: ``m_j - mu`` copies
 behind as a new tree.  Trees keep their multiplicities throughout: a tree of
 multiplicity m carries m chunks and is never expanded into copies.
 
+``shorten`` then re-hangs ranks on shallower parents through the logical capacity the
+packing left unused (or that another tree gives up), without raising any rank's number of
+tree edges out: the packing grows trees one after another and the last ones take long
+ways round (mi250:2 at k=1: tallest tree 12 hops, 7 after ``shorten``).
+
 ``map_back`` consumes, for every tree edge, units of the logical edge's physical
 paths (``splitting.Logical.paths``), so the physical link loads can be checked
 against ``U b(e)`` exactly (``link_loads``).
@@ -41,7 +46,7 @@ from collc.errors import ScheduleError
 from collc.frontends.forestcoll.flow import INT_LIMIT, Edge
 from collc.frontends.forestcoll.splitting import Logical, Path, _take
 
-__all__ = ["Tree", "pack_trees", "map_back", "link_loads", "check_forest"]
+__all__ = ["Tree", "pack_trees", "shorten", "map_back", "link_loads", "check_forest"]
 
 
 @dataclass(frozen=True)
@@ -169,6 +174,164 @@ def pack_trees(logical: Logical, k: int) -> list[Tree]:
         done.append(Tree(j.root, tuple(j.edges), j.mult))
     done.sort(key=lambda t: (t.root, -t.mult, t.edges))
     return done
+
+
+def shorten(trees: list[Tree], logical: Logical) -> list[Tree]:
+    """Re-hang ranks on shallower parents: shorter trees within the same capacities.
+
+    A tree is any spanning out-tree whose edges fit the logical capacities, so moving a
+    rank ``y`` (with its subtree) of tree A from parent ``p`` to a parent ``q`` not below
+    ``y`` keeps every property the packing guarantees when ``(q, y)`` has A's ``mult``
+    spare units.  When it has not, a tree B using ``(q, y)`` may give it up by moving its
+    own ``y`` to another parent ``q2`` (possibly the ``p`` that A frees).  A move (or
+    swap) is made when it lowers sum(mult x 4^depth) over all trees' ranks, which weighs
+    the deepest ranks most and strictly falls, so the loop ends.  The packing grows trees
+    one after another and the last ones take long ways round; shorter trees fill and drain
+    their pipelines sooner (mi250:2, k=1: the tallest tree goes from 12 hops to 7).  No move
+    raises the busiest rank's count of tree edges out, so the lowering's threadblocks per
+    rank do not grow.  Deterministic: trees tallest first, ranks deepest first, parents
+    shallowest first, ties by index.
+    """
+    spare = dict(logical.cap)
+    users: dict[Edge, set[int]] = {}
+    par: list[dict[int, int]] = []
+    for i, t in enumerate(trees):
+        par.append({c: p for p, c in t.edges})
+        for e in t.edges:
+            spare[e] -= t.mult
+            users.setdefault(e, set()).add(i)
+    preds: dict[int, list[int]] = {}
+    for (a, b) in sorted(logical.cap):
+        preds.setdefault(b, []).append(a)
+    mult = [t.mult for t in trees]
+    # a rank's tree edges out (each a send connection where trees have lanes of their own):
+    # no move raises the busiest rank's count, so the threadblocks per rank do not grow
+    fanout: dict[int, int] = {}
+    for t in trees:
+        for p, _ in t.edges:
+            fanout[p] = fanout.get(p, 0) + 1
+    most = max(fanout.values(), default=0)
+
+    depths: dict[int, dict[int, int]] = {}     # per tree, dropped when the tree changes
+    kids: dict[int, dict[int, list[int]]] = {}
+
+    def depth_of(i: int) -> dict[int, int]:
+        if i not in depths:
+            depths[i] = _depths(trees[i].root, par[i])
+        return depths[i]
+
+    def cost(i: int, y: int, delta: int) -> int:
+        """Change of mult x 4^depth over y's subtree in tree i when y moves by delta."""
+        if i not in kids:
+            kids[i] = {}
+            for c, p in par[i].items():
+                kids[i].setdefault(p, []).append(c)
+        depth, below = depth_of(i), kids[i]
+        total, todo = 0, [y]
+        while todo:
+            v = todo.pop()
+            total += 4 ** (depth[v] + delta) - 4 ** depth[v]
+            todo.extend(below.get(v, ()))
+        return total * mult[i]
+
+    def move(i: int, y: int, q: int) -> None:
+        p = par[i][y]
+        fanout[p] -= 1
+        fanout[q] = fanout.get(q, 0) + 1
+        spare[(p, y)] += mult[i]
+        users[(p, y)].discard(i)
+        spare[(q, y)] -= mult[i]
+        users.setdefault((q, y), set()).add(i)
+        par[i][y] = q
+        depths.pop(i, None)
+        kids.pop(i, None)
+
+    def improve(a: int) -> bool:
+        da = depth_of(a)
+        for y in sorted(par[a], key=lambda v: (-da[v], v)):
+            pa = par[a][y]
+            for q in sorted(preds.get(y, []), key=lambda v: (da[v], v)):
+                if da[q] + 1 >= da[y] or _below(q, y, par[a]):
+                    continue
+                gain = cost(a, y, da[q] + 1 - da[y])
+                if spare.get((q, y), 0) >= mult[a] and fanout.get(q, 0) < most:
+                    move(a, y, q)
+                    return True
+                for b in sorted(users.get((q, y), ())):
+                    if b == a:
+                        continue
+                    db = depth_of(b)
+                    for q2 in preds.get(y, []):
+                        if q2 == q or _below(q2, y, par[b]) or (q2 != pa and fanout.get(q2, 0) >= most):
+                            continue
+                        # spare after A takes (q, y) from B and B takes (q2, y)
+                        freed = mult[a] if q2 == pa else 0
+                        if spare[(q, y)] + mult[b] < mult[a] or spare.get((q2, y), 0) + freed < mult[b]:
+                            continue
+                        if gain + cost(b, y, db[q2] + 1 - db[y]) >= 0:
+                            continue
+                        move(b, y, q2)
+                        move(a, y, q)
+                        return True
+        return False
+
+    order = sorted(range(len(trees)), key=lambda i: (-trees[i].height, i))
+    progress = True
+    while progress:
+        progress = False
+        for a in order:
+            while improve(a):
+                progress = True
+    out = []
+    for i, t in enumerate(trees):
+        if par[i] == {c: p for p, c in t.edges}:
+            out.append(t)
+        else:
+            out.append(Tree(t.root, _bfs_edges(t.root, par[i]), t.mult))
+    return out
+
+
+def _depths(root: int, parent: dict[int, int]) -> dict[int, int]:
+    depth = {root: 0}
+
+    def of(v: int) -> int:
+        chain = []
+        while v not in depth:
+            chain.append(v)
+            v = parent[v]
+        d = depth[v]
+        for u in reversed(chain):
+            d += 1
+            depth[u] = d
+        return depth[chain[0]] if chain else d
+
+    for v in parent:
+        of(v)
+    return depth
+
+
+def _below(q: int, y: int, parent: dict[int, int]) -> bool:
+    """q is y or in y's subtree."""
+    while True:
+        if q == y:
+            return True
+        if q not in parent:
+            return False
+        q = parent[q]
+
+
+def _bfs_edges(root: int, parent: dict[int, int]) -> tuple[Edge, ...]:
+    children: dict[int, list[int]] = {}
+    for c, p in sorted(parent.items()):
+        children.setdefault(p, []).append(c)
+    out: list[Edge] = []
+    todo = deque([root])
+    while todo:
+        v = todo.popleft()
+        for c in children.get(v, []):
+            out.append((v, c))
+            todo.append(c)
+    return tuple(out)
 
 
 def map_back(trees: list[Tree], logical: Logical) -> list[list[tuple[Path, int]]]:
