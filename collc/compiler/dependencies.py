@@ -7,7 +7,10 @@ in another tb; program order covers the same tb.  Per target tb only the latest
 step is kept, and a dependency already implied by an earlier step of the same tb
 is dropped.  One dependency rides on the step itself; each further one becomes
 a preceding ``nop`` (the parser's rule: the real step after nops must carry a
-dependency itself).  Every target step gets ``hasdep="1"``.
+dependency itself).  Every target step gets ``hasdep="1"``.  With ``ordered_sends``
+(the Schedule's hint) a send also depends on the rank's latest send to the same
+peer from an earlier step when that one is in another tb (another channel), so
+that the link's transfers do not overlap.
 
 Guarantees: ``s`` equals the position in the tb; no same-tb dependency; every
 dependency points to an earlier logical position, so the dependency graph
@@ -26,7 +29,7 @@ from dataclasses import replace
 
 from collc.compiler.fusion import FusedPlan, FusedTb
 from collc.compiler.limits import MAX_DEPID
-from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.program import SENDS, Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.compiler.segments import Partition
 from collc.ir.collective import Buffer, Collective
 
@@ -40,7 +43,8 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
                    min_bytes=min_bytes, max_bytes=max_bytes, gpus=tuple(gpus))
 
 
-def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: int) -> Gpu:
+def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: int,
+              ordered_sends: bool = False) -> Gpu:
     """The dependencies, nops and steps of one rank (the pass works rank by rank)."""
     order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                     for it_i, item in enumerate(tb.items)))
@@ -50,9 +54,21 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     readers: list[dict[int, int]] = [{} for _ in range(len(part))]
     deps: dict[tuple[int, int], dict[int, int]] = {}
     satisfied: list[dict[int, int]] = [{} for _ in tbs]
-    for _, tb_i, it_i in order:
+    # per send peer: (step, tb, item) of the latest send to it, and the latest one of an earlier step
+    last_send: dict[int, tuple[int, int, int]] = {}
+    prev_send: dict[int, tuple[int, int, int]] = {}
+    for position, tb_i, it_i in order:
         item = tbs[tb_i].items[it_i]
         need: dict[int, int] = {}
+        if ordered_sends and item.type in SENDS:
+            peer, step = tbs[tb_i].send, position[0]
+            last = last_send.get(peer)
+            if last is not None and last[0] < step:
+                prev_send[peer] = last
+            prev = prev_send.get(peer)
+            if prev is not None and prev[1] != tb_i:
+                need[prev[1]] = prev[2]
+            last_send[peer] = (step, tb_i, it_i)
         rsegs = [g for iv in item.reads for g in part.segments(iv)]
         wsegs = [g for iv in item.writes for g in part.segments(iv)]
         for g in rsegs:

@@ -59,6 +59,7 @@ class Builder:
     transfers: list[Transfer] = field(default_factory=list)
     scratch: int = 0
     tb_pairs: list[tuple[int, int, int, int]] = field(default_factory=list)
+    ordered_sends: bool = False
 
     def move(self, step: int, src: int, dst: int, sbuf: Buffer, sidx: range | list[int] | tuple[int, ...],
              dbuf: Buffer, didx: range | list[int] | tuple[int, ...], reduce: bool = False, lane: int = 0) -> None:
@@ -69,7 +70,8 @@ class Builder:
         # keys of the registry's own (``@...``) are context, not parameters of the schedule
         prov = Provenance(algorithm, tuple(sorted((k, str(v)) for k, v in params.items() if k[:1] != "@")),
                           topology, reference)
-        return Schedule(self.collective, tuple(self.transfers), prov, self.scratch, tuple(self.tb_pairs))
+        return Schedule(self.collective, tuple(self.transfers), prov, self.scratch, tuple(self.tb_pairs),
+                        self.ordered_sends)
 
 
 def prefix_copy(b: Builder, src: Buffer, dst: Buffer, count: int, ranks: range | list[int]) -> int:

@@ -12,6 +12,11 @@ channels.
 ``rank`` the threadblock receiving from ``a`` on a channel of ``lane`` be the one
 sending to ``b`` on that channel, so that a chunk received from ``a`` and forwarded
 to ``b`` can become one fused step.  It never changes what the schedule computes.
+
+``ordered_sends`` is another lowering hint: on every rank, a send to a peer waits
+for the rank's previous send to that peer from an earlier step even when lowering
+puts the two on different channels (a dependency between their threadblocks), so
+that a link's transfers run one after the other instead of sharing the link.
 """
 
 from __future__ import annotations
@@ -99,6 +104,7 @@ class Schedule:
     provenance: Provenance
     scratch_chunks: int = 0
     tb_pairs: tuple[tuple[int, int, int, int], ...] = ()   # (rank, lane, recv peer, send peer)
+    ordered_sends: bool = False
     _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -92,7 +92,7 @@ from __future__ import annotations
 from collc.compiler.limits import MAX_PARSER_NODES
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy, refusal_of
-from collc.frontends.multitree.lanes import TB_MODES, Edge3, FusedTbs, link_tbs_nodes, turn_order
+from collc.frontends.multitree.lanes import TB_MODES, Edge3, FusedTbs, link_runs, link_tbs_nodes, turn_order
 from collc.frontends.multitree.trees import (ORDERS, RULES, TableEntry, Trees, _one_hop, _require_connected,
                                              build_trees, check_trees, eccentricities, neighbour_order)
 from collc.frontends.registry import FILE_GPUS, Algorithm, Options, Param, register
@@ -194,6 +194,10 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     else:  # pragma: no cover - the registry filters collectives
         raise ScheduleError(f"multitree does not implement {kind.value}")
     b.tb_pairs = tb_pairs
+    if fusing is None:
+        # one tb per link and run: a link's transfers in step order, never sharing the link
+        b.transfers = link_runs(b.transfers)
+        b.ordered_sends = True
     return b.schedule("multitree", opts, topology.name, REFERENCE)
 
 

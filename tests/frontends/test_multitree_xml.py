@@ -1,0 +1,89 @@
+"""MultiTree measured on the emitted XML (issue #18): the file read back, then timed.
+
+Time is in chunk-times (one chunk of ``size / nchunksperloop`` bytes over one link):
+with no software alpha and no wire latency, MultiTree's allreduce should take 2T of
+them, T steps per phase, in the step model (lockstep rounds recovered from the
+program) and in the event model (data-driven, each message arriving when its bytes
+are through).  Large tori carry more transfers per link than a tb holds; the lowering
+cuts each link's transfers into consecutive runs on separate channels that wait for
+each other (``link_runs``, the Schedule's ``ordered_sends``), so that a link is never
+shared.  Spreading them by chunk instead gave 105.4 and 134.3 chunk-times on 14x14
+and 16x16 (2T = 98 and 128) in the event model.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from collc.backends.msccl_xml import parse_xml
+from collc.compiler.limits import Dialect
+from collc.compiler.program import Program
+from collc.driver import compile_xml
+from collc.frontends.multitree import build_trees
+from collc.ir.collective import CollKind
+from collc.sim.event import simulate_program
+from collc.sim.lockstep import program_rounds, program_step_times
+from collc.topology import parse_spec
+
+BW = 16.0   # GB/s; any value: times are compared in chunk-times
+
+
+def emitted(spec: str, dialect: Dialect, kind: CollKind = CollKind.ALLREDUCE, **params: str) -> Program:
+    """Build, and read the emitted text back (the file a runtime would load)."""
+    res = compile_xml(parse_spec(spec), "multitree", kind, inplace=True, dialect=dialect, params=params)
+    assert res.report.ok, res.report
+    return parse_xml(res.text, spec).program
+
+
+def chunk_times(spec: str, prog: Program) -> tuple[float, float]:
+    """(step model, event model) time of the program in chunk-times, at 64 KiB per chunk."""
+    topo = parse_spec(spec)
+    size = prog.nchunksperloop * (1 << 16)
+    chunk_us = (1 << 16) / (BW * 1e3)
+    step = program_step_times(prog, topo, [size], bandwidth=BW)[0]
+    event = simulate_program(prog, topo, [size], link_bw=BW)[0].time_us
+    return step / chunk_us, event / chunk_us
+
+
+def check_two_t(spec: str, dialect: Dialect) -> None:
+    prog = emitted(spec, dialect)
+    t = build_trees(parse_spec(spec)).steps
+    step, event = chunk_times(spec, prog)
+    assert step == pytest.approx(2 * t, rel=0.01) and event == pytest.approx(2 * t, rel=0.01), (step, event, 2 * t)
+    # the round structure: 2T rounds, and no link carries two messages in one round
+    rounds = [r for r in program_rounds(prog) if r]
+    assert len(rounds) == 2 * t
+    assert all(max(Counter((s, d) for s, d, _ in r).values()) == 1 for r in rounds)
+
+
+@pytest.mark.parametrize("spec,dialect", [("torus:8x8", Dialect.EXECUTOR), ("torus:10x10", Dialect.RCCL)])
+def test_allreduce_takes_two_t_chunk_times(spec: str, dialect: Dialect) -> None:
+    """10x10: 2 runs per link (two channels) that must not overlap on the link."""
+    check_two_t(spec, dialect)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dialect", [Dialect.EXECUTOR, Dialect.RCCL])
+@pytest.mark.parametrize("spec", ["torus:8x8", "torus:10x10", "torus:12x12", "torus:14x14", "torus:16x16"])
+def test_allreduce_takes_two_t_chunk_times_paper_scale(spec: str, dialect: Dialect) -> None:
+    check_two_t(spec, dialect)
+
+
+def test_a_link_keeps_its_transfers_in_order_across_channels() -> None:
+    """10x10: a rank's sends to one peer span two channels; in the XML the first send
+    of the later channel waits (depid) for the last send of the earlier one."""
+    prog = emitted("torus:10x10", Dialect.EXECUTOR)
+    g = prog.gpus[0]
+    by_peer: dict[int, list[int]] = {}
+    for tb in g.tbs:
+        if tb.send >= 0:
+            by_peer.setdefault(tb.send, []).append(tb.id)
+    assert all(len(ids) == 2 for ids in by_peer.values())
+    tbs = {tb.id: tb for tb in g.tbs}
+    for ids in by_peer.values():
+        first, second = sorted(ids, key=lambda i: tbs[i].chan)
+        last_send = max(s.s for s in tbs[first].steps if s.type.value == "s")
+        waits = [(s.depid, s.deps) for s in tbs[second].steps]
+        assert (first, last_send) in waits
