@@ -25,6 +25,7 @@ from collc.frontends.multitree import build_trees
 from collc.ir.collective import CollKind
 from collc.sim.event import simulate_program
 from collc.sim.lockstep import program_rounds, program_step_times
+from collc.sim.report import schedule_report
 from collc.topology import parse_spec
 
 BW = 16.0   # GB/s; any value: times are compared in chunk-times
@@ -87,3 +88,25 @@ def test_a_link_keeps_its_transfers_in_order_across_channels() -> None:
         last_send = max(s.s for s in tbs[first].steps if s.type.value == "s")
         waits = [(s.depid, s.deps) for s in tbs[second].steps]
         assert (first, last_send) in waits
+
+
+# ---------------------------------------------------------------------- --report: when reduce-scatter runs
+@pytest.mark.parametrize("spec,kind", [("torus:4x4", CollKind.ALLREDUCE), ("torus:8x8", CollKind.ALLREDUCE),
+                                       ("torus:4x4", CollKind.REDUCESCATTER), ("mesh:4x4", CollKind.REDUCESCATTER)])
+def test_report_states_when_reduce_scatter_runs(spec: str, kind: CollKind) -> None:
+    """The ``--report`` line's messages per round are the emitted file's reduce-scatter
+    rounds in the step model, and differ from the paper's step T+1-t (data-driven).
+    (In a mesh allreduce, trees that finish early start their allgather within the
+    reduce-scatter's last round, so only reducescatter separates there.)"""
+    topo = parse_spec(spec)
+    res = compile_xml(topo, "multitree", kind, inplace=kind is CollKind.ALLREDUCE)
+    line = next(x for x in schedule_report(res.schedule, topo) if x.startswith("reduce-scatter runs data-driven"))
+    trees = build_trees(topo)
+    assert f"paper's step {trees.steps + 1} - t" in line
+    got = [len(r) for r in program_rounds(parse_xml(res.text, spec).program) if r][:trees.steps]
+    assert f"messages per round {', '.join(map(str, got))} ({trees.steps} rounds)" in line
+    paper = [sum(1 for e in trees.edges for _, _, t in e if t == trees.steps - k) for k in range(trees.steps)]
+    assert f"against the paper's {', '.join(map(str, paper))} ({trees.steps} steps)" in line
+    assert got != paper
+    if spec == "torus:4x4":
+        assert got == [48, 64, 64, 32, 32] and paper == [16, 48, 48, 64, 64]

@@ -207,8 +207,25 @@ def _report(topology: Topology, schedule: Schedule) -> list[str]:
     trees = build_trees(topology, rule=opts.get("rule", "any"), order=opts.get("order", "ascending"),
                         cap=int(opts.get("cap", "0")))
     lines = trees.report()
+    rs_line = ""
+    if schedule.collective.kind is not CollKind.ALLGATHER:
+        rs_line = (f"reduce-scatter runs data-driven, not at the paper's step {trees.steps + 1} - t (t: the edge's "
+                   f"allgather step): a rank sends its partial once its children's have arrived and its link is free, "
+                   f"leaves at once")
     if not schedule.tb_pairs:
-        return lines + ["threadblocks: link (one per directed link and channel group)"]
+        if rs_line and _symmetric(topology):   # else reduce-scatter runs on the transposed topology's trees
+            rounds = trees.reduce_scatter_rounds()
+            per_step = [0] * trees.steps
+            for tree_edges in trees.edges:
+                for _, _, t in tree_edges:
+                    per_step[trees.steps - t] += 1
+            rs_line += (f"; messages per round {', '.join(map(str, rounds))} ({len(rounds)} rounds) against the "
+                        f"paper's {', '.join(map(str, per_step))} ({trees.steps} steps)")
+        if rs_line:
+            lines.append(rs_line)
+        return lines + ["threadblocks: link (one per directed link and run of its transfers)"]
+    if rs_line:
+        lines.append(rs_line)
     fusing = FusedTbs(turn_order(topology))
     kept = fusing.forwards(trees, True) + fusing.forwards(trees, False)
     fusing.allot()

@@ -136,6 +136,35 @@ class Trees:
                 gather.append((step, r, TableEntry("G", r, parent, children, step)))
         return [e for *_, e in sorted(reduce_)] + [e for *_, e in sorted(gather)]
 
+    def reduce_scatter_rounds(self) -> tuple[int, ...]:
+        """Messages per round of reduce-scatter as the emitted file runs it: data-driven.
+
+        The paper's NI sends tree ``r``'s partial over edge ``(p, c, t)`` at step
+        ``T + 1 - t``.  The lowered file has no step counter: a tb per link sends its
+        transfers in that order, each once the sender holds its children's partials
+        (one round after their messages went out) and the previous transfer of the link
+        has gone; leaves therefore start at once.  This is the step model's recovery of
+        rounds (``collc.sim.lockstep.program_rounds``) worked out on the trees; it still
+        takes T rounds on tori.  Assumes reduce-scatter runs on these trees.
+
+        >>> from collc.topology import parse_spec
+        >>> build_trees(parse_spec("torus:4x4")).reduce_scatter_rounds()
+        (48, 64, 64, 32, 32)
+        """
+        ready = [dict.fromkeys(range(self.nranks), 0) for _ in range(self.nranks)]  # tree -> rank -> round
+        link_free: dict[tuple[int, int], int] = {}
+        sent: list[tuple[int, int, int, int]] = []     # (paper step, tree, sender, receiver)
+        for r, tree_edges in enumerate(self.edges):
+            for p, c, t in tree_edges:
+                sent.append((self.steps - t, r, c, p))
+        rounds: dict[int, int] = {}
+        for _, r, c, p in sorted(sent):     # children's edges come at earlier paper steps
+            go = max(ready[r][c], link_free.get((c, p), 0))
+            link_free[(c, p)] = go + 1
+            ready[r][p] = max(ready[r][p], go + 1)
+            rounds[go] = rounds.get(go, 0) + 1
+        return tuple(rounds.get(k, 0) for k in range(max(rounds, default=-1) + 1))
+
     def report(self, show_tree: int | None = 0) -> list[str]:
         """Human-readable summary: T, link use per step, heights, one tree's edges and
         that rank's schedule table."""
