@@ -321,7 +321,7 @@ def test_report_names_the_threadblocks() -> None:
     report = get("multitree").report
     assert report is not None
     link = report(topo, build_schedule("multitree", topo, CollKind.ALLREDUCE, True))
-    assert link[-1] == "threadblocks: link (one per directed link and channel group)"
+    assert link[-1] == "threadblocks: link (one per directed link and run of its transfers)"
     fused = report(topo, build_schedule("multitree", topo, CollKind.ALLREDUCE, True,
                                         params={"threadblocks": "fused"}))
     assert fused[-1].startswith("threadblocks: fused; 160 of 224 forwards on the lane of their turn")

@@ -14,14 +14,16 @@ and 16x16 (2T = 98 and 128) in the event model.
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from collc.backends.msccl_xml import parse_xml
 from collc.compiler.limits import Dialect
+from collc.cli import main
 from collc.compiler.program import Program
 from collc.driver import compile_xml
-from collc.frontends.multitree import build_trees
+from collc.frontends.multitree import artifact_priority, build_trees
 from collc.ir.collective import CollKind
 from collc.sim.event import simulate_program
 from collc.sim.lockstep import program_rounds, program_step_times
@@ -110,3 +112,76 @@ def test_report_states_when_reduce_scatter_runs(spec: str, kind: CollKind) -> No
     assert got != paper
     if spec == "torus:4x4":
         assert got == [48, 64, 64, 32, 32] and paper == [16, 48, 48, 64, 64]
+
+
+# ---------------------------------------------------------------------- switch fabrics, cap=1: stars
+def star_sends(spec: str) -> tuple[int, int]:
+    """(sends of a chunk other than the sender's own, sends) in the emitted allgather XML:
+    0 foreign sends means every tree is a star around its root."""
+    prog = emitted(spec, Dialect.EXECUTOR, CollKind.ALLGATHER, cap="1")
+    foreign = total = 0
+    for g in prog.gpus:
+        for tb in g.tbs:
+            for s in tb.steps:
+                if s.type.value in ("s", "rcs", "rrs", "rrcs"):
+                    total += 1
+                    foreign += (s.srcbuf, s.srcoff) not in (("i", 0), ("o", g.id))
+    return foreign, total
+
+
+@pytest.mark.parametrize("spec", ["dgx2:16", "fattree:4"])
+def test_cap_1_trees_are_stars_on_switch_fabrics(spec: str) -> None:
+    """The artifact's trees with one NIC link per rank (multitree.md 1.6): every rank
+    sends only its own chunk, straight to every other rank, in N-1 steps, same-switch
+    children first; measured on the XML."""
+    n = parse_spec(spec).nranks
+    assert star_sends(spec) == (0, n * (n - 1))
+    trees = build_trees(parse_spec(spec), cap=1)
+    assert trees.steps == n - 1 and trees.search == "parent"
+    m = {"dgx2:16": 8, "fattree:4": 4}[spec]     # ranks per leaf switch
+    assert all((len(path) == 3) == (t < m) for e, ps in zip(trees.edges, trees.paths) for (_, _, t), path in zip(e, ps))
+
+
+@pytest.mark.slow
+def test_cap_1_trees_are_stars_on_the_64_rank_fat_tree() -> None:
+    assert star_sends("fattree:8") == (0, 64 * 63)
+    assert build_trees(parse_spec("fattree:8"), cap=1).steps == 63
+
+
+@pytest.mark.parametrize("spec,bound,length_steps", [("bigraph:4x8", 40, 31), ("bigraph:2x4", 8, 7)])
+def test_bigraph_stars_cannot_keep_t(spec: str, bound: int, length_steps: int) -> None:
+    """Stars on BiGraph need more steps than N-1: a star sends every ordered pair over
+    its own path, and the switch-to-switch link units this takes, over the links a step
+    offers, exceed N-1 (1280 / 32 = 40 > 31 on 4x8).  collc keeps the shortest-path
+    search there (T = N-1, trees not stars) and the XML forwards."""
+    topo = parse_spec(spec)
+    n = topo.nranks
+    sw_links = [lk for lk in topo.links if topo.is_switch(lk.src) and topo.is_switch(lk.dst)]
+    units = sum(sum(1 for u, v in zip(path, path[1:]) if topo.is_switch(u) and topo.is_switch(v))
+                for a in range(n) for b in range(n) if a != b for path in [topo.route(a, b)])
+    assert -(-units // len(sw_links)) == bound > n - 1
+    trees = build_trees(topo, cap=1)
+    assert trees.steps == length_steps == n - 1 and trees.search == "length"
+    foreign, _ = star_sends(spec)
+    assert foreign > 0
+
+
+# ---------------------------------------------------------------------- order=artifact from the CLI
+def test_order_artifact_from_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The artifact's sort=True (priority from its mesh distance, descending, ties by
+    descending id) with rule=last: 34 allgather steps on the 8x8 mesh, against 33 in
+    ascending order (multitree.md 1.9); the emitted file has 34 rounds."""
+    out = tmp_path / "mt.xml"
+    assert main(["build", "--topology", "mesh:8x8", "--algorithm", "multitree", "--collective", "allgather",
+                 "--param", "order=artifact", "--param", "rule=last", "--report", "-o", str(out)]) == 0
+    assert "T = 34 steps per phase (rule=last, order=artifact" in capsys.readouterr().out
+    rounds = [r for r in program_rounds(parse_xml(out.read_text(), str(out)).program) if r]
+    assert len(rounds) == 34
+    assert build_trees(parse_spec("mesh:8x8"), rule="last").steps == 33
+
+
+@pytest.mark.parametrize("d", [4, 8])
+def test_artifact_priority_is_its_mesh_formula(d: int) -> None:
+    """The artifact's mesh priority: max over corners of its (buggy) distance, max(row, d-1-row) + d-1."""
+    assert artifact_priority(parse_spec(f"mesh:{d}x{d}")) == [max(r, d - 1 - r) + d - 1 for r in range(d) for _ in range(d)]
+    assert build_trees(parse_spec(f"mesh:{d}x{d}"), rule="last", order="artifact").steps == {4: 10, 8: 34}[d]

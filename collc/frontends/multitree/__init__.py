@@ -25,16 +25,17 @@ otherwise ascending out-neighbours.
 
 Switch fabrics (section III-C3): a tree edge ``p -> c`` is a path whose interior
 nodes are switches; it consumes one unit of capacity on every link of the path for
-that step.  In a tree's turn the candidate edges rank by path length first (a direct
-link, then a rank on the parent's own switch, then one switch further, ...), then
-by parent insertion order, then breadth-first order over switches with free
-capacity (ascending ids).  Ranking by length over *all* of the tree's parents (the
-paper's "same-switch children first") rather than parent by parent is our choice:
-parent-first search sends BiGraph edges through two switch-to-switch links while a
-one-link edge is free and needs 43 steps on bigraph:4x8 with ``cap=1`` instead of
-31.  On direct networks every edge has length 1 and the rule is exactly
-Algorithm 1.  The resulting trees are not stars (the artifact's are) but have the
-artifact's step counts: N-1 on fattree:8, bigraph:4x8/4x16 and dgx2:16 with ``cap=1``.
+that step.  In a tree's turn the parents are scanned in insertion order as in
+Algorithm 1, and the first with a free path adopts its nearest rank not in the tree
+(a rank on its own switch, then one switch further, ...; breadth-first over switches
+with free capacity, ascending ids).  With one NIC link per rank this gives the
+artifact's stars around each root with T = N-1 on fattree:8 and dgx2:16.  The trees
+are also grown ranking candidate edges by path length over *all* parents, and those
+are kept when they need fewer steps: on BiGraph, stars need more than N-1 steps (the
+switch-to-switch link units of all N(N-1) star paths, over the 4m links a step
+offers: 40 > 31 on 4x8; parent-first takes 43) while length-first reaches N-1 (31 on
+4x8, 63 on 4x16) with trees that forward.  ``Trees.search`` says which.  On direct
+networks every edge has length 1 and both are exactly Algorithm 1.
 
 Parameters:
 
@@ -42,12 +43,13 @@ Parameters:
   grew) or ``last`` (the authors' artifact: after a round in which the last tree of
   the round did not grow).  The two agree on tori; on a 4x4 mesh T is 8 vs 10.
 * ``order`` -- turn order of the trees in a round: ``ascending`` root ids, or
-  ``priority``: the artifact's ``sort=True``.  The very first round of step 1 is
-  ascending; every later round orders roots by a static priority, descending, ties
-  broken by descending root id.  The priority of root ``r`` is the height it must
-  at least reach: its eccentricity in the rank graph (hops, where a hop is a link or
-  a switch-only path).  The artifact's mesh priority has a distance bug; pass
-  ``priority=`` to :func:`build_trees` to reproduce it exactly (the tests do).
+  the artifact's ``sort=True`` with a static priority: the very first round of
+  step 1 is ascending; every later round orders roots by priority, descending, ties
+  broken by descending root id.  ``priority``: the priority of root ``r`` is the
+  height it must at least reach, its eccentricity in the rank graph (hops, where a
+  hop is a link or a switch-only path).  ``artifact``: the artifact's own priority
+  (:func:`artifact_priority`: on a 2-D mesh its buggy corner distance, else 0), which
+  with ``rule=last`` reproduces its mesh step counts (10 and 34 on 4x4 and 8x8).
 * ``cap`` -- the NI capacity in links: sends and receives per rank per step, 0 for
   no limit beyond the links (the paper's torus/mesh runs); ``cap=1`` is the paper's
   one-NIC setting for fat tree, BiGraph and DGX-2.
@@ -94,13 +96,15 @@ from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy, refusal_of
 from collc.frontends.multitree.lanes import TB_MODES, Edge3, FusedTbs, link_runs, link_tbs_nodes, turn_order
 from collc.frontends.multitree.trees import (ORDERS, RULES, TableEntry, Trees, _one_hop, _require_connected,
-                                             build_trees, check_trees, eccentricities, neighbour_order)
+                                             artifact_priority, build_trees, check_trees, eccentricities,
+                                             neighbour_order)
 from collc.frontends.registry import FILE_GPUS, Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
-__all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "RULES", "ORDERS",
+__all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "artifact_priority",
+           "RULES", "ORDERS",
            "REFERENCE", "FusedTbs", "turn_order", "link_tbs_nodes", "TB_MODES"]
 
 REFERENCE = ("Huang et al., Communication Algorithm-Architecture Co-Design for Distributed Deep Learning "
@@ -245,8 +249,8 @@ register(Algorithm(
     reference=REFERENCE,
     build=build, applies=applies,
     params=(Param("rule", str, "any", "when a step ends: any (paper) or last (artifact)", RULES),
-            Param("order", str, "ascending", "turn order: ascending roots, or priority (artifact sort=True)",
-                  ORDERS),
+            Param("order", str, "ascending", "turn order: ascending roots; priority (artifact sort=True by "
+                  "eccentricity); artifact (sort=True with the artifact's own priority)", ORDERS),
             Param("cap", int, 0, "sends and receives per rank per step (NI links); 0 = no limit"),
             Param("threadblocks", str, "auto", "link: one tb per directed link (fastest); fused: a tb "
                   "receives on one link and sends on another so forwards fuse (fewer XML steps); auto: "
