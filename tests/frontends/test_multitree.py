@@ -221,7 +221,7 @@ def test_neighbour_order() -> None:
 
 def test_params_through_registry() -> None:
     alg = get("multitree")
-    assert alg.collectives == frozenset(KINDS)
+    assert alg.collectives == frozenset(KINDS) | {CollKind.ALLTOALL}
     assert {p.name for p in alg.params} == {"rule", "order", "cap", "threadblocks"}
     s = build_schedule("multitree", parse_spec("mesh:4x4"), CollKind.ALLGATHER, params={"rule": "last"})
     assert s.nsteps == 10 and ("rule", "last") in s.provenance.params

@@ -185,3 +185,30 @@ def test_artifact_priority_is_its_mesh_formula(d: int) -> None:
     """The artifact's mesh priority: max over corners of its (buggy) distance, max(row, d-1-row) + d-1."""
     assert artifact_priority(parse_spec(f"mesh:{d}x{d}")) == [max(r, d - 1 - r) + d - 1 for r in range(d) for _ in range(d)]
     assert build_trees(parse_spec(f"mesh:{d}x{d}"), rule="last", order="artifact").steps == {4: 10, 8: 34}[d]
+
+
+# ---------------------------------------------------------------------- alltoall on the allgather trees
+@pytest.mark.parametrize("spec", ["torus:4x4", "mesh:4x4", "fattree:4", "torus:8x8"])
+@pytest.mark.parametrize("dialect", [Dialect.EXECUTOR, Dialect.RCCL])
+def test_alltoall_through_the_allgather_trees(spec: str, dialect: Dialect) -> None:
+    """Each block travels down its source's tree (the paper's DLRM all-to-all): in the
+    emitted file the chunks sent add up to the blocks' tree depths, no rank sends two
+    messages to one peer in a round, and on direct networks the rounds are T (the
+    trees' steps)."""
+    topo = parse_spec(spec)
+    trees = build_trees(topo)
+    prog = emitted(spec, dialect, CollKind.ALLTOALL)
+    depth_total = 0
+    for r, tree_edges in enumerate(trees.edges):
+        depth = {r: 0}
+        for p, c, _ in tree_edges:
+            depth[c] = depth[p] + 1
+        depth_total += sum(depth.values())
+    sent = sum(s.cnt for g in prog.gpus for tb in g.tbs for s in tb.steps if s.type.value == "s")
+    assert sent == depth_total
+    rounds = [r for r in program_rounds(prog) if r]
+    assert all(max(Counter((s, d) for s, d, _ in r).values()) == 1 for r in rounds)
+    if topo.nswitches:   # stars: every block goes straight to its rank, the sends of a rank at once
+        assert sent == topo.nranks * (topo.nranks - 1) and len(rounds) == 1
+    else:
+        assert len(rounds) == trees.steps

@@ -3,7 +3,8 @@
 Family page: docs/multitree.md (what it does, the paper, the check values and their tests).
 
 Collectives: allgather and reducescatter (T steps each), allreduce (2T steps:
-reduce-scatter, then allgather), where T is the number of time steps Algorithm 1
+reduce-scatter, then allgather), alltoall (on the allgather trees, section VII's
+DLRM use: T steps, a message per tree edge carrying the child's subtree's blocks), where T is the number of time steps Algorithm 1
 needs to grow its trees on the topology; one more step for the local copies of an
 out-of-place reducescatter or allreduce.  Topology: any on which every rank can
 reach every other (direct links, or paths whose interior nodes are all switches).
@@ -136,6 +137,8 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                             f"threadblocks={mode!r}")
     kind = request.kind
     ag = build_trees(topology, rule, order, cap) if kind is not CollKind.REDUCESCATTER else None
+    if kind is CollKind.ALLTOALL:
+        mode = "link"    # a forward carries a whole subtree's chunks: nothing to fuse
     rs = ag if ag is not None and _symmetric(topology) else None
     if rs is None and kind is not CollKind.ALLGATHER:
         rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
@@ -195,6 +198,10 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                 dst_buf, dst_idx = (O, [0]) if p == r and not request.inplace else (work, [r])
                 b.move(start + rs.steps - t, c, p, work, [r], dst_buf, dst_idx, reduce=True,
                        lane=ln_rs.get((r, c, p), 0))
+    elif kind is CollKind.ALLTOALL:
+        assert ag is not None
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        _alltoall(b, ag)
     else:  # pragma: no cover - the registry filters collectives
         raise ScheduleError(f"multitree does not implement {kind.value}")
     b.tb_pairs = tb_pairs
@@ -205,6 +212,51 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     return b.schedule("multitree", opts, topology.name, REFERENCE)
 
 
+def _alltoall(b: Builder, trees: Trees) -> None:
+    """Alltoall over the allgather trees (paper section VII: all-to-all for DLRM).
+
+    Tree ``r`` carries rank ``r``'s blocks: its edge ``(p, c, t)`` moves, at step
+    ``t``, the blocks for every rank of ``c``'s subtree, as one message.  A rank keeps
+    the blocks it receives in tree ``r`` in scratch in the subtree's preorder (itself
+    first, then each child's subtree in the order the children joined), so that what
+    it forwards to a child is one contiguous slice; at step ``t + 1`` it copies its own
+    block to ``o[r]``.  At step 0 every root packs its input into scratch in its
+    tree's preorder (and, out of place, copies its own block to ``o[r]``).  A link
+    carries one message per step as in allgather, of the child's subtree size.
+    """
+    n = b.collective.nranks
+    used = [0] * n                       # scratch chunks allotted per rank
+    for r, tree_edges in enumerate(trees.edges):
+        kids: dict[int, list[tuple[int, int]]] = {}
+        for p, c, t in tree_edges:
+            kids.setdefault(p, []).append((c, t))
+        order: list[int] = []            # preorder, iteratively
+        stack = [r]
+        while stack:
+            v = stack.pop()
+            order.append(v)
+            stack.extend(c for c, _ in reversed(kids.get(v, [])))
+        pos = {v: i for i, v in enumerate(order)}
+        size = [0] * n
+        for v in reversed(order):
+            size[v] = 1 + sum(size[c] for c, _ in kids.get(v, []))
+        # rank v's region for tree r holds the preorder of its subtree; the root's omits itself
+        base: dict[int, int] = {}
+        for v in order:
+            base[v] = used[v] - (pos[v] if v != r else 1)   # slot of preorder index i: base + i
+            used[v] += size[v] if v != r else n - 1
+        if not b.collective.inplace:
+            b.move(0, r, r, I, [r], O, [r])
+        if n > 1:
+            b.move(0, r, r, I, tuple(order[1:]), S, range(base[r] + 1, base[r] + n))
+        for p, c, t in tree_edges:
+            lo = pos[c]
+            b.move(t, p, c, S, range(base[p] + lo, base[p] + lo + size[c]), S,
+                   range(base[c] + lo, base[c] + lo + size[c]))
+            b.move(t + 1, c, c, S, [base[c] + lo], O, [r])
+    b.scratch = max(used)
+
+
 def _report(topology: Topology, schedule: Schedule) -> list[str]:
     """``collc build --report`` lines: the trees behind the schedule."""
     opts = dict(schedule.provenance.params)
@@ -212,7 +264,7 @@ def _report(topology: Topology, schedule: Schedule) -> list[str]:
                         cap=int(opts.get("cap", "0")))
     lines = trees.report()
     rs_line = ""
-    if schedule.collective.kind is not CollKind.ALLGATHER:
+    if schedule.collective.kind in (CollKind.ALLREDUCE, CollKind.REDUCESCATTER):
         rs_line = (f"reduce-scatter runs data-driven, not at the paper's step {trees.steps + 1} - t (t: the edge's "
                    f"allgather step): a rank sends its partial once its children's have arrived and its link is free, "
                    f"leaves at once")
@@ -241,7 +293,7 @@ def _report(topology: Topology, schedule: Schedule) -> list[str]:
 
 register(Algorithm(
     name="multitree",
-    collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER}),
+    collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL}),
     topologies="any with every rank reaching every other over links or switch-only paths "
                "(torus, mesh, fattree, bigraph, dgx2, switch, complete, ...)",
     summary="one contention-free spanning tree per rank grown in lockstep (MultiTree, ISCA'21); "
@@ -254,7 +306,8 @@ register(Algorithm(
             Param("cap", int, 0, "sends and receives per rank per step (NI links); 0 = no limit"),
             Param("threadblocks", str, "auto", "link: one tb per directed link (fastest); fused: a tb "
                   "receives on one link and sends on another so forwards fuse (fewer XML steps); auto: "
-                  "link unless a rank would exceed the parser's 4095 nodes in the file written", TB_MODES)),
+                  "link unless a rank would exceed the parser's 4095 nodes in the file written "
+                  "(alltoall: always link)", TB_MODES)),
     example="collc build --topology torus:4x4 --algorithm multitree --collective allreduce -o mt.xml",
     report=_report,
     # a tb per directed link, transfers in step order (docs/multitree.md): pairing a
