@@ -101,7 +101,7 @@ from collc.frontends.multitree.trees import (ORDERS, RULES, TableEntry, Trees, _
                                              neighbour_order)
 from collc.frontends.registry import FILE_GPUS, Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
-from collc.ir.schedule import Schedule
+from collc.ir.schedule import Op, Schedule, Transfer
 from collc.topology import Topology
 
 __all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "artifact_priority",
@@ -164,12 +164,14 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         assert rs is not None and ag is not None
         b = Builder(Collective(kind, n, n, request.inplace))
         start = prefix_copy(b, I, O, n, range(n))
+        # Transfers built directly (a million of them on 32x32): chunk lists are ranges already
+        up, down, add = start + rs.steps, start + rs.steps - 1, b.transfers.append
         for r in range(n):
-            one = range(r, r + 1)    # a range is taken as is (a list would be inspected)
+            one = range(r, r + 1)
             for p, c, t in rs.edges[r]:
-                b.move(start + rs.steps - t, c, p, O, one, O, one, reduce=True, lane=ln_rs.get((r, c, p), 0))
+                add(Transfer(up - t, c, p, O, one, O, one, Op.REDUCE, ln_rs.get((r, c, p), 0) if ln_rs else 0))
             for p, c, t in ag.edges[r]:
-                b.move(start + rs.steps + t - 1, p, c, O, one, O, one, lane=ln_ag.get((r, p, c), 0))
+                add(Transfer(down + t, p, c, O, one, O, one, Op.COPY, ln_ag.get((r, p, c), 0) if ln_ag else 0))
     elif kind is CollKind.ALLGATHER:
         assert ag is not None
         b = Builder(Collective(kind, n, 1, request.inplace))

@@ -198,18 +198,20 @@ class FusedTbs:
         """Step 3 for one phase (``phase`` indexes the ``forwards`` calls); ``load`` counts
         transfers per link and lane over the phases."""
         nlanes = sum(len(x) for x in self.lanes_of_turn)
-        turn_of = self.turn_of[phase]
+        turn_get = self.turn_of[phase].get
+        of_turn = self.lanes_of_turn
         out: dict[Edge3, int] = {}
         for r, edges in enumerate(trees.edges):
             mix = (r * 2654435761 >> 11) & 0xFFFF      # decorrelates the lane from r % channel groups
             for p, c, _ in edges:
-                e = (r, c, p) if reduce else (r, p, c)
-                counts = load.get(e[1:])
+                link = (c, p) if reduce else (p, c)
+                e = (r, *link)
+                counts = load.get(link)
                 if counts is None:
-                    counts = load[e[1:]] = [0] * nlanes
-                turn = turn_of.get(e)
+                    counts = load[link] = [0] * nlanes
+                turn = turn_get(e)
                 if turn is not None:
-                    choices = self.lanes_of_turn[turn]
+                    choices = of_turn[turn]
                     lane = choices[mix % len(choices)]
                 else:
                     lane = counts.index(min(counts))
