@@ -7,7 +7,10 @@ in another tb; program order covers the same tb.  Per target tb only the latest
 step is kept, and a dependency already implied by an earlier step of the same tb
 is dropped.  One dependency rides on the step itself; each further one becomes
 a preceding ``nop`` (the parser's rule: the real step after nops must carry a
-dependency itself).  Every target step gets ``hasdep="1"``.
+dependency itself).  Every target step gets ``hasdep="1"``.  With ``ordered_sends``
+(the Schedule's hint) a send also depends on the rank's latest send to the same
+peer from an earlier step when that one is in another tb (another channel), so
+that the link's transfers do not overlap.
 
 For a connection ``rank -> peer`` that the schedule lists in ``step_sync``, a step that
 sends at schedule step ``s`` also depends, in every other tb, on the last receive of the
@@ -47,9 +50,10 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
 
 
 def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: int,
-              sync: frozenset[int] = frozenset()) -> Gpu:
+              sync: frozenset[int] = frozenset(), ordered_sends: bool = False) -> Gpu:
     """The dependencies, nops and steps of one rank (the pass works rank by rank);
-    ``sync``: the send peers of the rank's connections in the schedule's ``step_sync``."""
+    ``sync``: the send peers of the rank's connections in the schedule's ``step_sync``;
+    ``ordered_sends``: the schedule's hint of that name."""
     order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                     for it_i, item in enumerate(tb.items)))
     part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
@@ -67,7 +71,10 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
                     at, idx = recv_at.setdefault((tb_i, item.op.lane), ([], []))
                     at.append(item.op.step)
                     idx.append(it_i)
-    for _, tb_i, it_i in order:
+    # ordered_sends, per send peer: (step, tb, item) of the latest send to it, and the latest one of an earlier step
+    last_send: dict[int, tuple[int, int, int]] = {}
+    prev_send: dict[int, tuple[int, int, int]] = {}
+    for position, tb_i, it_i in order:
         item = tbs[tb_i].items[it_i]
         need: dict[int, int] = {}
         if sync and item.type in SENDS and tbs[tb_i].send in sync:
@@ -75,6 +82,15 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
                 k = bisect_left(at, item.op.step)
                 if t != tb_i and lane == item.op.lane and k:
                     need[t] = max(need.get(t, -1), idx[k - 1])
+        if ordered_sends and item.type in SENDS:
+            peer, step = tbs[tb_i].send, position[0]
+            last = last_send.get(peer)
+            if last is not None and last[0] < step:
+                prev_send[peer] = last
+            prev = prev_send.get(peer)
+            if prev is not None and prev[1] != tb_i:
+                need[prev[1]] = max(need.get(prev[1], -1), prev[2])
+            last_send[peer] = (step, tb_i, it_i)
         rsegs = [g for iv in item.reads for g in part.segments(iv)]
         wsegs = [g for iv in item.writes for g in part.segments(iv)]
         for g in rsegs:

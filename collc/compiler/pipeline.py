@@ -73,7 +73,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
         verify_schedule(sched)
     t1 = clock()
     plan = expand(sched)
-    coll, lanes = sched.collective, sched.lanes
+    coll, lanes, ordered = sched.collective, sched.lanes, sched.ordered_sends
     hints: list[dict[tuple[int, int], int]] = [{} for _ in range(coll.nranks)]
     for rank, lane, rpeer, speer in sched.tb_pairs:
         hints[rank][(lane, rpeer)] = speer
@@ -118,7 +118,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
                 c = clock()
                 fused = fuse_rank(coll, rank, tbs)
                 d = clock()
-                gpu = build_gpu(coll, rank, fused, plan.scratch[rank], synced[rank])
+                gpu = build_gpu(coll, rank, fused, plan.scratch[rank], synced[rank], ordered)
                 e = clock()
                 for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
                     spent[k] += v

@@ -12,7 +12,8 @@ pieces of a transfer are separate transfers, which lets the runtime overlap step
 Guarantees: the result computes the same collective (the layout of each rank's
 block is preserved because sub-chunks of chunk ``x`` stay inside ``x``), steps are
 unchanged, and lanes are ``instance * old_lanes + old_lane`` (tb pair hints follow
-their lane into every instance).
+their lane into every instance).  The ``ordered_sends`` hint is dropped: pieces
+are there to overlap on a link.
 """
 
 from __future__ import annotations
@@ -101,4 +102,4 @@ def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:
         for a, b in zip(bounds, bounds[1:]):
             out.append(replace(t, src_idx=make_slots(src[a:b]), dst_idx=make_slots(dst[a:b])))
     return Schedule(schedule.collective, tuple(out), schedule.provenance, schedule.scratch_chunks,
-                    schedule.tb_pairs, schedule.step_sync)
+                    schedule.tb_pairs, schedule.step_sync, schedule.ordered_sends)

@@ -60,6 +60,7 @@ class Builder:
     scratch: int = 0
     tb_pairs: list[tuple[int, int, int, int]] = field(default_factory=list)
     step_sync: tuple[tuple[int, int], ...] = ()
+    ordered_sends: bool = False
 
     def move(self, step: int, src: int, dst: int, sbuf: Buffer, sidx: range | list[int] | tuple[int, ...],
              dbuf: Buffer, didx: range | list[int] | tuple[int, ...], reduce: bool = False, lane: int = 0) -> None:
@@ -71,7 +72,7 @@ class Builder:
         prov = Provenance(algorithm, tuple(sorted((k, str(v)) for k, v in params.items() if k[:1] != "@")),
                           topology, reference)
         return Schedule(self.collective, tuple(self.transfers), prov, self.scratch, tuple(self.tb_pairs),
-                        self.step_sync)
+                        self.step_sync, self.ordered_sends)
 
 
 def prefix_copy(b: Builder, src: Buffer, dst: Buffer, count: int, ranks: range | list[int]) -> int:

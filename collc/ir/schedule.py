@@ -18,6 +18,11 @@ send of step ``s`` waits for all of ``src``'s receives of earlier steps on the s
 even where no data flows between them.  It carries a schedule's step grouping into the program for
 sends that read only local data (Swing's extra rank for an odd p, Fig. 4), which the
 runtime would otherwise issue all at once.
+
+``ordered_sends`` is another lowering hint: on every rank, a send to a peer waits
+for the rank's previous send to that peer from an earlier step even when lowering
+puts the two on different channels (a dependency between their threadblocks), so
+that a link's transfers run one after the other instead of sharing the link.
 """
 
 from __future__ import annotations
@@ -106,6 +111,7 @@ class Schedule:
     scratch_chunks: int = 0
     tb_pairs: tuple[tuple[int, int, int, int], ...] = ()   # (rank, lane, recv peer, send peer)
     step_sync: tuple[tuple[int, int], ...] = ()             # (src, dst): sends wait for earlier receives
+    ordered_sends: bool = False
     _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:

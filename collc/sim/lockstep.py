@@ -6,8 +6,10 @@ lockstep structure the papers' model needs: a send goes out in the earliest roun
 after everything it depends on is available, where a received message is available
 one round after it was sent, and after the previous send of its threadblock (a tb runs
 its steps one after the other, so two of its messages are never in flight together);
-otherwise program order and dependencies add no round, and local copies and
-reductions are free.  This recovers a lockstep schedule's steps from its program: a
+otherwise program order and dependencies add no round, except that a send that
+waits for another tb's send to the same peer goes out a round later (the two cross
+one link one after the other: MultiTree's runs of a link on several channels), and
+local copies and reductions are free.  This recovers a lockstep schedule's steps from its program: a
 MultiTree program on a 4x4 torus has 2T = 10 rounds with every connection used at
 most once per round.  Messages of the same round share links; the time is
 ``sum over rounds of (alpha + max over links of bytes / capacity)``, as for a
@@ -41,6 +43,7 @@ def program_rounds(program: Program) -> list[list[Message]]:
     ready: deque[int] = deque(range(len(tbs)))
     finished = [False] * len(tbs)
     last_send = [-1] * len(tbs)
+    send_of = [[-1] * len(t.steps) for _, t in tbs]     # round of each step's send
     while ready:
         i = ready.popleft()
         if finished[i]:
@@ -58,6 +61,10 @@ def program_rounds(program: Program) -> list[list[Message]]:
                         waiting.setdefault(("tb", j), []).append(i)
                         break
                     start = max(start, done[j][target])
+                    other = tbs[j][1]
+                    if (st.type in SENDS and other.steps[target].type in SENDS and other.send == tb.send
+                            and 0 <= target < len(send_of[j]) and send_of[j][target] >= 0):
+                        start = max(start, send_of[j][target] + 1)
             arrival = start
             if st.type in RECVS:
                 conn = (tb.recv, gid, tb.chan)
@@ -71,6 +78,7 @@ def program_rounds(program: Program) -> list[list[Message]]:
             if st.type in SENDS:
                 send_round = max(arrival, last_send[i] + 1)
                 last_send[i] = send_round
+                send_of[i][k] = send_round
                 conn = (gid, tb.send, tb.chan)
                 sent.setdefault(conn, []).append(send_round)
                 while len(rounds) <= send_round:

@@ -221,7 +221,7 @@ def test_neighbour_order() -> None:
 
 def test_params_through_registry() -> None:
     alg = get("multitree")
-    assert alg.collectives == frozenset(KINDS)
+    assert alg.collectives == frozenset(KINDS) | {CollKind.ALLTOALL}
     assert {p.name for p in alg.params} == {"rule", "order", "cap", "threadblocks"}
     s = build_schedule("multitree", parse_spec("mesh:4x4"), CollKind.ALLGATHER, params={"rule": "last"})
     assert s.nsteps == 10 and ("rule", "last") in s.provenance.params
@@ -321,7 +321,7 @@ def test_report_names_the_threadblocks() -> None:
     report = get("multitree").report
     assert report is not None
     link = report(topo, build_schedule("multitree", topo, CollKind.ALLREDUCE, True))
-    assert link[-1] == "threadblocks: link (one per directed link and channel group)"
+    assert link[-1] == "threadblocks: link (one per directed link and run of its transfers)"
     fused = report(topo, build_schedule("multitree", topo, CollKind.ALLREDUCE, True,
                                         params={"threadblocks": "fused"}))
     assert fused[-1].startswith("threadblocks: fused; 160 of 224 forwards on the lane of their turn")

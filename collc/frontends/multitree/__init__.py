@@ -3,7 +3,8 @@
 Family page: docs/multitree.md (what it does, the paper, the check values and their tests).
 
 Collectives: allgather and reducescatter (T steps each), allreduce (2T steps:
-reduce-scatter, then allgather), where T is the number of time steps Algorithm 1
+reduce-scatter, then allgather), alltoall (on the allgather trees, section VII's
+DLRM use: T steps, a message per tree edge carrying the child's subtree's blocks), where T is the number of time steps Algorithm 1
 needs to grow its trees on the topology; one more step for the local copies of an
 out-of-place reducescatter or allreduce.  Topology: any on which every rank can
 reach every other (direct links, or paths whose interior nodes are all switches).
@@ -25,16 +26,17 @@ otherwise ascending out-neighbours.
 
 Switch fabrics (section III-C3): a tree edge ``p -> c`` is a path whose interior
 nodes are switches; it consumes one unit of capacity on every link of the path for
-that step.  In a tree's turn the candidate edges rank by path length first (a direct
-link, then a rank on the parent's own switch, then one switch further, ...), then
-by parent insertion order, then breadth-first order over switches with free
-capacity (ascending ids).  Ranking by length over *all* of the tree's parents (the
-paper's "same-switch children first") rather than parent by parent is our choice:
-parent-first search sends BiGraph edges through two switch-to-switch links while a
-one-link edge is free and needs 43 steps on bigraph:4x8 with ``cap=1`` instead of
-31.  On direct networks every edge has length 1 and the rule is exactly
-Algorithm 1.  The resulting trees are not stars (the artifact's are) but have the
-artifact's step counts: N-1 on fattree:8, bigraph:4x8/4x16 and dgx2:16 with ``cap=1``.
+that step.  In a tree's turn the parents are scanned in insertion order as in
+Algorithm 1, and the first with a free path adopts its nearest rank not in the tree
+(a rank on its own switch, then one switch further, ...; breadth-first over switches
+with free capacity, ascending ids).  With one NIC link per rank this gives the
+artifact's stars around each root with T = N-1 on fattree:8 and dgx2:16.  The trees
+are also grown ranking candidate edges by path length over *all* parents, and those
+are kept when they need fewer steps: on BiGraph, stars need more than N-1 steps (the
+switch-to-switch link units of all N(N-1) star paths, over the 4m links a step
+offers: 40 > 31 on 4x8; parent-first takes 43) while length-first reaches N-1 (31 on
+4x8, 63 on 4x16) with trees that forward.  ``Trees.search`` says which.  On direct
+networks every edge has length 1 and both are exactly Algorithm 1.
 
 Parameters:
 
@@ -42,12 +44,13 @@ Parameters:
   grew) or ``last`` (the authors' artifact: after a round in which the last tree of
   the round did not grow).  The two agree on tori; on a 4x4 mesh T is 8 vs 10.
 * ``order`` -- turn order of the trees in a round: ``ascending`` root ids, or
-  ``priority``: the artifact's ``sort=True``.  The very first round of step 1 is
-  ascending; every later round orders roots by a static priority, descending, ties
-  broken by descending root id.  The priority of root ``r`` is the height it must
-  at least reach: its eccentricity in the rank graph (hops, where a hop is a link or
-  a switch-only path).  The artifact's mesh priority has a distance bug; pass
-  ``priority=`` to :func:`build_trees` to reproduce it exactly (the tests do).
+  the artifact's ``sort=True`` with a static priority: the very first round of
+  step 1 is ascending; every later round orders roots by priority, descending, ties
+  broken by descending root id.  ``priority``: the priority of root ``r`` is the
+  height it must at least reach, its eccentricity in the rank graph (hops, where a
+  hop is a link or a switch-only path).  ``artifact``: the artifact's own priority
+  (:func:`artifact_priority`: on a 2-D mesh its buggy corner distance, else 0), which
+  with ``rule=last`` reproduces its mesh step counts (10 and 34 on 4x4 and 8x8).
 * ``cap`` -- the NI capacity in links: sends and receives per rank per step, 0 for
   no limit beyond the links (the paper's torus/mesh runs); ``cap=1`` is the paper's
   one-NIC setting for fat tree, BiGraph and DGX-2.
@@ -92,15 +95,17 @@ from __future__ import annotations
 from collc.compiler.limits import MAX_PARSER_NODES
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy, refusal_of
-from collc.frontends.multitree.lanes import TB_MODES, Edge3, FusedTbs, link_tbs_nodes, turn_order
+from collc.frontends.multitree.lanes import TB_MODES, Edge3, FusedTbs, link_runs, link_tbs_nodes, turn_order
 from collc.frontends.multitree.trees import (ORDERS, RULES, TableEntry, Trees, _one_hop, _require_connected,
-                                             build_trees, check_trees, eccentricities, neighbour_order)
+                                             artifact_priority, build_trees, check_trees, eccentricities,
+                                             neighbour_order)
 from collc.frontends.registry import FILE_GPUS, Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
-from collc.ir.schedule import Schedule
+from collc.ir.schedule import Op, Schedule, Transfer
 from collc.topology import Topology
 
-__all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "RULES", "ORDERS",
+__all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "artifact_priority",
+           "RULES", "ORDERS",
            "REFERENCE", "FusedTbs", "turn_order", "link_tbs_nodes", "TB_MODES"]
 
 REFERENCE = ("Huang et al., Communication Algorithm-Architecture Co-Design for Distributed Deep Learning "
@@ -132,6 +137,8 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                             f"threadblocks={mode!r}")
     kind = request.kind
     ag = build_trees(topology, rule, order, cap) if kind is not CollKind.REDUCESCATTER else None
+    if kind is CollKind.ALLTOALL:
+        mode = "link"    # a forward carries a whole subtree's chunks: nothing to fuse
     rs = ag if ag is not None and _symmetric(topology) else None
     if rs is None and kind is not CollKind.ALLGATHER:
         rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
@@ -157,12 +164,14 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         assert rs is not None and ag is not None
         b = Builder(Collective(kind, n, n, request.inplace))
         start = prefix_copy(b, I, O, n, range(n))
+        # Transfers built directly (a million of them on 32x32): chunk lists are ranges already
+        up, down, add = start + rs.steps, start + rs.steps - 1, b.transfers.append
         for r in range(n):
-            one = range(r, r + 1)    # a range is taken as is (a list would be inspected)
+            one = range(r, r + 1)
             for p, c, t in rs.edges[r]:
-                b.move(start + rs.steps - t, c, p, O, one, O, one, reduce=True, lane=ln_rs.get((r, c, p), 0))
+                add(Transfer(up - t, c, p, O, one, O, one, Op.REDUCE, ln_rs.get((r, c, p), 0) if ln_rs else 0))
             for p, c, t in ag.edges[r]:
-                b.move(start + rs.steps + t - 1, p, c, O, one, O, one, lane=ln_ag.get((r, p, c), 0))
+                add(Transfer(down + t, p, c, O, one, O, one, Op.COPY, ln_ag.get((r, p, c), 0) if ln_ag else 0))
     elif kind is CollKind.ALLGATHER:
         assert ag is not None
         b = Builder(Collective(kind, n, 1, request.inplace))
@@ -191,10 +200,63 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                 dst_buf, dst_idx = (O, [0]) if p == r and not request.inplace else (work, [r])
                 b.move(start + rs.steps - t, c, p, work, [r], dst_buf, dst_idx, reduce=True,
                        lane=ln_rs.get((r, c, p), 0))
+    elif kind is CollKind.ALLTOALL:
+        assert ag is not None
+        b = Builder(Collective(kind, n, 1, request.inplace))
+        _alltoall(b, ag)
     else:  # pragma: no cover - the registry filters collectives
         raise ScheduleError(f"multitree does not implement {kind.value}")
     b.tb_pairs = tb_pairs
+    if fusing is None:
+        # one tb per link and run: a link's transfers in step order, never sharing the link
+        b.transfers = link_runs(b.transfers)
+        b.ordered_sends = True
     return b.schedule("multitree", opts, topology.name, REFERENCE)
+
+
+def _alltoall(b: Builder, trees: Trees) -> None:
+    """Alltoall over the allgather trees (paper section VII: all-to-all for DLRM).
+
+    Tree ``r`` carries rank ``r``'s blocks: its edge ``(p, c, t)`` moves, at step
+    ``t``, the blocks for every rank of ``c``'s subtree, as one message.  A rank keeps
+    the blocks it receives in tree ``r`` in scratch in the subtree's preorder (itself
+    first, then each child's subtree in the order the children joined), so that what
+    it forwards to a child is one contiguous slice; at step ``t + 1`` it copies its own
+    block to ``o[r]``.  At step 0 every root packs its input into scratch in its
+    tree's preorder (and, out of place, copies its own block to ``o[r]``).  A link
+    carries one message per step as in allgather, of the child's subtree size.
+    """
+    n = b.collective.nranks
+    used = [0] * n                       # scratch chunks allotted per rank
+    for r, tree_edges in enumerate(trees.edges):
+        kids: dict[int, list[tuple[int, int]]] = {}
+        for p, c, t in tree_edges:
+            kids.setdefault(p, []).append((c, t))
+        order: list[int] = []            # preorder, iteratively
+        stack = [r]
+        while stack:
+            v = stack.pop()
+            order.append(v)
+            stack.extend(c for c, _ in reversed(kids.get(v, [])))
+        pos = {v: i for i, v in enumerate(order)}
+        size = [0] * n
+        for v in reversed(order):
+            size[v] = 1 + sum(size[c] for c, _ in kids.get(v, []))
+        # rank v's region for tree r holds the preorder of its subtree; the root's omits itself
+        base: dict[int, int] = {}
+        for v in order:
+            base[v] = used[v] - (pos[v] if v != r else 1)   # slot of preorder index i: base + i
+            used[v] += size[v] if v != r else n - 1
+        if not b.collective.inplace:
+            b.move(0, r, r, I, [r], O, [r])
+        if n > 1:
+            b.move(0, r, r, I, tuple(order[1:]), S, range(base[r] + 1, base[r] + n))
+        for p, c, t in tree_edges:
+            lo = pos[c]
+            b.move(t, p, c, S, range(base[p] + lo, base[p] + lo + size[c]), S,
+                   range(base[c] + lo, base[c] + lo + size[c]))
+            b.move(t + 1, c, c, S, [base[c] + lo], O, [r])
+    b.scratch = max(used)
 
 
 def _report(topology: Topology, schedule: Schedule) -> list[str]:
@@ -203,8 +265,25 @@ def _report(topology: Topology, schedule: Schedule) -> list[str]:
     trees = build_trees(topology, rule=opts.get("rule", "any"), order=opts.get("order", "ascending"),
                         cap=int(opts.get("cap", "0")))
     lines = trees.report()
+    rs_line = ""
+    if schedule.collective.kind in (CollKind.ALLREDUCE, CollKind.REDUCESCATTER):
+        rs_line = (f"reduce-scatter runs data-driven, not at the paper's step {trees.steps + 1} - t (t: the edge's "
+                   f"allgather step): a rank sends its partial once its children's have arrived and its link is free, "
+                   f"leaves at once")
     if not schedule.tb_pairs:
-        return lines + ["threadblocks: link (one per directed link and channel group)"]
+        if rs_line and _symmetric(topology):   # else reduce-scatter runs on the transposed topology's trees
+            rounds = trees.reduce_scatter_rounds()
+            per_step = [0] * trees.steps
+            for tree_edges in trees.edges:
+                for _, _, t in tree_edges:
+                    per_step[trees.steps - t] += 1
+            rs_line += (f"; messages per round {', '.join(map(str, rounds))} ({len(rounds)} rounds) against the "
+                        f"paper's {', '.join(map(str, per_step))} ({trees.steps} steps)")
+        if rs_line:
+            lines.append(rs_line)
+        return lines + ["threadblocks: link (one per directed link and run of its transfers)"]
+    if rs_line:
+        lines.append(rs_line)
     fusing = FusedTbs(turn_order(topology))
     kept = fusing.forwards(trees, True) + fusing.forwards(trees, False)
     fusing.allot()
@@ -216,7 +295,7 @@ def _report(topology: Topology, schedule: Schedule) -> list[str]:
 
 register(Algorithm(
     name="multitree",
-    collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER}),
+    collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL}),
     topologies="any with every rank reaching every other over links or switch-only paths "
                "(torus, mesh, fattree, bigraph, dgx2, switch, complete, ...)",
     summary="one contention-free spanning tree per rank grown in lockstep (MultiTree, ISCA'21); "
@@ -224,12 +303,13 @@ register(Algorithm(
     reference=REFERENCE,
     build=build, applies=applies,
     params=(Param("rule", str, "any", "when a step ends: any (paper) or last (artifact)", RULES),
-            Param("order", str, "ascending", "turn order: ascending roots, or priority (artifact sort=True)",
-                  ORDERS),
+            Param("order", str, "ascending", "turn order: ascending roots; priority (artifact sort=True by "
+                  "eccentricity); artifact (sort=True with the artifact's own priority)", ORDERS),
             Param("cap", int, 0, "sends and receives per rank per step (NI links); 0 = no limit"),
             Param("threadblocks", str, "auto", "link: one tb per directed link (fastest); fused: a tb "
                   "receives on one link and sends on another so forwards fuse (fewer XML steps); auto: "
-                  "link unless a rank would exceed the parser's 4095 nodes in the file written", TB_MODES)),
+                  "link unless a rank would exceed the parser's 4095 nodes in the file written "
+                  "(alltoall: always link)", TB_MODES)),
     example="collc build --topology torus:4x4 --algorithm multitree --collective allreduce -o mt.xml",
     report=_report,
     # a tb per directed link, transfers in step order (docs/multitree.md): pairing a

@@ -1,20 +1,67 @@
 """MultiTree's threadblock lanes: one tb per link, or fused tbs for large tori.
 
-Part of the MultiTree family (docs/multitree.md).  :func:`link_tbs_nodes` predicts
-the parser nodes of a rank under one tb per link and peer, with the lowering's own
-constants (``collc.compiler``); :class:`FusedTbs` plans the lanes and tb pair hints
-under which a rank's receive and the send that forwards it share a tb.
+Part of the MultiTree family (docs/multitree.md).  :func:`link_runs` cuts each
+link's transfers, in step order, into consecutive runs that each fit one tb (one
+lane per run); :func:`link_tbs_nodes` predicts the parser nodes of a rank under
+one tb per link, peer and run, with the lowering's own constants
+(``collc.compiler``); :class:`FusedTbs` plans the lanes and tb pair hints under
+which a rank's receive and the send that forwards it share a tb.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from collc.compiler.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.frontends.multitree.trees import Trees, _grid_dims, neighbour_order
+from collc.ir.schedule import Transfer
 from collc.topology import Topology
 
-__all__ = ["Edge3", "TB_MODES", "link_tbs_nodes", "turn_order", "FusedTbs"]
+__all__ = ["Edge3", "TB_MODES", "RUN_STEPS", "link_runs", "runs_needed", "link_tbs_nodes", "turn_order",
+           "FusedTbs"]
+
+#: Transfers of one link that one tb holds in ``threadblocks=link``: the lowering's own share of
+#: the executor's and RCCL's 64 steps per tb (the rest is room for dependency nops).
+RUN_STEPS = connection_steps_per_tb(LIMITS[Dialect.EXECUTOR].max_steps_per_tb)
+
+
+def runs_needed(most: int) -> int:
+    """Runs (lanes) that a link of ``most`` transfers is cut into."""
+    return max(1, -(-most // RUN_STEPS))
+
+
+def link_runs(transfers: Sequence[Transfer]) -> list[Transfer]:
+    """The transfers with lanes such that every link's transfers, in step order, form
+    consecutive runs of near-equal length, run ``k`` on lane ``k``.
+
+    A link carries one transfer per step and phase, so a large torus has more per link
+    (about 2T: 128 on 16x16) than a tb holds (:data:`RUN_STEPS`); spreading them by
+    chunk over channels would make them share the link.  In runs, and with the
+    Schedule's ``ordered_sends`` (each run's first send waits for the previous run's
+    last), the link keeps the paper's order and is never shared.  Local transfers keep
+    lane 0.
+
+    >>> from collc.ir.collective import Buffer
+    >>> moves = [Transfer(s, 0, 1, Buffer.OUTPUT, range(s, s + 1), Buffer.OUTPUT, range(s, s + 1))
+    ...          for s in range(100)]
+    >>> lanes = [t.lane for t in link_runs(moves)]     # 100 transfers, at most 48 per run
+    >>> [lanes.count(k) for k in range(3)], lanes == sorted(lanes)
+    ([34, 33, 33], True)
+    """
+    per_link: dict[tuple[int, int], list[int]] = {}
+    for i, t in enumerate(transfers):
+        if not t.is_local:
+            per_link.setdefault((t.src, t.dst), []).append(i)
+    runs = runs_needed(max(map(len, per_link.values()), default=0))
+    out = list(transfers)
+    if runs == 1:
+        return out
+    for idx in per_link.values():
+        idx.sort(key=lambda i: transfers[i].sort_key())
+        for k, i in enumerate(idx):
+            out[i] = replace(transfers[i], lane=k * runs // len(idx))
+    return out
 
 # ---------------------------------------------------------------------- fused threadblocks
 #: A transfer of one phase: (tree root, sender, receiver).
@@ -27,9 +74,7 @@ def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None, gpus_per_file: in
     """The most parser nodes a rank needs with one tb per link and peer (``threadblocks=link``).
 
     Per rank: a step per send and receive, ``1/64`` of them for dependency nops, and a
-    tb per peer and direction times the channel groups the lowering takes so that a
-    connection holds at most :func:`connection_steps_per_tb` of its steps per tb
-    (``estimate_groups``), within the dialect's channels; plus the
+    tb per peer, direction and run (:func:`link_runs`); plus the
     ``<algo>`` and the file's ``gpus_per_file`` ``<gpu>`` nodes (:func:`parser_nodes`).
     A prediction (within 3%): when the lowered program refutes it, the driver builds
     again with ``threadblocks=fused`` (the registration's ``budget_fallback``).
@@ -44,11 +89,7 @@ def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None, gpus_per_file: in
                     ops[c] += 1
                     key = (c, p) if up else (p, c)
                     pair[key] = pair.get(key, 0) + 1
-    lim = LIMITS[Dialect.EXECUTOR]
-    per_tb = connection_steps_per_tb(lim.max_steps_per_tb)
-    groups = 1
-    while groups < lim.max_channels and -(-max(pair.values(), default=0) // groups) > per_tb:
-        groups *= 2
+    groups = runs_needed(max(pair.values(), default=0))
     conns = [0] * n
     for a, b in pair:
         conns[a] += 1
@@ -157,18 +198,20 @@ class FusedTbs:
         """Step 3 for one phase (``phase`` indexes the ``forwards`` calls); ``load`` counts
         transfers per link and lane over the phases."""
         nlanes = sum(len(x) for x in self.lanes_of_turn)
-        turn_of = self.turn_of[phase]
+        turn_get = self.turn_of[phase].get
+        of_turn = self.lanes_of_turn
         out: dict[Edge3, int] = {}
         for r, edges in enumerate(trees.edges):
             mix = (r * 2654435761 >> 11) & 0xFFFF      # decorrelates the lane from r % channel groups
             for p, c, _ in edges:
-                e = (r, c, p) if reduce else (r, p, c)
-                counts = load.get(e[1:])
+                link = (c, p) if reduce else (p, c)
+                e = (r, *link)
+                counts = load.get(link)
                 if counts is None:
-                    counts = load[e[1:]] = [0] * nlanes
-                turn = turn_of.get(e)
+                    counts = load[link] = [0] * nlanes
+                turn = turn_get(e)
                 if turn is not None:
-                    choices = self.lanes_of_turn[turn]
+                    choices = of_turn[turn]
                     lane = choices[mix % len(choices)]
                 else:
                     lane = counts.index(min(counts))

@@ -19,10 +19,10 @@ from collc.errors import ScheduleError
 from collc.topology import Topology
 
 __all__ = ["Trees", "TableEntry", "Edge", "build_trees", "check_trees", "neighbour_order", "eccentricities",
-           "RULES", "ORDERS"]
+           "artifact_priority", "RULES", "ORDERS"]
 
 RULES = ("any", "last")
-ORDERS = ("ascending", "priority")
+ORDERS = ("ascending", "priority", "artifact")
 
 #: A tree edge: (parent, child, allgather time step in 1..T).
 Edge = tuple[int, int, int]
@@ -52,7 +52,9 @@ class Trees:
     were added (``t`` in ``1..steps``); ``paths[r][i]`` is the node path of
     ``edges[r][i]`` (``(parent, child)`` over a direct link, switches in between
     otherwise).  ``sequence`` is every allocation in order as
-    ``(root, parent, child, t)``.  ``steps`` is T.
+    ``(root, parent, child, t)``.  ``steps`` is T.  ``search`` is how a tree's turn
+    chose its edge on a switch fabric: ``parent`` (parent by parent, nearest child
+    first: Algorithm 1's scan) or ``length`` (shortest path over all parents first).
     """
 
     topology: str
@@ -64,6 +66,7 @@ class Trees:
     edges: tuple[tuple[Edge, ...], ...]
     paths: tuple[tuple[tuple[int, ...], ...], ...]
     sequence: tuple[tuple[int, int, int, int], ...]
+    search: str = "parent"
 
     @property
     def T(self) -> int:  # noqa: N802 - the paper's name
@@ -135,6 +138,35 @@ class Trees:
                 step = t_total + min(t for _, t in kids)
                 gather.append((step, r, TableEntry("G", r, parent, children, step)))
         return [e for *_, e in sorted(reduce_)] + [e for *_, e in sorted(gather)]
+
+    def reduce_scatter_rounds(self) -> tuple[int, ...]:
+        """Messages per round of reduce-scatter as the emitted file runs it: data-driven.
+
+        The paper's NI sends tree ``r``'s partial over edge ``(p, c, t)`` at step
+        ``T + 1 - t``.  The lowered file has no step counter: a tb per link sends its
+        transfers in that order, each once the sender holds its children's partials
+        (one round after their messages went out) and the previous transfer of the link
+        has gone; leaves therefore start at once.  This is the step model's recovery of
+        rounds (``collc.sim.lockstep.program_rounds``) worked out on the trees; it still
+        takes T rounds on tori.  Assumes reduce-scatter runs on these trees.
+
+        >>> from collc.topology import parse_spec
+        >>> build_trees(parse_spec("torus:4x4")).reduce_scatter_rounds()
+        (48, 64, 64, 32, 32)
+        """
+        ready = [dict.fromkeys(range(self.nranks), 0) for _ in range(self.nranks)]  # tree -> rank -> round
+        link_free: dict[tuple[int, int], int] = {}
+        sent: list[tuple[int, int, int, int]] = []     # (paper step, tree, sender, receiver)
+        for r, tree_edges in enumerate(self.edges):
+            for p, c, t in tree_edges:
+                sent.append((self.steps - t, r, c, p))
+        rounds: dict[int, int] = {}
+        for _, r, c, p in sorted(sent):     # children's edges come at earlier paper steps
+            go = max(ready[r][c], link_free.get((c, p), 0))
+            link_free[(c, p)] = go + 1
+            ready[r][p] = max(ready[r][p], go + 1)
+            rounds[go] = rounds.get(go, 0) + 1
+        return tuple(rounds.get(k, 0) for k in range(max(rounds, default=-1) + 1))
 
     def report(self, show_tree: int | None = 0) -> list[str]:
         """Human-readable summary: T, link use per step, heights, one tree's edges and
@@ -265,10 +297,11 @@ def _require_connected(topology: Topology, hop: Sequence[set[int]]) -> None:
 class _Grower:
     """One run of Algorithm 1 over a topology's links (mutable scratch state)."""
 
-    def __init__(self, topology: Topology, cap: int) -> None:
+    def __init__(self, topology: Topology, cap: int, parent_first: bool = True) -> None:
         n = topology.nranks
         self.n = n
         self.cap = cap
+        self.parent_first = parent_first
         index = {(lk.src, lk.dst): i for i, lk in enumerate(topology.links)}
         self.capacity = [lk.multiplicity for lk in topology.links]
         self.direct = [[(c, index[(p, c)]) for c in order] for p, order in enumerate(neighbour_order(topology))]
@@ -393,7 +426,7 @@ class _Grower:
                     ptr = i
             else:
                 settled = False   # not searched: it may still reach someone
-            if best is not None and best_len == 2 and not self.any_direct:
+            if best is not None and (self.parent_first or (best_len == 2 and not self.any_direct)):
                 break
         return best, ptr
 
@@ -504,21 +537,50 @@ def build_trees(topology: Topology, rule: str = "any", order: str = "ascending",
     n = topology.nranks
     ascending = list(range(n))
     later = ascending
-    if order == "priority":
+    if order in ("priority", "artifact"):
         if priority is None:
-            prio: Sequence[int] = eccentricities(topology)
+            prio: Sequence[int] = eccentricities(topology) if order == "priority" else artifact_priority(topology)
         else:
             if len(priority) != n:
                 raise ScheduleError(f"multitree priority needs {n} values, got {len(priority)}")
             prio = priority
         later = sorted(range(n), key=lambda r: (prio[r], r), reverse=True)
     elif priority is not None:
-        raise ScheduleError("multitree priority= applies only with order='priority'")
+        raise ScheduleError("multitree priority= applies only with order='priority' or 'artifact'")
     if n > 1:
         _require_connected(topology, _one_hop(topology))
-    edges, paths, sequence, steps = _Grower(topology, cap).run(rule, (ascending, later))
+    rounds = (ascending, later)
+    grown = _Grower(topology, cap, parent_first=True).run(rule, rounds)
+    search = "parent"
+    if topology.nswitches:
+        # parent by parent (Algorithm 1's scan; stars around the roots on fat trees and DGX-2), unless
+        # ranking by path length over all parents needs fewer steps (BiGraph: docs/multitree.md)
+        by_length = _Grower(topology, cap, parent_first=False).run(rule, rounds)
+        if by_length[3] < grown[3]:
+            grown, search = by_length, "length"
+    edges, paths, sequence, steps = grown
     return Trees(topology.name, n, steps, rule, order, cap,
-                 tuple(tuple(e) for e in edges), tuple(tuple(p) for p in paths), tuple(sequence))
+                 tuple(tuple(e) for e in edges), tuple(tuple(p) for p in paths), tuple(sequence), search)
+
+
+def artifact_priority(topology: Topology) -> list[int]:
+    """The authors' artifact's static root priority (its ``sort=True``): on a 2-D mesh the
+    largest "distance" to a corner under the artifact's distance, ``|r1 - r2| + |r2 - c2|``
+    (a bug: the intended one is ``|r1 - r2| + |c1 - c2|``), so that it depends on the row
+    only; 0 on every other topology (tori and the switch fabrics), where later rounds
+    then take the roots in descending order.
+
+    >>> from collc.topology import parse_spec
+    >>> artifact_priority(parse_spec("mesh:4x4"))[::4], set(artifact_priority(parse_spec("torus:4x4")))
+    ([6, 5, 5, 6], {0})
+    """
+    n = topology.nranks
+    dims = _grid_dims(topology)
+    if dims is None or len(dims) != 2 or topology.family != "mesh":
+        return [0] * n
+    rows, cols = dims
+    corners = [(0, 0), (0, cols - 1), (rows - 1, 0), (rows - 1, cols - 1)]
+    return [max(abs(r // cols - cr) + abs(cr - cc) for cr, cc in corners) for r in range(n)]
 
 
 def check_trees(trees: Trees, topology: Topology) -> None:
