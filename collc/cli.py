@@ -120,6 +120,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="also print steps, per-step link utilisation and the algorithm's own figures")
     b.add_argument("--timings", action="store_true",
                    help="also print seconds per stage and lowering pass, and the peak memory of the build")
+    b.add_argument("--jobs", default=None, metavar="N",
+                   help="worker processes for the per-rank lowering and printing (default: the usable cores); "
+                        "the output is the same for any N")
+    b.add_argument("--ranks", default=None, metavar="A-B",
+                   help="with --shard-per-rank: write only ranks A..B into -o (one node of a job; see README)")
+    b.add_argument("--dump-ir", default=None, metavar="PASS[,PASS]",
+                   help="write the IR after these lowering passes as text into --dump-dir")
+    b.add_argument("--dump-dir", default=None, metavar="DIR", help="directory for --dump-ir (created)")
     b.add_argument("-o", "--output", required=True, help="output XML path")
 
     c = cmd("check", "check MSCCL XML files: parser rules, limits, matching, executor simulation")
@@ -245,7 +253,8 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from collc.backends.msccl_xml import write_atomic
-    from collc.backends.shards import WRAPPER, write_shards
+    from collc.backends.shards import WRAPPER, write_rank_shards, write_shards
+    from collc.compiler.pipeline import default_jobs
     from collc.driver import compile_xml
     from collc.sim.analysis import bus_bandwidth
     from collc.sim.report import schedule_report
@@ -261,7 +270,8 @@ def cmd_build(args: argparse.Namespace) -> int:
                 f"the {dialect.value} runtime has {channels}")
     min_b, max_b = _bytes_arg(args.min_bytes, "--min-bytes"), _bytes_arg(args.max_bytes, "--max-bytes")
     out = output_dir(args.output) if args.shard_per_rank else output_file(args.output)
-    if args.shard_per_rank and out.is_dir() and any(out.iterdir()) and not (out / WRAPPER).exists():
+    if args.shard_per_rank and args.ranks is None and out.is_dir() and any(out.iterdir()) and \
+            not (out / WRAPPER).exists():
         raise UsageError(f"-o {show(out)} is a non-empty directory that collc did not write; choose another -o")
     topo: Topology = parse_spec(args.topology)
     check_build_ranks(topo.nranks)
@@ -283,17 +293,28 @@ def cmd_build(args: argparse.Namespace) -> int:
     if topo.nranks > 1024 and not args.shard_per_rank:
         raise UsageError(f"{topo.nranks} ranks: one XML file holds at most 1024 <gpu> elements in the real "
                          f"parser; use --shard-per-rank")
+    ranks = _ranks_arg(args.ranks, topo.nranks, args.shard_per_rank)
+    jobs = default_jobs() if args.jobs is None else bounded_int(_int_arg(args.jobs, "--jobs"), "--jobs", 1, MAX_JOBS,
+                                                                 "each worker is a process of its own")
+    dump = _dump_arg(args.dump_ir, args.dump_dir)
     with _progress(topo.nranks >= PROGRESS_RANKS) as stages:
         result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
                              chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
                              dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=stages.tell,
-                             shard=args.shard_per_rank, rank_progress=stages.ranks)
+                             shard=args.shard_per_rank, rank_progress=stages.ranks, jobs=jobs, ranks=ranks,
+                             dump=frozenset(dump))
+    if dump:
+        _write_dumps(result.dumps, dump, args.dump_dir)
     if not result.report.ok:
         _print_report(result.report)
         print(f"collc: {out}: the lowered program fails its check; no file written", file=sys.stderr)
         return 1
     p = result.program
-    if result.shards is not None:
+    if result.shards is not None and ranks is not None:
+        filename = f"{p.name}.xml"
+        write_rank_shards(result.shards, dialect, out, filename)
+        where = f"{out}/rank-<{ranks.start}..{ranks.stop - 1}>/{filename} and {out}/{WRAPPER}"
+    elif result.shards is not None:
         filename = f"{p.name}.xml"
         write_shards(result.shards, dialect, out, filename)
         where = f"{out}/rank-<0..{p.ngpus - 1}>/{filename} and {out}/{WRAPPER}"
@@ -302,9 +323,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         where = str(out)
     tbs = max(len(g.tbs) for g in p.gpus)
     steps = max(len(t.steps) for g in p.gpus for t in g.tbs)
+    checked = "checked" if ranks is None else \
+        f"these ranks checked alone; run `collc check {out}` once every node has written its ranks"
     print(f"wrote {where}: {p.coll} on {p.ngpus} ranks, {result.schedule.nsteps} steps, {p.nchannels} channel(s), "
-          f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, checked")
-    if result.shards is not None:
+          f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, {checked}")
+    if result.shards is not None and ranks is None:
         print(f"launch with: mpirun -np {p.ngpus} {out}/{WRAPPER} <command>")
     if args.timings:
         for line in _timing_lines(result.timings):
@@ -318,6 +341,65 @@ def cmd_build(args: argparse.Namespace) -> int:
             print(f"simulated algbw of {where} at 1 GiB (event model): "
                   f"{bus_bandwidth(p.kind, p.ngpus, size, t)[0]:.2f} GB/s")
     return 0
+
+
+MAX_JOBS = 1024
+_RANKS = re.compile(r"(\d{1,7})(?:-(\d{1,7}))?\Z")
+
+
+def _int_arg(text: str, flag: str) -> int:
+    if not re.fullmatch(r"\d{1,9}", text.strip()):
+        raise UsageError(f"{flag} {text!r} must be a whole number")
+    return int(text)
+
+
+def _ranks_arg(text: str | None, nranks: int, shard: bool) -> range | None:
+    """``--ranks A-B`` (or ``A``) as a range of ranks, checked against the topology."""
+    if text is None:
+        return None
+    if not shard:
+        raise UsageError("--ranks needs --shard-per-rank (a single file holds every rank)")
+    m = _RANKS.match(text.strip())
+    if not m:
+        raise UsageError(f"--ranks {text!r} must be A-B or A (rank numbers, A <= B)")
+    lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+    if lo > hi:
+        raise UsageError(f"--ranks {text!r}: the first rank {lo} is above the last {hi}")
+    if hi >= nranks:
+        raise UsageError(f"--ranks {text!r}: the topology has ranks 0..{nranks - 1}")
+    return range(lo, hi + 1)
+
+
+def _dump_arg(text: str | None, directory: str | None) -> list[str]:
+    from collc.compiler.pipeline import PASS_NAMES
+
+    if text is None:
+        if directory is not None:
+            raise UsageError("--dump-dir needs --dump-ir PASS[,PASS]")
+        return []
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PASS_NAMES]
+    if unknown or not names:
+        raise UsageError(f"--dump-ir {text!r}: passes are {','.join(PASS_NAMES)}")
+    if directory is None:
+        raise UsageError("--dump-ir needs --dump-dir DIR")
+    output_dir(directory, "--dump-dir")
+    return names
+
+
+def _write_dumps(dumps: dict[str, list[str]], names: list[str], directory: str) -> None:
+    """One file per pass, ``DIR/<position>-<pass>.txt``, numbered in pipeline order."""
+    from collc.compiler.pipeline import PASS_NAMES
+    from collc.outputs import write_file
+
+    target = Path(directory)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--dump-dir {show(target)}: {exc.strerror}") from None
+    for name in names:
+        pos = PASS_NAMES.index(name) + 1
+        write_file(target / f"{pos}-{name}.txt", "\n".join(dumps.get(name, [])) + "\n", encoding="utf-8")
 
 
 def _timing_lines(timings: dict[str, float]) -> list[str]:
@@ -335,7 +417,8 @@ def _timing_lines(timings: dict[str, float]) -> list[str]:
             lines += [f"  {name[5:]:<22s} {t:9.3f}" for name, t in timings.items() if name.startswith("pass:")]
     lines.append(f"{'total':<24s} {total:9.3f}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
-    lines.append(f"peak memory {peak / 1024:.0f} MiB")
+    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    lines.append(f"peak memory {peak / 1024:.0f} MiB" + (f" (largest worker {workers / 1024:.0f} MiB)" if workers else ""))
     return lines
 
 
