@@ -63,7 +63,9 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{sub}: {message}" if sub else message)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(bench: bool = True) -> argparse.ArgumentParser:
+    """The argument parser; ``bench=False`` leaves the bench subcommand's own arguments out
+    (they import the runtime-test modules, a fifth of the start-up, for one command)."""
     p = _Parser(prog="collc", description="Compile a topology plus an algorithm into a verified MSCCL XML.",
                 epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -181,8 +183,10 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--protocols", default="Simple", help="comma-separated: Simple,LL,LL128")
     tn.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
     tn.add_argument("-o", "--output", required=True, help="directory: msccl-algorithms/*.xml and MANIFEST.json")
-    from collc.runtime_tests.cli import add_bench_parser
-    add_bench_parser(cmd("bench", "run nccl-tests/rccl-tests with a schedule, parse their logs, report"))
+    bn = cmd("bench", "run nccl-tests/rccl-tests with a schedule, parse their logs, report")
+    if bench:
+        from collc.runtime_tests.cli import add_bench_parser
+        add_bench_parser(bn)
     return p
 
 
@@ -777,7 +781,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parse(argv: list[str]) -> argparse.Namespace | int:
     """The parsed command line, or the exit code of --help or a usage error (reported)."""
     try:
-        return _parser().parse_args(argv)
+        return _parser(bench="bench" in argv).parse_args(argv)
     except CollcError as exc:
         print(f"collc: {one_line(exc)}", file=sys.stderr)
         return 2
