@@ -421,8 +421,12 @@ def _timing_lines(timings: dict[str, float]) -> list[str]:
             lines += [f"  {name[5:]:<22s} {t:9.3f}" for name, t in timings.items() if name.startswith("pass:")]
     lines.append(f"{'total':<24s} {total:9.3f}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
-    workers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    lines.append(f"peak memory {peak / 1024:.0f} MiB" + (f" (largest worker {workers / 1024:.0f} MiB)" if workers else ""))
+    lines.append(f"peak memory {peak / 1024:.0f} MiB")
+    jobs = int(timings.get("workers", 1))
+    if jobs > 1:
+        largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        lines.append(f"{jobs} worker processes ran the per-rank passes and printing (their seconds are summed "
+                     f"above; largest worker {largest / 1024:.0f} MiB)")
     return lines
 
 

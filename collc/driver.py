@@ -147,7 +147,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         else:
             report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
         t5 = clock()
-        timings.update(lower=t3 - t2, emit=t4 - t3, check=t5 - t4)
+        timings.update(lower=t3 - t2, emit=t4 - t3, check=t5 - t4, workers=lowered.workers)
         timings.update({f"pass:{k}": v for k, v in lowered.timings.items()})
         result = Compiled(schedule, replace(header, gpus=parsed.program.gpus), text, report, dict(timings), shards,
                           lowered.dumps)

@@ -256,6 +256,7 @@ class Lowered:
     dumps: dict[str, list[str]]
     timings: dict[str, float]      # seconds per pass (per-rank passes: summed over ranks and workers)
     emit_seconds: float = 0.0      # spent in ``emit`` (summed likewise)
+    workers: int = 1               # processes that ran the per-rank passes
 
 
 @dataclass
@@ -341,13 +342,20 @@ def default_jobs() -> int:
 PARALLEL_MIN_RANKS = 128
 
 
+def workers(jobs: int, nranks: int) -> int:
+    """The worker processes ``jobs`` gives for ``nranks`` ranks (1: the passes run in this process)."""
+    if jobs <= 1 or nranks < PARALLEL_MIN_RANKS or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return jobs
+
+
 def _rank_results(job: _Job, jobs: int) -> Iterator[_RankResult]:
     """Every rank's result in rank order, from ``jobs`` fork workers or from this process."""
     global _JOB
     n = job.layout.coll.nranks
     on_rank = job.opts.on_rank
     every = max(1, n // 100)
-    if jobs <= 1 or n < PARALLEL_MIN_RANKS or "fork" not in multiprocessing.get_all_start_methods():
+    if workers(jobs, n) == 1:
         for rank in range(n):
             if on_rank is not None and rank % every == 0:
                 on_rank(rank, n)
@@ -497,7 +505,7 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
         prog = header(prog.nchannels, ())
     passes = {p.name: timings.get(p.name, 0.0) for p in PASSES}
     opts.timings.update(passes)
-    return Lowered(prog, texts, dumps, passes, timings.get("emit", 0.0))
+    return Lowered(prog, texts, dumps, passes, timings.get("emit", 0.0), workers(jobs, coll.nranks))
 
 
 def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
