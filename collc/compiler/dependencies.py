@@ -42,7 +42,7 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
 
 def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: int) -> Gpu:
     """The dependencies, nops and steps of one rank (the pass works rank by rank)."""
-    order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
+    order = sorted(((item.op.pos, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                     for it_i, item in enumerate(tb.items)))
     part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
     # per segment (all its slots alike): the last writer and, per tb, the last reader since
@@ -50,11 +50,12 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     readers: list[dict[int, int]] = [{} for _ in range(len(part))]
     deps: dict[tuple[int, int], dict[int, int]] = {}
     satisfied: list[dict[int, int]] = [{} for _ in tbs]
+    segs = part.table        # every interval of an item is one the partition was built from
     for _, tb_i, it_i in order:
         item = tbs[tb_i].items[it_i]
         need: dict[int, int] = {}
-        rsegs = [g for iv in item.reads for g in part.segments(iv)]
-        wsegs = [g for iv in item.writes for g in part.segments(iv)]
+        rsegs = [g for iv in item.reads for g in segs[iv]]
+        wsegs = [g for iv in item.writes for g in segs[iv]]
         for g in rsegs:
             w = last_writer[g]
             if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -342,6 +343,17 @@ def default_jobs() -> int:
 PARALLEL_MIN_RANKS = 128
 
 
+def _worker_signals() -> None:
+    # a worker leaves interrupts to the parent (which removes unfinished outputs and stops the
+    # pool); the handlers it inherited would act on the parent's pending files
+    # (under nohup SIGHUP stays ignored, as in the parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+
+
 def workers(jobs: int, nranks: int) -> int:
     """The worker processes ``jobs`` gives for ``nranks`` ranks (1: the passes run in this process)."""
     if jobs <= 1 or nranks < PARALLEL_MIN_RANKS or "fork" not in multiprocessing.get_all_start_methods():
@@ -365,7 +377,7 @@ def _rank_results(job: _Job, jobs: int) -> Iterator[_RankResult]:
     blocks = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
     _JOB = job
     try:
-        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
             for block in pool.imap(_lower_block, blocks):
                 if on_rank is not None:
                     on_rank(block[0].rank if block else 0, n)
