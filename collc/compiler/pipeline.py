@@ -506,7 +506,9 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
         # a connection holds, a cycle of such tbs can block.  Separate send and receive tbs,
         # each in step order, cannot: fall back to them when the executor model says so.
         a = clock()
-        model = size_model(opts.proto, prog.nchunksperloop, opts.max_bytes or None)
+        # at the size the file check uses: its window's top (legacy: the runtime's default maxBytes)
+        top = opts.max_bytes or (lim.legacy_default_max_bytes - 1 if opts.dialect is Dialect.LEGACY else None)
+        model = size_model(opts.proto, prog.nchunksperloop, top)
         blocked = not simulate(prog, coll, model, data=False, races=False).finished
         timings["threadblocks"] = timings.get("threadblocks", 0.0) + clock() - a  # that pass's decision
         if blocked:

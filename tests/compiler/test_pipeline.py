@@ -107,11 +107,12 @@ def _tree(d: Path) -> dict[str, bytes]:
     return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("spec, alg", [("torus:4x4", "swing"), ("ring:8", "ring"), ("hypercube:3",
-                                                                                     "recursive-halving-doubling")])
+@pytest.mark.parametrize("spec, alg, dialect", [("torus:4x4", "swing", "executor"), ("ring:8", "ring", "legacy"),
+                                               ("hypercube:3", "recursive-halving-doubling", "rccl")])
 def test_shards_built_by_rank_ranges_are_the_full_build(tmp_path: Path, capsys: Capture, spec: str,
-                                                        alg: str) -> None:
-    base = ["build", "--topology", spec, "--algorithm", alg, "--collective", "allreduce", "--shard-per-rank"]
+                                                        alg: str, dialect: str) -> None:
+    base = ["build", "--topology", spec, "--algorithm", alg, "--collective", "allreduce", "--shard-per-rank",
+            "--dialect", dialect]
     n = parse_spec(spec).nranks
     assert main(base + ["-o", str(tmp_path / "full")]) == 0
     half = n // 2
@@ -120,7 +121,7 @@ def test_shards_built_by_rank_ranges_are_the_full_build(tmp_path: Path, capsys: 
     out = capsys.readouterr().out
     assert "these ranks checked alone; run `collc check" in out
     assert _tree(tmp_path / "parts") == _tree(tmp_path / "full")
-    assert main(["check", str(tmp_path / "parts")]) == 0
+    assert main(["check", str(tmp_path / "parts"), "--dialect", dialect]) == 0
 
 
 @pytest.mark.parametrize("extra, msg", [
