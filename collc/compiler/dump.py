@@ -11,7 +11,7 @@ a fixture read alike.
 >>> from collc.ir.collective import CollKind
 >>> from collc.topology import parse_spec
 >>> show_schedule(build_schedule("ring", parse_spec("ring:2"), CollKind.ALLGATHER, False))[:2]
-['schedule allgather ranks=2 chunk_factor=1 outofplace scratch=0', '  step 0 0->0 i[0] -> o[0] cpy lane=0']
+['schedule allgather ranks=2 chunk_factor=1 outofplace scratch=0', '  step 0 0->0 i[0] -> o[0] copy lane=0']
 """
 
 from __future__ import annotations
