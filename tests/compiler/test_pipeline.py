@@ -139,3 +139,16 @@ def test_bad_ranks_and_jobs_give_one_line_and_exit_2(tmp_path: Path, capsys: Cap
     err = capsys.readouterr().err
     assert code == 2 and msg in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_timings_name_the_workers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Capture) -> None:
+    monkeypatch.setattr(pipeline, "PARALLEL_MIN_RANKS", 1)
+    argv = ["build", "--topology", "ring:4", "--algorithm", "ring", "--collective", "allreduce", "--timings",
+            "-o", str(tmp_path / "r.xml")]
+    assert main(argv + ["--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 worker processes ran the per-rank passes" in out
+    rows = {line.split()[0] for line in out.splitlines()[1:]}
+    assert set(PASS_NAMES) <= rows and {"frontend", "verify_schedule", "lower", "emit", "check"} <= rows
+    assert main(argv + ["--jobs", "1"]) == 0
+    assert "worker processes" not in capsys.readouterr().out
