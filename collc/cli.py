@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if __name__ == "__main__":
     # run as a program: until main() installs its handlers, Ctrl-C simply ends the process
@@ -446,16 +446,33 @@ PROGRESS_RANKS = 128  # compiles this large take seconds: show the stages on a t
 STAGES = 5
 
 
+class _QuietBar:
+    """What ``_Stages`` uses of a tqdm bar, when none is drawn (tqdm costs 50 ms of start-up)."""
+
+    def __init__(self) -> None:
+        self.desc = ""
+
+    def update(self, n: int) -> None:
+        pass
+
+    def set_description_str(self, desc: str) -> None:
+        self.desc = desc
+
+    def close(self) -> None:
+        pass
+
+
 class _Stages:
     """A tqdm bar over the compile stages, on an interactive stderr only; the lowering,
     the longest stage at scale, also shows how many ranks it has done."""
 
     def __init__(self, wanted: bool) -> None:
-        from tqdm import tqdm
+        self.bar: Any = _QuietBar()
+        if wanted and sys.stderr.isatty():
+            from tqdm import tqdm
 
-        self.bar = tqdm(total=STAGES, unit="stage", leave=False, file=sys.stderr,
-                        disable=not (wanted and sys.stderr.isatty()),
-                        bar_format="{desc:<32} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+            self.bar = tqdm(total=STAGES, unit="stage", leave=False, file=sys.stderr,
+                            bar_format="{desc:<32} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
         self.stage = ""
 
     def tell(self, stage: str) -> None:
@@ -768,6 +785,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(args, int):
             return args            # --help, or a usage error already reported
         for name in COMMAND_MODULES[args.command]:
+            if name == "tqdm" and args.command == "build" and not sys.stderr.isatty():
+                continue       # build draws its bar on a terminal only
             importlib.import_module(name)
         with interrupt_handlers():
             return _run(args)
