@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if __name__ == "__main__":
     # run as a program: until main() installs its handlers, Ctrl-C simply ends the process
@@ -64,7 +64,9 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{sub}: {message}" if sub else message)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(bench: bool = True) -> argparse.ArgumentParser:
+    """The argument parser; ``bench=False`` leaves the bench subcommand's own arguments out
+    (they import the runtime-test modules, a fifth of the start-up, for one command)."""
     p = _Parser(prog="collc", description="Compile a topology plus an algorithm into a verified MSCCL XML.",
                 epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -126,6 +128,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="also print steps, per-step link utilisation and the algorithm's own figures")
     b.add_argument("--timings", action="store_true",
                    help="also print seconds per stage and lowering pass, and the peak memory of the build")
+    b.add_argument("--jobs", default=None, metavar="N",
+                   help="worker processes for the per-rank lowering and printing (default: the usable cores); "
+                        "the output is the same for any N")
+    b.add_argument("--ranks", default=None, metavar="A-B",
+                   help="with --shard-per-rank: write only ranks A..B into -o (one node of a job; see README)")
+    b.add_argument("--dump-ir", default=None, metavar="PASS[,PASS]",
+                   help="write the IR after these lowering passes as text into --dump-dir")
+    b.add_argument("--dump-dir", default=None, metavar="DIR", help="directory for --dump-ir (created)")
     b.add_argument("-o", "--output", required=True, help="output XML path")
 
     c = cmd("check", "check MSCCL XML files or MSCCL++ JSON plans: reader rules, limits, executor simulation")
@@ -179,8 +189,10 @@ def _parser() -> argparse.ArgumentParser:
     tn.add_argument("--protocols", default="Simple", help="comma-separated: Simple,LL,LL128")
     tn.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
     tn.add_argument("-o", "--output", required=True, help="directory: msccl-algorithms/*.xml and MANIFEST.json")
-    from collc.runtime_tests.cli import add_bench_parser
-    add_bench_parser(cmd("bench", "run nccl-tests/rccl-tests with a schedule, parse their logs, report"))
+    bn = cmd("bench", "run nccl-tests/rccl-tests with a schedule, parse their logs, report")
+    if bench:
+        from collc.runtime_tests.cli import add_bench_parser
+        add_bench_parser(bn)
     return p
 
 
@@ -251,7 +263,8 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from collc.backends.msccl_xml import write_atomic
-    from collc.backends.shards import WRAPPER, write_shards
+    from collc.backends.shards import WRAPPER, write_rank_shards, write_shards
+    from collc.compiler.pipeline import default_jobs
     from collc.driver import compile_xml
     from collc.sim.analysis import bus_bandwidth
     from collc.sim.report import schedule_report
@@ -271,7 +284,8 @@ def cmd_build(args: argparse.Namespace) -> int:
                 f"the {dialect.value} runtime has {channels}")
     min_b, max_b = _bytes_arg(args.min_bytes, "--min-bytes"), _bytes_arg(args.max_bytes, "--max-bytes")
     out = output_dir(args.output) if args.shard_per_rank else output_file(args.output)
-    if args.shard_per_rank and out.is_dir() and any(out.iterdir()) and not (out / WRAPPER).exists():
+    if args.shard_per_rank and args.ranks is None and out.is_dir() and any(out.iterdir()) and \
+            not (out / WRAPPER).exists():
         raise UsageError(f"-o {show(out)} is a non-empty directory that collc did not write; choose another -o")
     topo: Topology = parse_spec(args.topology)
     check_build_ranks(topo.nranks)
@@ -293,17 +307,28 @@ def cmd_build(args: argparse.Namespace) -> int:
     if topo.nranks > 1024 and not args.shard_per_rank:
         raise UsageError(f"{topo.nranks} ranks: one XML file holds at most 1024 <gpu> elements in the real "
                          f"parser; use --shard-per-rank")
+    ranks = _ranks_arg(args.ranks, topo.nranks, args.shard_per_rank)
+    jobs = default_jobs() if args.jobs is None else bounded_int(_int_arg(args.jobs, "--jobs"), "--jobs", 1, MAX_JOBS,
+                                                                 "each worker is a process of its own")
+    dump = _dump_arg(args.dump_ir, args.dump_dir)
     with _progress(topo.nranks >= PROGRESS_RANKS) as stages:
         result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
                              chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
                              dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=stages.tell,
-                             shard=args.shard_per_rank, rank_progress=stages.ranks)
+                             shard=args.shard_per_rank, rank_progress=stages.ranks, jobs=jobs, ranks=ranks,
+                             dump=frozenset(dump))
+    if dump:
+        _write_dumps(result.dumps, dump, args.dump_dir)
     if not result.report.ok:
         _print_report(result.report)
         print(f"collc: {out}: the lowered program fails its check; no file written", file=sys.stderr)
         return 1
     p = result.program
-    if result.shards is not None:
+    if result.shards is not None and ranks is not None:
+        filename = f"{p.name}.xml"
+        write_rank_shards(result.shards, dialect, out, filename)
+        where = f"{out}/rank-<{ranks.start}..{ranks.stop - 1}>/{filename} and {out}/{WRAPPER}"
+    elif result.shards is not None:
         filename = f"{p.name}.xml"
         write_shards(result.shards, dialect, out, filename)
         where = f"{out}/rank-<0..{p.ngpus - 1}>/{filename} and {out}/{WRAPPER}"
@@ -312,9 +337,11 @@ def cmd_build(args: argparse.Namespace) -> int:
         where = str(out)
     tbs = max(len(g.tbs) for g in p.gpus)
     steps = max(len(t.steps) for g in p.gpus for t in g.tbs)
+    checked = "checked" if ranks is None else \
+        f"these ranks checked alone; run `collc check {out}` once every node has written its ranks"
     print(f"wrote {where}: {p.coll} on {p.ngpus} ranks, {result.schedule.nsteps} steps, {p.nchannels} channel(s), "
-          f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, checked")
-    if result.shards is not None:
+          f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, {checked}")
+    if result.shards is not None and ranks is None:
         print(f"launch with: mpirun -np {p.ngpus} {out}/{WRAPPER} <command>")
     if args.timings:
         for line in _timing_lines(result.timings):
@@ -402,6 +429,65 @@ def _build_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_JOBS = 1024
+_RANKS = re.compile(r"(\d{1,7})(?:-(\d{1,7}))?\Z")
+
+
+def _int_arg(text: str, flag: str) -> int:
+    if not re.fullmatch(r"\d{1,9}", text.strip()):
+        raise UsageError(f"{flag} {text!r} must be a whole number")
+    return int(text)
+
+
+def _ranks_arg(text: str | None, nranks: int, shard: bool) -> range | None:
+    """``--ranks A-B`` (or ``A``) as a range of ranks, checked against the topology."""
+    if text is None:
+        return None
+    if not shard:
+        raise UsageError("--ranks needs --shard-per-rank (a single file holds every rank)")
+    m = _RANKS.match(text.strip())
+    if not m:
+        raise UsageError(f"--ranks {text!r} must be A-B or A (rank numbers, A <= B)")
+    lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+    if lo > hi:
+        raise UsageError(f"--ranks {text!r}: the first rank {lo} is above the last {hi}")
+    if hi >= nranks:
+        raise UsageError(f"--ranks {text!r}: the topology has ranks 0..{nranks - 1}")
+    return range(lo, hi + 1)
+
+
+def _dump_arg(text: str | None, directory: str | None) -> list[str]:
+    from collc.compiler.pipeline import PASS_NAMES
+
+    if text is None:
+        if directory is not None:
+            raise UsageError("--dump-dir needs --dump-ir PASS[,PASS]")
+        return []
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PASS_NAMES]
+    if unknown or not names:
+        raise UsageError(f"--dump-ir {text!r}: passes are {','.join(PASS_NAMES)}")
+    if directory is None:
+        raise UsageError("--dump-ir needs --dump-dir DIR")
+    output_dir(directory, "--dump-dir")
+    return names
+
+
+def _write_dumps(dumps: dict[str, list[str]], names: list[str], directory: str) -> None:
+    """One file per pass, ``DIR/<position>-<pass>.txt``, numbered in pipeline order."""
+    from collc.compiler.pipeline import PASS_NAMES
+    from collc.outputs import write_file
+
+    target = Path(directory)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--dump-dir {show(target)}: {exc.strerror}") from None
+    for name in names:
+        pos = PASS_NAMES.index(name) + 1
+        write_file(target / f"{pos}-{name}.txt", "\n".join(dumps.get(name, [])) + "\n", encoding="utf-8")
+
+
 def _timing_lines(timings: dict[str, float]) -> list[str]:
     """The per-stage table of ``collc build --timings``: stages in pipeline order, each lowering
     pass under ``lower``, then the process's peak resident memory."""
@@ -418,6 +504,11 @@ def _timing_lines(timings: dict[str, float]) -> list[str]:
     lines.append(f"{'total':<24s} {total:9.3f}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
     lines.append(f"peak memory {peak / 1024:.0f} MiB")
+    jobs = int(timings.get("workers", 1))
+    if jobs > 1:
+        largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        lines.append(f"{jobs} worker processes ran the per-rank passes and printing (their seconds are summed "
+                     f"above; largest worker {largest / 1024:.0f} MiB)")
     return lines
 
 
@@ -437,16 +528,33 @@ PROGRESS_RANKS = 128  # compiles this large take seconds: show the stages on a t
 STAGES = 5
 
 
+class _QuietBar:
+    """What ``_Stages`` uses of a tqdm bar, when none is drawn (tqdm costs 50 ms of start-up)."""
+
+    def __init__(self) -> None:
+        self.desc = ""
+
+    def update(self, n: int) -> None:
+        pass
+
+    def set_description_str(self, desc: str) -> None:
+        self.desc = desc
+
+    def close(self) -> None:
+        pass
+
+
 class _Stages:
     """A tqdm bar over the compile stages, on an interactive stderr only; the lowering,
     the longest stage at scale, also shows how many ranks it has done."""
 
     def __init__(self, wanted: bool) -> None:
-        from tqdm import tqdm
+        self.bar: Any = _QuietBar()
+        if wanted and sys.stderr.isatty():
+            from tqdm import tqdm
 
-        self.bar = tqdm(total=STAGES, unit="stage", leave=False, file=sys.stderr,
-                        disable=not (wanted and sys.stderr.isatty()),
-                        bar_format="{desc:<32} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
+            self.bar = tqdm(total=STAGES, unit="stage", leave=False, file=sys.stderr,
+                            bar_format="{desc:<32} {bar} {n_fmt}/{total_fmt} [{elapsed}]")
         self.stage = ""
 
     def tell(self, stage: str) -> None:
@@ -833,6 +941,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(args, int):
             return args            # --help, or a usage error already reported
         for name in COMMAND_MODULES[args.command]:
+            if name == "tqdm" and args.command == "build" and not sys.stderr.isatty():
+                continue       # build draws its bar on a terminal only
             importlib.import_module(name)
         with interrupt_handlers():
             return _run(args)
@@ -850,7 +960,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parse(argv: list[str]) -> argparse.Namespace | int:
     """The parsed command line, or the exit code of --help or a usage error (reported)."""
     try:
-        return _parser().parse_args(argv)
+        return _parser(bench="bench" in argv).parse_args(argv)
     except CollcError as exc:
         print(f"collc: {one_line(exc)}", file=sys.stderr)
         return 2

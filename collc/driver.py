@@ -16,16 +16,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from collc.backends.msccl_xml import parse_xml, to_xml
+from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml
 from collc.backends.mscclpp import parse_plan, write_plan
-from collc.backends.shards import assemble, shard_texts
+from collc.backends.shards import assemble
 from collc.check.plan_check import check_plan
 from collc.compiler.limits import Dialect
 from collc.compiler.oneside import PlanOptions, lower_plan
 from collc.compiler.oneside import refusal as plan_refusal
 from collc.compiler.plan import Plan, Protocol
-from collc.compiler.pipeline import LowerOptions, lower
-from collc.compiler.program import Program, Proto
+from collc.compiler.pipeline import LowerOptions, run_pipeline
+from collc.compiler.program import ParsedFile, Program, Proto
 from collc.compiler.verify import Report, check_parsed
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import check_program_size
@@ -47,6 +47,7 @@ class Compiled:
     report: Report
     timings: dict[str, float] = field(default_factory=dict)
     shards: dict[int, str] | None = None   # rank -> file text, with shard=True
+    dumps: dict[str, list[str]] = field(default_factory=dict)   # pass -> IR text (``dump``)
 
 
 def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None = None,
@@ -54,11 +55,19 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
                 instances: int = 1, proto: Proto = Proto.SIMPLE, dialect: Dialect = Dialect.EXECUTOR,
                 min_bytes: int = 0, max_bytes: int = 0, name: str = "",
                 progress: Callable[[str], None] | None = None, shard: bool = False,
-                rank_progress: Callable[[int, int], None] | None = None) -> Compiled:
+                rank_progress: Callable[[int, int], None] | None = None, jobs: int = 1,
+                ranks: range | None = None, dump: frozenset[str] = frozenset()) -> Compiled:
     """Raise CollcError on impossible input; return the text and its check report.
 
     ``progress`` (if given) is called with the name of each stage as it starts, and
     ``rank_progress`` with (ranks lowered, ranks) as the lowering goes (about 100 times).
+    ``jobs`` worker processes run the per-rank passes and print the ranks' text (the
+    output does not depend on it).  ``ranks`` (with ``shard``) keeps only those ranks'
+    shards: every rank is still lowered (the channel count and the tb pairing are
+    decisions over all of them), but the check covers what one node can check alone --
+    the Schedule, the lowering's limits, the pairing's flow control over all ranks and
+    the read-back of its shards; ``collc check`` of the assembled directory is the proof.
+    ``dump`` names passes whose output IR is rendered into ``Compiled.dumps``.
     """
     # The IR and the Program are millions of small acyclic objects at 4096 ranks: the
     # cyclic collector would rescan them over and over for nothing, so it pauses here.
@@ -69,7 +78,7 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
             return _compile(topology, algorithm, kind, inplace=inplace, root=root, params=params, chunks=chunks,
                             instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
                             max_bytes=max_bytes, name=name, progress=progress, shard=shard,
-                            rank_progress=rank_progress)
+                            rank_progress=rank_progress, jobs=jobs, ranks=ranks, dump=dump)
         except NodeBudgetError:
             # an automatic layout predicted a fit that the real count refutes: build once
             # more with the layout the registration names, unless the user chose one
@@ -83,7 +92,7 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
             return _compile(topology, algorithm, kind, inplace=inplace, root=root, params={**given, **retry},
                             chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, name=name, progress=progress, shard=shard,
-                            rank_progress=rank_progress)
+                            rank_progress=rank_progress, jobs=jobs, ranks=ranks, dump=dump)
     finally:
         if enabled:
             gc.enable()
@@ -93,7 +102,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
              params: Mapping[str, str] | None, chunks: int, instances: int, proto: Proto, dialect: Dialect,
              min_bytes: int, max_bytes: int, name: str, progress: Callable[[str], None] | None,
              rank_progress: Callable[[int, int], None] | None,
-             shard: bool) -> Compiled:
+             shard: bool, jobs: int, ranks: range | None, dump: frozenset[str]) -> Compiled:
     clock = time.perf_counter
     timings: dict[str, float] = {}
     tell = progress or (lambda stage: None)
@@ -114,33 +123,39 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         raise VerifyError(f"{algorithm} cannot run {kind.value} on {topology.name}: {exc}") from None
     timings.update(frontend=t1 - t0, verify_schedule=clock() - t1)
     result: Compiled | None = None
-    for pair in ((True, False) if get_algorithm(algorithm).pair_tbs or schedule.tb_pairs else (False,)):
-        # the full check below decides pairing, so lower() need not simulate it first
+    partial = shard and ranks is not None and ranks != range(coll.nranks)
+    pairs = (True, False) if get_algorithm(algorithm).pair_tbs or schedule.tb_pairs else (False,)
+    for pair in pairs[:1] if partial else pairs:
+        # the full check below decides pairing, so lower() need not simulate it first; a partial
+        # build cannot check fully, so there the lowering decides it with its flow-control model
         opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
-                            min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=False,
-                            shard=shard, name=name, on_rank=rank_progress)
+                            min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=partial,
+                            shard=shard, name=name, on_rank=rank_progress, jobs=jobs, dump=dump)
         tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
-        program = lower(schedule, opts)
-        t3 = clock()
+        # the ranks' text is printed by the workers that lowered them (emit is part of "lower")
+        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=False)
+        header = lowered.program
+        t3 = clock() - lowered.emit_seconds
         tell("emit")
-        shards = shard_texts(program, dialect) if shard else None
-        text = "" if shard else to_xml(program, dialect)
-        # From here on the steps read back from the text stand for the lowered ones (equal by
-        # construction, and what the check judges): at 4096 ranks one copy less is ~1 GB less.
-        header = replace(program, gpus=())
-        del program
+        shards = {r: join_xml(header, dialect, [body]) for r, body in lowered.texts.items()} if shard else None
+        text = "" if shard else join_xml(header, dialect, lowered.texts.values())
+        lowered.texts = {}     # one copy of the text at a time (memory at 4096 ranks)
         t4 = clock()
         tell("check")
         if shards is not None:
             parsed = assemble(parse_xml(t, f"<rank {r}>") for r, t in shards.items())
         else:
             parsed = parse_xml(text, "<built>")
-        report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
+        if partial:
+            report = _partial_report(parsed, dialect, ranks)
+        else:
+            report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
         t5 = clock()
-        timings.update(lower=t3 - t2, emit=t4 - t3, check=t5 - t4)
-        timings.update({f"pass:{k}": v for k, v in opts.timings.items()})
-        result = Compiled(schedule, replace(header, gpus=parsed.program.gpus), text, report, dict(timings), shards)
+        timings.update(lower=t3 - t2, emit=t4 - t3, check=t5 - t4, workers=lowered.workers)
+        timings.update({f"pass:{k}": v for k, v in lowered.timings.items()})
+        result = Compiled(schedule, replace(header, gpus=parsed.program.gpus), text, report, dict(timings), shards,
+                          lowered.dumps)
         if report.ok:
             break
     assert result is not None
@@ -199,6 +214,23 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
 def check_plan_text(plan: Plan) -> list[str]:
     """The plan checker's errors on ``plan`` (``collc.check``; one line each)."""
     return [f"[{f.code}] {f.message}" for f in check_plan(plan, "<built>").errors()]
+
+
+def _partial_report(parsed: ParsedFile, dialect: Dialect, ranks: range | None) -> Report:
+    """What one node checks of its own shards: they read back without a diagnostic and hold
+    exactly its ranks (the rest -- matching, the executor simulation, the data -- needs every
+    rank: ``collc check`` of the assembled directory)."""
+    rep = Report(parsed.path, dialect)
+    for d in parsed.diagnostics:
+        rep.add("lexical" if d.where.startswith("line") else "attribute", str(d), d.kind)
+    for where, attr in parsed.missing:
+        rep.add("attribute", f'{where}: missing required attribute "{attr}"')
+    got = [g.id for g in parsed.program.gpus]
+    if ranks is not None and got != list(ranks):
+        rep.add("structure", f"the shards hold ranks {got[:8]}, expected {ranks.start}..{ranks.stop - 1}")
+    rep.info.update(ngpus=parsed.program.ngpus, ranks=f"{got[0]}-{got[-1]}" if got else "none",
+                    check="partial: run collc check on the assembled directory")
+    return rep
 
 
 def sync_files(files: Mapping[Path, str], check: bool, base: Path) -> int:

@@ -386,10 +386,10 @@ def test_help_and_argument_errors_import_no_heavy_library() -> None:
 
 
 def test_build_timings_prints_every_stage_and_pass(tmp_path: Path, capsys: Capture) -> None:
-    from collc.compiler.pipeline import PASSES
+    from collc.compiler.pipeline import PASS_NAMES
     code, out, _ = run(capsys, "build", "--topology", "ring:4", "--algorithm", "ring", "--collective", "allreduce",
                        "--timings", "-o", str(tmp_path / "r.xml"))
     assert code == 0
     rows = {line.split()[0] for line in out.splitlines()[1:]}
     assert {"frontend", "verify_schedule", "lower", "emit", "check", "total", "peak"} <= rows
-    assert set(PASSES) <= rows
+    assert set(PASS_NAMES) <= rows

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from lxml import etree  # type: ignore[import-untyped]
 
@@ -80,6 +80,17 @@ def _gpu_lines(gpu: Gpu) -> Iterator[str]:
                    f'deps="{st.deps}" hasdep="{st.hasdep}"/>')
         yield "    </tb>"
     yield "  </gpu>"
+
+
+def gpu_text(gpu: Gpu) -> str:
+    """One ``<gpu>`` element as text (no trailing newline): what :func:`join_xml` puts together."""
+    return "\n".join(_gpu_lines(gpu))
+
+
+def join_xml(program: Program, dialect: Dialect, gpu_texts: Iterable[str]) -> str:
+    """The file of ``program``'s header around the given ``gpu_text`` pieces, in their order
+    (equal to :func:`to_xml` of the program holding those gpus)."""
+    return "\n".join([algo_header(program, dialect), *gpu_texts, "</algo>"]) + "\n"
 
 
 def to_xml(program: Program, dialect: Dialect = Dialect.EXECUTOR, ranks: list[int] | None = None) -> str:

@@ -24,13 +24,13 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from collc.backends.msccl_xml import parse_xml, to_xml
+from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml
 from collc.compiler.program import Diagnostic, ParsedFile
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Gpu, Program
 from collc.errors import EmitError
 from collc.inputs import MAX_RANKS, MAX_XML_BYTES, check_program_size, output_dir, read_input, show
-from collc.outputs import discard, new_temp_dir, publish_dir, write_into
+from collc.outputs import discard, new_temp_dir, publish_dir, write_file, write_into
 
 WRAPPER = "run-with-msccl.sh"
 _RANK_DIR = re.compile(r"rank-(\d+)\Z")
@@ -61,7 +61,7 @@ def wrapper_script(dialect: Dialect, filename: str) -> str:
 
 
 def shard_texts(program: Program, dialect: Dialect) -> dict[int, str]:
-    return {g.id: to_xml(program, dialect, ranks=[g.id]) for g in program.gpus}
+    return {g.id: join_xml(program, dialect, [gpu_text(g)]) for g in program.gpus}
 
 
 def write_shards(texts: dict[int, str], dialect: Dialect, out: str | os.PathLike[str], filename: str) -> None:
@@ -84,6 +84,30 @@ def write_shards(texts: dict[int, str], dialect: Dialect, out: str | os.PathLike
         discard(tmp)
         raise
     publish_dir(tmp, target, replace=True)
+
+
+def write_rank_shards(texts: dict[int, str], dialect: Dialect, out: str | os.PathLike[str], filename: str) -> None:
+    """Add (or replace) the given ranks' ``rank-K`` directories in ``out`` and write the wrapper.
+
+    For ``collc build --ranks A-B``: every node of a job writes its own ranks into one shared
+    directory, so nothing else of ``out`` is touched; each ``rank-K`` appears at once (built in
+    a hidden directory, then renamed), and the wrapper is the same text from every node.
+    """
+    target = output_dir(out)
+    if target.is_dir() and any(not (p.name == WRAPPER or p.name.startswith(".") or _RANK_DIR.match(p.name))
+                               for p in target.iterdir()):
+        raise EmitError(f"{show(target)} holds files other than collc's rank-<K> directories; choose another -o")
+    target.mkdir(parents=True, exist_ok=True)
+    for rank, text in texts.items():
+        dest = target / f"rank-{rank}"
+        tmp = new_temp_dir(dest)
+        try:
+            write_into(tmp, filename, text)
+        except BaseException:
+            discard(tmp)
+            raise
+        publish_dir(tmp, dest, replace=True)
+    write_file(target / WRAPPER, wrapper_script(dialect, filename), executable=True)
 
 
 def is_shard_dir(path: Path) -> bool:

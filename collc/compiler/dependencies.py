@@ -54,7 +54,7 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     """The dependencies, nops and steps of one rank (the pass works rank by rank);
     ``sync``: the send peers of the rank's connections in the schedule's ``step_sync``;
     ``ordered_sends``: the schedule's hint of that name."""
-    order = sorted(((item.position, tb_i, it_i) for tb_i, tb in enumerate(tbs)
+    order = sorted(((item.op.pos, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                     for it_i, item in enumerate(tb.items)))
     part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
     # per segment (all its slots alike): the last writer and, per tb, the last reader since
@@ -62,6 +62,7 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     readers: list[dict[int, int]] = [{} for _ in range(len(part))]
     deps: dict[tuple[int, int], dict[int, int]] = {}
     satisfied: list[dict[int, int]] = [{} for _ in tbs]
+    segs = part.table        # every interval of an item is one the partition was built from
     # step_sync: per (tb, lane) the schedule steps and item indices of its receives, in order
     recv_at: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
     if sync:
@@ -91,8 +92,8 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
             if prev is not None and prev[1] != tb_i:
                 need[prev[1]] = max(need.get(prev[1], -1), prev[2])
             last_send[peer] = (step, tb_i, it_i)
-        rsegs = [g for iv in item.reads for g in part.segments(iv)]
-        wsegs = [g for iv in item.writes for g in part.segments(iv)]
+        rsegs = [g for iv in item.reads for g in segs[iv]]
+        wsegs = [g for iv in item.writes for g in segs[iv]]
         for g in rsegs:
             w = last_writer[g]
             if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:

@@ -108,20 +108,21 @@ class _Timeline:
 
     def __init__(self, tbs: tuple[PlannedTb, ...], cands: list[RankOp]) -> None:
         self.part = part = Partition(iv for tb in tbs for c in tb.ops for iv in c.op.rd + c.op.wr)
+        segs = part.table        # every interval of an op is one the partition was built from
         wanted = [False] * len(part)
         for cand in cands:
             for iv in cand.wr:
-                for g in part.segments(iv):
+                for g in segs[iv]:
                     wanted[g] = True
         acc: dict[int, list[tuple[tuple[int, ...], bool]]] = {}
         for tb in tbs:
             for c in tb.ops:
                 op = c.op
-                read = {g for iv in op.rd for g in part.segments(iv) if wanted[g]}
+                read = {g for iv in op.rd for g in segs[iv] if wanted[g]}
                 for g in read:
                     acc.setdefault(g, []).append((op.pos, False))
                 for iv in op.wr:
-                    for g in part.segments(iv):
+                    for g in segs[iv]:
                         if wanted[g] and g not in read:
                             acc.setdefault(g, []).append((op.pos, True))
         self.positions: dict[int, list[tuple[int, ...]]] = {}

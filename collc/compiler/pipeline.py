@@ -1,44 +1,58 @@
-"""The lowering pipeline: an explicit, ordered tuple of named passes.
+"""The lowering pipeline: an explicit, ordered tuple of named passes and the runner over them.
 
-``lower(schedule, options)`` runs::
+``PASSES`` is::
 
     pipelining -> scratch -> channels -> threadblocks -> fusion -> dependencies -> limits
 
-and returns a ``Program``.  After the scratch pass the remaining passes depend only on
-one rank's ops, so ``lower`` runs them rank by rank (``channel_ops``,
-``rank_threadblocks``, ``fuse_rank``, ``build_gpu``): only one rank's intermediate plans
-are alive at a time, which keeps a 4096-rank lowering in memory.  The whole-plan forms
-(``assign_threadblocks``, ``fuse``, ``build_program``) remain for tests and tools.
-The channel pass is retried with more channel groups
-while some tb exceeds the dialect's per-tb step limit.  Threadblocks pair a
-receive peer with a send peer when that enables fusion; if the executor model
-(``collc.compiler.verify.simulate``, no data) finds that pairing blocks, the
-program is rebuilt with separate send and receive threadblocks, which cannot.  ``timings`` (if given)
-receives the seconds spent per pass; ``verify_between`` runs the Schedule verifier
-after the Schedule-level pass (used by the tests).
+(xDSL's ``PassPipeline``, sqlglot's ``RULES``).  Each :class:`Pass` is a frozen object
+with a name and a pure ``run(ir, context) -> ir``; ``scope`` says whether it runs once
+on the whole IR or once per rank.  After ``scratch`` every pass depends only on one
+rank's ops and on a few program-wide decisions made once (the :class:`Layout`: channel
+groups, peer spread, tb pairing hints), so :func:`run_pipeline` runs the per-rank
+passes rank by rank -- in ``jobs`` worker processes when asked -- and only one rank's
+intermediate IR is alive at a time.  The result does not depend on ``jobs``: ranks are
+lowered independently and gathered in rank order.
+
+The runner times each pass (per-rank passes: seconds summed over ranks and workers),
+renders the IR after any named pass (``dump``: :mod:`collc.compiler.dump`) and, with
+``verify_between``, checks each pass's invariants on its output (the tests turn it on).
+The channel groups are doubled while some tb exceeds the dialect's per-tb step limit.
+Threadblocks pair a receive peer with a send peer when that enables fusion; if the
+executor model (``collc.compiler.verify.simulate``, no data) finds that pairing
+blocks, the program is rebuilt with separate send and receive threadblocks, which
+cannot (``check_pairing``; the driver, which checks every program fully, decides
+this itself and turns it off).
+
+``lower(schedule, options)`` returns the ``Program``; :func:`run_pipeline` can also
+print each rank's text in the workers (``emit``) and keep only some ranks (``ranks``),
+which is how ``collc build --shard-per-rank --ranks A-B`` builds one node's shards.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from collc.compiler.dependencies import build_gpu
-from collc.compiler.fusion import fuse_rank
+from collc.compiler.dump import show_chops, show_gpu, show_op, show_plan, show_program_header, show_schedule, show_tbs
+from collc.compiler.fusion import FusedTb, fuse_rank
 from collc.compiler.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, RankOp, expand
-from collc.compiler.threadblocks import channel_ops, peer_spread, rank_threadblocks
+from collc.compiler.threadblocks import ChannelOp, PlannedTb, channel_ops, peer_spread, rank_threadblocks
 from collc.compiler.verify import simulate, size_model
-from collc.errors import LoweringError, NodeBudgetError
+from collc.errors import CollcError, LoweringError, NodeBudgetError
+from collc.ir.collective import Collective
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
-
-PASSES = ("pipelining", "scratch", "channels", "threadblocks", "fusion", "dependencies", "limits")
 
 
 @dataclass(frozen=True)
@@ -54,8 +68,326 @@ class LowerOptions:
     shard: bool = False          # one file per rank will be written: no 1024-<gpu> file limit
     name: str = ""
     on_rank: Callable[[int, int], None] | None = field(default=None, compare=False)  # (ranks done, of)
-    verify_between: bool = False
+    verify_between: bool = False  # check each pass's invariants on its output
+    jobs: int = 1                # worker processes for the per-rank passes (1: in this process)
+    dump: frozenset[str] = frozenset()   # passes after which to render the IR (run_pipeline's dumps)
     timings: dict[str, float] = field(default_factory=dict, compare=False)
+
+
+# --------------------------------------------------------------------------- the passes
+@dataclass(frozen=True)
+class Layout:
+    """The program-wide decisions the per-rank passes share (made once, after ``scratch``)."""
+
+    coll: Collective
+    groups: int                                  # channel groups per lane
+    spread: int                                  # channels each group is split into (peers per channel)
+    pair: bool                                   # pair a receive peer with a send peer in one tb
+    hints: tuple[dict[tuple[int, int], int], ...]  # per rank: (lane, recv peer) -> send peer to pair
+    scratch: tuple[int, ...]                     # scratch chunks per rank
+    dialect: Dialect
+    shard: bool
+    synced: tuple[frozenset[int], ...] = ()      # per rank: send peers in the schedule's step_sync
+    ordered_sends: bool = False                  # the schedule's ordered_sends hint
+
+
+@dataclass(frozen=True)
+class RankContext:
+    layout: Layout
+    rank: int
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One named lowering pass: ``run(ir, context)`` returns the next IR and never mutates its input.
+
+    ``scope`` is ``"program"`` (run once; context: the options) or ``"rank"`` (run once per
+    rank; context: a :class:`RankContext`).  ``check`` (the invariants of its output) and
+    ``show`` (the text of its output) serve ``verify_between`` and ``dump``.
+    """
+
+    name: str
+    scope: str
+    doc: str
+    run: Callable[[Any, Any], Any]
+    check: Callable[[Any, Any], None]
+    show: Callable[[Any, Any], list[str]]
+
+
+def _pipelining(s: Schedule, opts: LowerOptions) -> Schedule:
+    return cap_counts(split_chunks(s, opts.chunks, opts.instances), LIMITS[opts.dialect].max_cnt)
+
+
+def _scratch(s: Schedule, opts: LowerOptions) -> OpPlan:
+    return expand(s)
+
+
+def _channels(ops: Sequence[RankOp], ctx: RankContext) -> list[ChannelOp]:
+    lay = ctx.layout
+    return channel_ops(ops, lay.groups, lay.spread, lay.coll.nranks)
+
+
+def _threadblocks(chops: list[ChannelOp], ctx: RankContext) -> tuple[PlannedTb, ...]:
+    return rank_threadblocks(ctx.rank, chops, ctx.layout.pair, ctx.layout.hints[ctx.rank])
+
+
+def _fusion(tbs: tuple[PlannedTb, ...], ctx: RankContext) -> tuple[FusedTb, ...]:
+    return fuse_rank(ctx.layout.coll, ctx.rank, tbs)
+
+
+def _dependencies(tbs: tuple[FusedTb, ...], ctx: RankContext) -> Gpu:
+    lay = ctx.layout
+    return build_gpu(lay.coll, ctx.rank, tbs, lay.scratch[ctx.rank],
+                     lay.synced[ctx.rank] if lay.synced else frozenset(), lay.ordered_sends)
+
+
+def _limits(gpu: Gpu, ctx: RankContext) -> Gpu:
+    lay = ctx.layout
+    gpu_limits(gpu, lay.dialect, 1 if lay.shard else lay.coll.nranks)
+    return gpu
+
+
+def _fail(name: str, msg: str) -> LoweringError:
+    return LoweringError(f"invariant broken after pass {name}: {msg}")
+
+
+def _check_schedule(s: Schedule, opts: LowerOptions) -> None:
+    verify_schedule(s)
+
+
+def _check_plan(plan: OpPlan, opts: LowerOptions) -> None:
+    """Every op has contiguous operands of cnt >= 1; every send has its receive (same key and count)."""
+    ends: dict[tuple[int, int, tuple[int, ...], int], int] = {}
+    for op in plan.ops:
+        if op.cnt < 1:
+            raise _fail("scratch", f"{show_op(op)}: cnt below 1")
+        if op.kind is Kind.SEND:
+            k = (op.rank, op.peer, op.key, op.cnt)
+            ends[k] = ends.get(k, 0) + 1
+        elif op.kind is Kind.RECV:
+            k = (op.peer, op.rank, op.key, op.cnt)
+            ends[k] = ends.get(k, 0) - 1
+    bad = sorted(k for k, v in ends.items() if v)
+    if bad:
+        src, dst, key, cnt = bad[0]
+        raise _fail("scratch", f"{len(bad)} messages without both ends, first {src}->{dst} key {key} cnt {cnt}")
+    if len(plan.scratch) != plan.collective.nranks or min(plan.scratch, default=0) < 0:
+        raise _fail("scratch", f"scratch sizes {list(plan.scratch)[:8]} do not fit {plan.collective.nranks} ranks")
+
+
+def _check_channels(chops: list[ChannelOp], ctx: RankContext) -> None:
+    top = LIMITS[ctx.layout.dialect].max_channels
+    for c in chops:
+        if c.op.rank != ctx.rank or not 0 <= c.chan < top:
+            raise _fail("channels", f"rank {ctx.rank}: {show_op(c.op)} on channel {c.chan} (0..{top - 1})")
+
+
+def _check_threadblocks(tbs: tuple[PlannedTb, ...], ctx: RankContext) -> None:
+    seen: set[tuple[int, ...]] = set()
+    for k, t in enumerate(tbs):
+        where = f"rank {ctx.rank} tb {k}"
+        if any(c.chan != t.chan for c in t.ops):
+            raise _fail("threadblocks", f"{where}: an op of another channel than the tb's {t.chan}")
+        for c in t.ops:
+            if c.op.kind is Kind.SEND and c.op.peer != t.send or c.op.kind is Kind.RECV and c.op.peer != t.recv:
+                raise _fail("threadblocks", f"{where}: {show_op(c.op)} does not match send={t.send} recv={t.recv}")
+        pos = [c.op.pos for c in t.ops]
+        if pos != sorted(pos):
+            raise _fail("threadblocks", f"{where}: ops out of logical order")
+        seen.update(pos)
+        if len(seen) < sum(len(u.ops) for u in tbs[:k + 1]):
+            raise _fail("threadblocks", f"{where}: an op placed twice")
+
+
+def _check_fusion(tbs: tuple[FusedTb, ...], ctx: RankContext) -> None:
+    for k, t in enumerate(tbs):
+        pos = [i.position for i in t.items]
+        if pos != sorted(pos) or len(set(pos)) != len(pos):
+            raise _fail("fusion", f"rank {ctx.rank} tb {k}: items out of logical order")
+
+
+def _check_gpu(name: str) -> Callable[[Gpu, RankContext], None]:
+    def check(gpu: Gpu, ctx: RankContext) -> None:
+        """Step numbers are positions; every dependency names an earlier-placed step of another
+        tb of this rank, which carries hasdep."""
+        if gpu.id != ctx.rank or [t.id for t in gpu.tbs] != list(range(len(gpu.tbs))):
+            raise _fail(name, f"rank {ctx.rank}: gpu id {gpu.id} or tb ids not 0..{len(gpu.tbs) - 1}")
+        for t in gpu.tbs:
+            for k, s in enumerate(t.steps):
+                where = f"gpu {gpu.id} tb {t.id} step {k}"
+                if s.s != k:
+                    raise _fail(name, f"{where}: s={s.s}")
+                if s.depid >= 0:
+                    if s.depid == t.id or s.depid >= len(gpu.tbs) or not 0 <= s.deps < len(gpu.tbs[s.depid].steps):
+                        raise _fail(name, f"{where}: dependency on tb {s.depid} step {s.deps} does not exist")
+                    if not gpu.tbs[s.depid].steps[s.deps].hasdep:
+                        raise _fail(name, f"{where}: its target tb {s.depid} step {s.deps} lacks hasdep")
+    return check
+
+
+def _show_rank(render: Callable[[Any], list[str]], title: str) -> Callable[[Any, RankContext], list[str]]:
+    return lambda ir, ctx: [f"{title} rank {ctx.rank}"] + render(ir)
+
+
+PASSES: tuple[Pass, ...] = (
+    Pass("pipelining", "program", "split chunks into parts and instances, cap message counts (Schedule)",
+         _pipelining, _check_schedule, lambda s, o: show_schedule(s)),
+    Pass("scratch", "program", "per-rank send/recv/copy/reduce ops, scratch allocated (Schedule -> OpPlan)",
+         _scratch, _check_plan, lambda p, o: show_plan(p)),
+    Pass("channels", "rank", "a channel per op from its lane, chunk group and peer spread",
+         _channels, _check_channels, _show_rank(show_chops, "channels")),
+    Pass("threadblocks", "rank", "tbs per (send peer, recv peer, channel), ops in logical order",
+         _threadblocks, _check_threadblocks, _show_rank(show_tbs, "tbs")),
+    Pass("fusion", "rank", "a receive and the send of the same data become one rcs/rrs/rrcs step",
+         _fusion, _check_fusion, _show_rank(show_tbs, "fused")),
+    Pass("dependencies", "rank", "cross-tb dependencies, nops and the rank's steps (-> Gpu)",
+         _dependencies, _check_gpu("dependencies"), lambda g, ctx: show_gpu(g)),
+    Pass("limits", "rank", "the dialect's limits on the rank (the program-wide ones after all ranks)",
+         _limits, _check_gpu("limits"), lambda g, ctx: show_gpu(g)),
+)
+PASS_NAMES = tuple(p.name for p in PASSES)
+_PROGRAM_PASSES = tuple(p for p in PASSES if p.scope == "program")
+_RANK_PASSES = tuple(p for p in PASSES if p.scope == "rank")
+
+
+# --------------------------------------------------------------------------- the runner
+@dataclass
+class Lowered:
+    """What :func:`run_pipeline` made: the program (its gpus only with ``keep_gpus``), the emitted
+    text of the selected ranks, the IR dumps asked for and the seconds per pass."""
+
+    program: Program
+    texts: dict[int, str]
+    dumps: dict[str, list[str]]
+    timings: dict[str, float]      # seconds per pass (per-rank passes: summed over ranks and workers)
+    emit_seconds: float = 0.0      # spent in ``emit`` (summed likewise)
+    workers: int = 1               # processes that ran the per-rank passes
+
+
+@dataclass
+class _RankResult:
+    rank: int
+    gpu: Gpu | None
+    text: str | None
+    nchannels: int
+    worst: tuple[int, int, int]               # (steps, gpu, tb) of the longest tb
+    error: CollcError | None                  # raised by a pass before limits
+    limit_error: CollcError | None            # raised by the limits pass
+    dumps: dict[str, list[str]]
+    spent: dict[str, float]
+
+
+@dataclass
+class _Job:
+    """Everything a worker needs, inherited through fork (nothing of it is pickled)."""
+
+    by_rank: list[list[RankOp]]
+    layout: Layout
+    opts: LowerOptions
+    emit: Callable[[Gpu], str] | None
+    selected: range
+    keep_gpus: bool
+
+
+_JOB: _Job | None = None
+
+
+def _lower_rank(job: _Job, rank: int) -> _RankResult:
+    clock = time.perf_counter
+    ctx = RankContext(job.layout, rank)
+    lim = LIMITS[job.layout.dialect]
+    spent = dict.fromkeys((p.name for p in _RANK_PASSES), 0.0)
+    dumps: dict[str, list[str]] = {}
+    ir: Any = job.by_rank[rank]
+    worst = (0, 0, 0)
+    nchannels = 1
+    for p in _RANK_PASSES:
+        if p.name == "limits" and worst[0] > lim.max_steps_per_tb:
+            break          # the runner retries with more channel groups: limits would only mislead
+        a = clock()
+        try:
+            ir = p.run(ir, ctx)
+            if job.opts.verify_between:
+                p.check(ir, ctx)
+        except CollcError as exc:
+            spent[p.name] += clock() - a
+            if p.name == "limits":
+                return _RankResult(rank, None, None, nchannels, worst, None, exc, dumps, spent)
+            return _RankResult(rank, None, None, nchannels, worst, exc, None, dumps, spent)
+        spent[p.name] += clock() - a
+        if p.name == "threadblocks":
+            nchannels = max([1] + [t.chan + 1 for t in ir])
+        if p.name == "dependencies":
+            worst = max([worst] + [(len(t.steps), ir.id, t.id) for t in ir.tbs])
+        if p.name in job.opts.dump:
+            dumps[p.name] = p.show(ir, ctx)
+    gpu: Gpu = ir
+    text = None
+    if job.emit is not None and rank in job.selected and worst[0] <= lim.max_steps_per_tb:
+        a = clock()
+        text = job.emit(gpu)
+        spent["emit"] = clock() - a
+    return _RankResult(rank, gpu if job.keep_gpus else None, text, nchannels, worst, None, None, dumps, spent)
+
+
+def _lower_block(block: tuple[int, int]) -> list[_RankResult]:
+    assert _JOB is not None, "worker started without a job"
+    return [_lower_rank(_JOB, r) for r in range(*block)]
+
+
+def default_jobs() -> int:
+    """The cores this process may use (``collc build --jobs`` default)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:       # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+#: Below this many ranks the per-rank passes stay in this process (starting workers costs more).
+PARALLEL_MIN_RANKS = 128
+
+
+def _worker_signals() -> None:
+    # a worker leaves interrupts to the parent (which removes unfinished outputs and stops the
+    # pool); the handlers it inherited would act on the parent's pending files
+    # (under nohup SIGHUP stays ignored, as in the parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        sig = getattr(signal, name, None)
+        if sig is not None and signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
+
+
+def workers(jobs: int, nranks: int) -> int:
+    """The worker processes ``jobs`` gives for ``nranks`` ranks (1: the passes run in this process)."""
+    if jobs <= 1 or nranks < PARALLEL_MIN_RANKS or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return jobs
+
+
+def _rank_results(job: _Job, jobs: int) -> Iterator[_RankResult]:
+    """Every rank's result in rank order, from ``jobs`` fork workers or from this process."""
+    global _JOB
+    n = job.layout.coll.nranks
+    on_rank = job.opts.on_rank
+    every = max(1, n // 100)
+    if workers(jobs, n) == 1:
+        for rank in range(n):
+            if on_rank is not None and rank % every == 0:
+                on_rank(rank, n)
+            yield _lower_rank(job, rank)
+        return
+    size = max(1, -(-n // (jobs * 8)))
+    blocks = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
+    _JOB = job
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
+            for block in pool.imap(_lower_block, blocks):
+                if on_rank is not None:
+                    on_rank(block[0].rank if block else 0, n)
+                yield from block
+    finally:
+        _JOB = None
 
 
 def program_name(schedule: Schedule) -> str:
@@ -65,23 +397,46 @@ def program_name(schedule: Schedule) -> str:
 
 
 def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
+    """Run every pass; the Program with all its gpus (``opts.timings`` receives seconds per pass)."""
+    return run_pipeline(schedule, opts).program
+
+
+def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
+                 emit: Callable[[Gpu], str] | None = None, ranks: range | None = None,
+                 keep_gpus: bool = True) -> Lowered:
+    """Run ``PASSES`` on ``schedule``.
+
+    ``emit`` (if given) prints each rank's gpu in the worker that lowered it, for the ranks
+    in ``ranks`` (default all); ``keep_gpus=False`` returns the program without its gpus
+    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).  The pairing
+    check needs every gpu, so ``check_pairing`` keeps them regardless.
+    """
     clock = time.perf_counter
-    t0 = clock()
     lim = LIMITS[opts.dialect]
-    sched = cap_counts(split_chunks(schedule, opts.chunks, opts.instances), lim.max_cnt)
-    if opts.verify_between:
-        verify_schedule(sched)
-    t1 = clock()
-    plan = expand(sched)
-    coll, lanes, ordered = sched.collective, sched.lanes, sched.ordered_sends
-    hints: list[dict[tuple[int, int], int]] = [{} for _ in range(coll.nranks)]
-    for rank, lane, rpeer, speer in sched.tb_pairs:
-        hints[rank][(lane, rpeer)] = speer
-    synced: list[frozenset[int]] = [frozenset() for _ in range(coll.nranks)]
-    for src, dst in sched.step_sync:
-        synced[src] |= {dst}
-    del sched      # the ops hold all that later passes need (memory at 4096 ranks)
-    t2 = clock()
+    timings: dict[str, float] = {}
+    dumps: dict[str, list[str]] = {}
+    ir: Any = schedule
+    for p in _PROGRAM_PASSES:
+        a = clock()
+        ir = p.run(ir, opts)
+        if opts.verify_between:
+            p.check(ir, opts)
+        if p.name == "pipelining":
+            sched: Schedule = ir
+            hints: list[dict[tuple[int, int], int]] = [{} for _ in range(sched.collective.nranks)]
+            for rank, lane, rpeer, speer in sched.tb_pairs:
+                hints[rank][(lane, rpeer)] = speer
+            synced: list[frozenset[int]] = [frozenset() for _ in range(sched.collective.nranks)]
+            for src, dst in sched.step_sync:
+                synced[src] |= {dst}
+            lanes, ordered = sched.lanes, sched.ordered_sends
+        timings[p.name] = clock() - a
+        if p.name in opts.dump:
+            dumps[p.name] = p.show(ir, opts)
+    plan: OpPlan = ir
+    del ir, sched      # the ops hold all that later passes need (memory at 4096 ranks)
+    coll = plan.collective
+    a = clock()
     spread = peer_spread(plan.ops, coll.nranks)
     if spread > 1 and lanes * spread > lim.max_channels:
         raise LoweringError(f"a rank has more than 32 send or receive peers per channel: spreading them needs "
@@ -95,66 +450,84 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
         groups = max(1, min(most, lim.max_tbs_per_gpu // per_group))
     else:
         groups = estimate_groups(plan, lim.max_steps_per_tb, most)
-    spent = {"channels": 0.0, "threadblocks": 0.0, "fusion": 0.0, "dependencies": 0.0}
     by_rank: list[list[RankOp]] = [[] for _ in range(coll.nranks)]
     for op in plan.ops:
         by_rank[op.rank].append(op)
+    timings["channels"] = clock() - a     # the channel groups are the channel pass's decision
     name = opts.name or program_name(schedule)
+    selected = range(coll.nranks) if ranks is None else ranks
+    jobs = max(1, opts.jobs)
 
-    def assign(pair: bool, groups: int) -> Program:
-        # rank by rank, so that only one rank's intermediate plans are alive at a time
+    def header(nchannels: int, gpus: tuple[Gpu, ...]) -> Program:
+        return Program(name=name, proto=opts.proto, nchannels=nchannels, nchunksperloop=coll.nchunksperloop,
+                       ngpus=coll.nranks, coll=coll.kind.value, inplace=int(coll.inplace),
+                       outofplace=int(not coll.inplace), min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
+                       gpus=gpus)
+
+    def assign(pair: bool, groups: int, keep: bool) -> tuple[Program, dict[int, str]]:
         while True:
+            layout = Layout(coll, groups, spread, pair, tuple(hints), plan.scratch, opts.dialect, opts.shard,
+                            tuple(synced), ordered)
+            job = _Job(by_rank, layout, opts, emit, selected, keep)
             gpus: list[Gpu] = []
-            nchannels = 1
-            worst = (0, 0, 0)
-            every = max(1, coll.nranks // 100)
-            for rank in range(coll.nranks):
-                if opts.on_rank is not None and rank % every == 0:
-                    opts.on_rank(rank, coll.nranks)
-                a = clock()
-                chops = channel_ops(by_rank[rank], groups, spread, coll.nranks)
-                b = clock()
-                tbs = rank_threadblocks(rank, chops, pair, hints[rank])
-                c = clock()
-                fused = fuse_rank(coll, rank, tbs)
-                d = clock()
-                gpu = build_gpu(coll, rank, fused, plan.scratch[rank], synced[rank], ordered)
-                e = clock()
-                for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
-                    spent[k] += v
-                nchannels = max([nchannels] + [t.chan + 1 for t in tbs])
-                worst = max([worst] + [(len(t.steps), gpu.id, t.id) for t in gpu.tbs])
+            texts: dict[int, str] = {}
+            nchannels, worst = 1, (0, 0, 0)
+            limit_error: CollcError | None = None
+            round_dumps: dict[str, list[str]] = {}
+            for res in _rank_results(job, jobs):
+                for k, v in res.spent.items():
+                    timings[k] = timings.get(k, 0.0) + v
+                for k, lines in res.dumps.items():
+                    round_dumps.setdefault(k, []).extend(lines)
+                if res.error is not None:
+                    raise res.error
+                limit_error = limit_error or res.limit_error
+                nchannels = max(nchannels, res.nchannels)
+                worst = max(worst, res.worst)
                 if worst[0] > lim.max_steps_per_tb:
-                    break
-                gpus.append(gpu)
-            else:
-                return Program(name=name, proto=opts.proto, nchannels=nchannels,
-                               nchunksperloop=coll.nchunksperloop, ngpus=coll.nranks, coll=coll.kind.value,
-                               inplace=int(schedule.collective.inplace),
-                               outofplace=int(not schedule.collective.inplace), min_bytes=opts.min_bytes,
-                               max_bytes=opts.max_bytes, gpus=tuple(gpus))
+                    break             # more channel groups are needed: the rest would be redone anyway
+                if res.gpu is not None:
+                    gpus.append(res.gpu)
+                if res.text is not None:
+                    texts[res.rank] = res.text
+            if worst[0] <= lim.max_steps_per_tb:
+                prog = header(nchannels, tuple(gpus))
+                b = clock()
+                program_limits(prog, opts.dialect, opts.shard)   # the program-wide limits, before any gpu's
+                if limit_error is not None:
+                    raise limit_error
+                timings["limits"] = timings.get("limits", 0.0) + clock() - b
+                dumps.update(round_dumps)
+                if "limits" in dumps:
+                    dumps["limits"] = show_program_header(prog) + dumps["limits"]
+                return prog, texts
             if lanes * spread * (groups + 1) > lim.max_channels:
                 raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} steps, above the "
                                     f"{opts.dialect.value} limit of {lim.max_steps_per_tb} per tb, even spread "
                                     f"over {lanes * spread * groups} channels: use fewer --chunks or --instances")
             groups = min(2 * groups, lim.max_channels // (lanes * spread))
 
-    prog = assign(opts.pair, groups)
-    if opts.pair and opts.check_pairing and any(t.send >= 0 and t.recv >= 0 for g in prog.gpus for t in g.tbs):
+    check_pairing = opts.pair and opts.check_pairing
+    prog, texts = assign(opts.pair, groups, keep_gpus or check_pairing)
+    if check_pairing and any(t.send >= 0 and t.recv >= 0 for g in prog.gpus for t in g.tbs):
         # Paired tbs put a step's sends before its receives; when a step sends more pieces than
         # a connection holds, a cycle of such tbs can block.  Separate send and receive tbs,
         # each in step order, cannot: fall back to them when the executor model says so.
         a = clock()
-        model = size_model(opts.proto, prog.nchunksperloop, opts.max_bytes or None)
+        # at the size the file check uses: its window's top (legacy: the runtime's default maxBytes)
+        top = opts.max_bytes or (lim.legacy_default_max_bytes - 1 if opts.dialect is Dialect.LEGACY else None)
+        model = size_model(opts.proto, prog.nchunksperloop, top)
         blocked = not simulate(prog, coll, model, data=False, races=False).finished
-        spent["threadblocks"] += clock() - a  # the pairing decision belongs to that pass
+        timings["threadblocks"] = timings.get("threadblocks", 0.0) + clock() - a  # that pass's decision
         if blocked:
-            prog = assign(False, groups)
-    f = clock()
-    enforce_limits(prog, opts.dialect, opts.shard)
-    g_ = clock()
-    opts.timings.update(pipelining=t1 - t0, scratch=t2 - t1, **spent, limits=g_ - f)
-    return prog
+            for k in _RANK_PASSES:
+                dumps.pop(k.name, None)
+            prog, texts = assign(False, groups, keep_gpus)
+    if not keep_gpus:
+        prog = header(prog.nchannels, ())
+    passes = {p.name: timings.get(p.name, 0.0) for p in PASSES}
+    opts.timings.update(passes)
+    return Lowered(prog, texts, dumps, passes, timings.get("emit", 0.0), workers(jobs, coll.nranks))
 
 
 def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
@@ -181,6 +554,13 @@ def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
 
 def enforce_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None:
     """Raise LoweringError naming the first limit the program breaks, with gpu and tb."""
+    program_limits(prog, dialect, shard)
+    for g in prog.gpus:
+        gpu_limits(g, dialect, 1 if shard else prog.ngpus)
+
+
+def program_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None:
+    """The limits on the whole program: channels, and ``<gpu>`` elements per file."""
     lim = LIMITS[dialect]
     gpus_per_file = 1 if shard else prog.ngpus
     if prog.nchannels > lim.max_channels:
@@ -188,35 +568,40 @@ def enforce_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None
     if gpus_per_file > lim.max_children:
         raise LoweringError(f"{prog.ngpus} ranks: one file holds at most {lim.max_children} <gpu> elements "
                             f"(the real parser overflows beyond); use --shard-per-rank")
-    for g in prog.gpus:
-        if len(g.tbs) > lim.max_tbs_per_gpu:
-            raise LoweringError(f"gpu {g.id}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
-                                f"{lim.max_tbs_per_gpu} per GPU")
-        nsteps = sum(len(t.steps) for t in g.tbs)
-        nodes = parser_nodes(gpus_per_file, len(g.tbs), nsteps)
-        if nodes > lim.max_nodes_per_rank:
-            hint = ("; one file per rank (--shard-per-rank) would fit"
-                    if not shard and parser_nodes(1, len(g.tbs), nsteps) <= lim.max_nodes_per_rank else "")
-            raise NodeBudgetError(f"gpu {g.id}: {nodes} parser nodes (<algo>, {gpus_per_file} <gpu>, {len(g.tbs)} "
-                                f"<tb>, {nsteps} <step>); the runtime's parser loads at most "
-                                f"{lim.max_nodes_per_rank} per rank{hint}")
-        if g.s_chunks > lim.max_offset or g.i_chunks > lim.max_offset + 1 or g.o_chunks > lim.max_offset + 1:
-            raise LoweringError(f"gpu {g.id}: buffers of {max(g.i_chunks, g.o_chunks, g.s_chunks)} chunks exceed "
-                                f"the int16 offset limit {lim.max_offset}")
-        per_chan: dict[tuple[int, str], int] = {}
-        for t in g.tbs:
-            for role, peer in (("send", t.send), ("recv", t.recv)):
-                if peer >= 0:
-                    per_chan[(t.chan, role)] = per_chan.get((t.chan, role), 0) + 1
-            if t.id > lim.max_depid and any(s.depid == t.id for u in g.tbs for s in u.steps):
-                targets = len({s.depid for u in g.tbs for s in u.steps if s.depid >= 0})
-                raise LoweringError(f"gpu {g.id} tb {t.id}: a dependency targets tb id above {lim.max_depid} "
-                                    f"(depid is an int8 in the runtime; {targets} tbs of this rank are "
-                                    f"dependency targets): use fewer --instances or --chunks")
-            for s in t.steps:
-                if s.cnt > lim.max_cnt:
-                    raise LoweringError(f"gpu {g.id} tb {t.id} step {s.s}: cnt {s.cnt} exceeds {lim.max_cnt}")
-        for (chan, role), count in per_chan.items():
-            if count > lim.max_tbs_per_channel:
-                raise LoweringError(f"gpu {g.id}: chan {chan} has {count} {role} tbs, above "
-                                    f"{lim.max_tbs_per_channel} per channel")
+
+
+def gpu_limits(g: Gpu, dialect: Dialect, gpus_per_file: int) -> None:
+    """The limits on one rank: tbs, parser nodes, offsets, depid, cnt, tbs per channel."""
+    lim = LIMITS[dialect]
+    shard = gpus_per_file == 1
+    if len(g.tbs) > lim.max_tbs_per_gpu:
+        raise LoweringError(f"gpu {g.id}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
+                            f"{lim.max_tbs_per_gpu} per GPU")
+    nsteps = sum(len(t.steps) for t in g.tbs)
+    nodes = parser_nodes(gpus_per_file, len(g.tbs), nsteps)
+    if nodes > lim.max_nodes_per_rank:
+        hint = ("; one file per rank (--shard-per-rank) would fit"
+                if not shard and parser_nodes(1, len(g.tbs), nsteps) <= lim.max_nodes_per_rank else "")
+        raise NodeBudgetError(f"gpu {g.id}: {nodes} parser nodes (<algo>, {gpus_per_file} <gpu>, {len(g.tbs)} "
+                            f"<tb>, {nsteps} <step>); the runtime's parser loads at most "
+                            f"{lim.max_nodes_per_rank} per rank{hint}")
+    if g.s_chunks > lim.max_offset or g.i_chunks > lim.max_offset + 1 or g.o_chunks > lim.max_offset + 1:
+        raise LoweringError(f"gpu {g.id}: buffers of {max(g.i_chunks, g.o_chunks, g.s_chunks)} chunks exceed "
+                            f"the int16 offset limit {lim.max_offset}")
+    per_chan: dict[tuple[int, str], int] = {}
+    for t in g.tbs:
+        for role, peer in (("send", t.send), ("recv", t.recv)):
+            if peer >= 0:
+                per_chan[(t.chan, role)] = per_chan.get((t.chan, role), 0) + 1
+        if t.id > lim.max_depid and any(s.depid == t.id for u in g.tbs for s in u.steps):
+            targets = len({s.depid for u in g.tbs for s in u.steps if s.depid >= 0})
+            raise LoweringError(f"gpu {g.id} tb {t.id}: a dependency targets tb id above {lim.max_depid} "
+                                f"(depid is an int8 in the runtime; {targets} tbs of this rank are "
+                                f"dependency targets): use fewer --instances or --chunks")
+        for s in t.steps:
+            if s.cnt > lim.max_cnt:
+                raise LoweringError(f"gpu {g.id} tb {t.id} step {s.s}: cnt {s.cnt} exceeds {lim.max_cnt}")
+    for (chan, role), count in per_chan.items():
+        if count > lim.max_tbs_per_channel:
+            raise LoweringError(f"gpu {g.id}: chan {chan} has {count} {role} tbs, above "
+                                f"{lim.max_tbs_per_channel} per channel")

@@ -55,6 +55,11 @@ class Partition:
     def __len__(self) -> int:
         return self._n
 
+    @property
+    def table(self) -> dict[Interval, range]:
+        """``segments`` of every interval given, as a dict (the passes' inner loops index it)."""
+        return self._memo
+
     def segments(self, iv: Interval) -> range:
         """The segments that make up ``iv`` (which must be one of the intervals given)."""
         r = self._memo.get(iv)

@@ -149,10 +149,10 @@ def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
     for (speer, chan), ops in sorted(send_ops.items()):
         if (speer, chan) not in used_send:
             tbs.append(_tb(speer, -1, chan, ops, attached))
-    local.sort(key=lambda c: order_key(c.op))
+    local.sort(key=lambda c: c.op.pos)
     for start in range(0, len(local), LOCAL_TB_OPS):  # several local tbs if there are many
         tbs.append(PlannedTb(-1, -1, 0, tuple(local[start:start + LOCAL_TB_OPS])))
-    tbs.sort(key=lambda t: (t.chan, t.send, t.recv, order_key(t.ops[0].op) if t.ops else ()))
+    tbs.sort(key=lambda t: (t.chan, t.send, t.recv, t.ops[0].op.pos if t.ops else ()))
     return tuple(tbs)
 
 
@@ -162,7 +162,7 @@ def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
     for c in ops:
         role = "send" if c.op.kind is Kind.SEND else "recv"
         allops.extend(attached.get((role, c.op.key[0], c.op.key[1]), []))
-    return PlannedTb(send, recv, chan, tuple(sorted(allops, key=lambda c: order_key(c.op))))
+    return PlannedTb(send, recv, chan, tuple(sorted(allops, key=lambda c: c.op.pos)))
 
 
 def _hinted_pairs(send_ops: dict[tuple[int, int], list[ChannelOp]],

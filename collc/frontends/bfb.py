@@ -44,10 +44,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp  # type: ignore[import-untyped]
-from scipy.optimize import linprog  # type: ignore[import-untyped]
-from scipy.sparse.csgraph import connected_components, maximum_flow, shortest_path  # type: ignore[import-untyped]
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp  # type: ignore[import-untyped]
+
+# scipy is imported by the functions that use it: every command loads the registry, and
+# scipy.optimize alone costs a third of a second of start-up
 
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
@@ -83,6 +88,7 @@ class Digraph:
                        self.name + "^T")
 
     def matrix(self) -> sp.csr_matrix:
+        import scipy.sparse as sp
         a = np.array(self.arcs, dtype=np.int64).reshape(-1, 3)
         return sp.csr_matrix((a[:, 2], (a[:, 0], a[:, 1])), shape=(self.n, self.n))
 
@@ -123,6 +129,8 @@ def digraph_of(topology: Topology) -> Digraph:
 
 def applies(topology: Topology, kind: CollKind | None = None) -> str | None:
     """None when BFB applies, else the reason."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]
     if topology.nswitches:
         return f"bfb needs a direct-connect topology; {topology.name} has switch nodes"
     if topology.nranks < 2:
@@ -210,6 +218,8 @@ def _lp_u(p: _Problem) -> Fraction:
     """The optimum of LP (3) by scipy's HiGHS, rationalised (the optimum is a ratio
     ``|S'| / mult(P(S'))``, so its denominator is at most the in-link count) and
     confirmed exactly by an integral max-flow."""
+    import scipy.sparse as sp
+    from scipy.optimize import linprog  # type: ignore[import-untyped]
     ns, nw = p.eligible.shape
     cap = int(p.mult.sum())
     us, ws = np.nonzero(p.eligible)
@@ -275,6 +285,8 @@ def _flow(p: _Problem, chunks: int, u: Fraction, exact: bool) -> np.ndarray | No
     ``ceil(u mult_w chunks)`` chunks, or None when none exists.  Sources with the same
     eligible links are interchangeable: the flow runs on those types, and each type's
     per-link totals are then cut into consecutive whole shards."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import maximum_flow
     ns, nw = p.eligible.shape
     caps = [math.ceil(u * int(m) * chunks) for m in p.mult]
     if exact and any(c != u * int(m) * chunks for c, m in zip(caps, p.mult)):
@@ -347,6 +359,7 @@ def bfb_allgather(topology: Topology | Digraph, chunks: int = 0, with_pieces: bo
     """The optimal BFB allgather (LP (3) per step and receiver).  ``chunks`` fixes the
     chunks per shard (0: the LCM of the LP denominators, App. D.2).  ``with_pieces=False``
     computes only the costs (the finder's use): no split, no rows."""
+    from scipy.sparse.csgraph import shortest_path
     g = topology if isinstance(topology, Digraph) else digraph_of(topology)
     n = g.n
     mat = g.matrix()

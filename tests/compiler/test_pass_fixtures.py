@@ -11,20 +11,21 @@ an intended change with ``python scripts/regen_golden.py`` (which calls
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from collc.compiler.dependencies import build_gpu
-from collc.compiler.fusion import FusedTb, fuse_rank
+from collc.compiler.dump import show_chops, show_gpu, show_op as _op, show_plan, show_schedule, show_tbs
+from collc.compiler.fusion import fuse_rank
 from collc.compiler.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, enforce_limits, lower
 from collc.compiler.pipelining import split_chunks
-from collc.compiler.program import Gpu, Program
-from collc.compiler.scratch import OpPlan, RankOp, expand
-from collc.compiler.threadblocks import ChannelOp, PlannedTb, channel_ops, rank_threadblocks
+from collc.compiler.program import Program
+from collc.compiler.scratch import expand
+from collc.compiler.threadblocks import channel_ops, rank_threadblocks
 from collc.errors import CollcError
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import Buffer, CollKind, Collective
@@ -33,61 +34,6 @@ from collc.topology import parse_spec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 I, O = Buffer.INPUT, Buffer.OUTPUT
-
-
-# ---------------------------------------------------------------------- text renderings of each IR
-def _slots(idx: Iterable[int]) -> str:
-    xs = list(idx)
-    if xs and xs == list(range(xs[0], xs[0] + len(xs))):
-        return f"{xs[0]}" if len(xs) == 1 else f"{xs[0]}:{xs[-1] + 1}"
-    return ",".join(map(str, xs))
-
-
-def show_schedule(s: Schedule) -> list[str]:
-    c = s.collective
-    head = (f"schedule {c.kind.value} ranks={c.nranks} chunk_factor={c.chunk_factor} "
-            f"{'inplace' if c.inplace else 'outofplace'} scratch={s.scratch_chunks}")
-
-    def line(t: Transfer) -> str:
-        return (f"  step {t.step} {t.src}->{t.dst} {t.src_buf.value}[{_slots(t.src_idx)}] -> "
-                f"{t.dst_buf.value}[{_slots(t.dst_idx)}] {t.op.value} lane={t.lane}")
-    return [head] + [line(t) for t in s.transfers]
-
-
-def _op(o: RankOp) -> str:
-    peer = f" peer={o.peer}" if o.peer >= 0 else ""
-    red = " reduce" if o.reduce else ""
-    return (f"rank {o.rank} step {o.step}.{o.phase} {o.kind.value}{peer} lane={o.lane} "
-            f"{o.srcbuf}[{o.srcoff}] -> {o.dstbuf}[{o.dstoff}] cnt={o.cnt}{red}")
-
-
-def show_plan(p: OpPlan) -> list[str]:
-    return [f"plan scratch={list(p.scratch)}"] + ["  " + _op(o) for o in p.ops]
-
-
-def show_chops(chops: list[ChannelOp]) -> list[str]:
-    return [f"  chan {c.chan}: {_op(c.op)}" for c in chops]
-
-
-def show_tbs(tbs: Iterable[PlannedTb | FusedTb]) -> list[str]:
-    out = []
-    for k, t in enumerate(tbs):
-        out.append(f"  tb {k} send={t.send} recv={t.recv} chan={t.chan}")
-        if isinstance(t, PlannedTb):
-            out += [f"    {_op(c.op)}" for c in t.ops]
-        else:
-            out += [f"    {i.type.value} {i.srcbuf}[{i.srcoff}] -> {i.dstbuf}[{i.dstoff}] cnt={i.cnt}"
-                    for i in t.items]
-    return out
-
-
-def show_gpu(g: Gpu) -> list[str]:
-    out = [f"  gpu {g.id} i={g.i_chunks} o={g.o_chunks} s={g.s_chunks}"]
-    for t in g.tbs:
-        out.append(f"    tb {t.id} send={t.send} recv={t.recv} chan={t.chan}")
-        out += [f"      s={s.s} {s.type.value} {s.srcbuf}[{s.srcoff}] -> {s.dstbuf}[{s.dstoff}] cnt={s.cnt} "
-                f"dep={s.depid}:{s.deps} hasdep={s.hasdep}" for s in t.steps]
-    return out
 
 
 # ---------------------------------------------------------------------- cases: (pass, case) -> (input, output)
@@ -206,9 +152,9 @@ def test_pass_fixture(path: Path, text: str) -> None:
 
 
 def test_every_pass_has_fixtures() -> None:
-    from collc.compiler.pipeline import PASSES
+    from collc.compiler.pipeline import PASS_NAMES
     passes = {p.parent.name for p, _ in RENDERED}
-    assert passes == set(PASSES), set(PASSES) ^ passes
+    assert passes == set(PASS_NAMES), set(PASS_NAMES) ^ passes
     invalid = {p.parent.name for p, _ in RENDERED if p.stem.endswith("_invalid")}
     assert invalid and all("no error" not in t for p, t in RENDERED if p.stem.endswith("_invalid"))
 

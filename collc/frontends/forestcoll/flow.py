@@ -31,8 +31,8 @@ from fractions import Fraction
 from functools import reduce
 
 import numpy as np
-import scipy.sparse as sp  # type: ignore[import-untyped]
-from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
+# scipy is imported where a flow is computed: every command loads the registry, and scipy.sparse
+# with csgraph costs about 0.2 s of start-up
 
 from collc.errors import ScheduleError
 from collc.topology import Topology
@@ -125,6 +125,7 @@ class FlowNet:
         cols = np.fromiter((b for _, b in keys), dtype=np.int32, count=len(keys))
         data = np.fromiter((merged[e] for e in keys), dtype=np.int32, count=len(keys))
         self.n = n
+        import scipy.sparse as sp  # type: ignore[import-untyped]
         self.matrix = sp.csr_matrix((data, (rows, cols)), shape=(n, n), dtype=np.int32)
         self.matrix.sort_indices()
         self._slot = {e: i for i, e in enumerate(keys)}   # csr data order = sorted (row, col)
@@ -133,10 +134,12 @@ class FlowNet:
         self.matrix.data[self._slot[edge]] = cap
 
     def flow(self, s: int, t: int) -> int:
+        from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
         return int(maximum_flow(self.matrix, s, t).flow_value)
 
     def min_cut_source_side(self, s: int, t: int) -> set[int]:
         """Nodes reachable from ``s`` in the residual network of a maximum flow."""
+        from scipy.sparse.csgraph import maximum_flow
         flow = maximum_flow(self.matrix, s, t).flow.toarray()   # antisymmetric
         residual = self.matrix.toarray() - flow
         seen = {s}

@@ -39,8 +39,8 @@ from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp  # type: ignore[import-untyped]
-from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
+# scipy is imported where a flow is computed: every command loads the registry, and scipy.sparse
+# with csgraph costs about 0.2 s of start-up
 
 from collc.errors import ScheduleError
 from collc.frontends.forestcoll.flow import INT_LIMIT, Edge
@@ -99,6 +99,7 @@ class _Aux:
         size = hub + 1
         indptr = np.zeros(size + 1, dtype=np.int32)
         np.cumsum(np.bincount(rr, minlength=size), out=indptr[1:])
+        import scipy.sparse as sp  # type: ignore[import-untyped]
         self.matrix = sp.csr_matrix((dd[order].astype(np.int32), cc[order], indptr), shape=(size, size))
         slot = np.empty(len(order), dtype=np.int64)
         slot[order] = np.arange(len(order))
@@ -111,6 +112,7 @@ class _Aux:
         """F(x, y; D_j) - sum of the other trees' multiplicities."""
         data = self.matrix.data
         data[self.hub_slot[x]] = self.big
+        from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
         value = int(maximum_flow(self.matrix, x, y).flow_value)
         data[self.hub_slot[x]] = 0
         return value - self.total
