@@ -34,7 +34,7 @@ from collc.ir.collective import CollKind  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
-    from collc.compiler.verify import Report
+    from collc.check import Report
     from collc.sim.runner import ModelParams
     from collc.topology import Topology
     from collc.tuning import Candidate
@@ -419,7 +419,7 @@ def _print_report(rep: Report) -> None:
 def _check_one(p: Path, args: argparse.Namespace) -> Report:
     from collc.backends.msccl_xml import read_xml
     from collc.backends.shards import is_shard_dir, read_shards
-    from collc.compiler.verify import check_parsed
+    from collc.check import check_parsed
 
     dialect = Dialect(args.dialect)
     if is_shard_dir(p):
@@ -433,7 +433,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     Exit 2 if any file was bad input (the run could not judge everything it was given),
     else 1 if any check failed, else 0; stderr gets one line only when some file was bad.
     """
-    from collc.compiler.verify import Report
+    from collc.check import Report
 
     results: list[tuple[str, Report | CollcError]] = []
     for item in _expand_paths(args.paths):
@@ -528,7 +528,7 @@ def _ints(text: str, flag: str) -> list[int]:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from collc.backends.msccl_xml import read_xml
     from collc.backends.shards import is_shard_dir, read_shards
-    from collc.compiler.verify import check_parsed
+    from collc.check import check_parsed
     from tqdm import tqdm
 
     from collc.sim.runner import bound_busbw, human, parse_sizes, rows_for, time_program
@@ -662,8 +662,8 @@ COMMAND_MODULES = {
     "list": ("collc.frontends.registry", "collc.topology"),
     "topology": ("collc.topology", "collc.sim.runner"),
     "build": ("tqdm", "collc.driver", "collc.sim.report", "collc.sim.runner", "collc.backends.shards"),
-    "check": ("collc.compiler.verify", "collc.backends.shards"),
-    "simulate": ("tqdm", "collc.compiler.verify", "collc.backends.shards", "collc.tuning"),
+    "check": ("collc.check", "collc.backends.shards"),
+    "simulate": ("tqdm", "collc.check", "collc.backends.shards", "collc.tuning"),
     "compare": ("tqdm", "collc.tuning"),
     "tune": ("tqdm", "collc.tuning"),
     "bench": ("collc.runtime_tests.launch", "collc.runtime_tests.report"),

@@ -21,7 +21,7 @@ from collc.backends.shards import assemble, shard_texts
 from collc.compiler.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.program import Program, Proto
-from collc.compiler.verify import Report, check_parsed
+from collc.check import Report, check_parsed
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import check_program_size
 from collc.frontends.registry import build_schedule, get as get_algorithm
@@ -109,11 +109,12 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         raise VerifyError(f"{algorithm} cannot run {kind.value} on {topology.name}: {exc}") from None
     timings.update(frontend=t1 - t0, verify_schedule=clock() - t1)
     result: Compiled | None = None
-    for pair in ((True, False) if get_algorithm(algorithm).pair_tbs or schedule.tb_pairs else (False,)):
-        # the full check below decides pairing, so lower() need not simulate it first
-        opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
-                            min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=False,
-                            shard=shard, name=name, on_rank=rank_progress)
+    first = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
+                         max_bytes=max_bytes, pair=bool(get_algorithm(algorithm).pair_tbs or schedule.tb_pairs),
+                         shard=shard, name=name, on_rank=rank_progress)
+    for opts in pairing_attempts(first):
+        # the first layout whose full check passes is kept
+        pair = opts.pair
         tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
         program = lower(schedule, opts)
@@ -140,6 +141,26 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             break
     assert result is not None
     return result
+
+
+def pairing_attempts(opts: LowerOptions) -> tuple[LowerOptions, ...]:
+    """The threadblock layouts to lower with, in order; the first whose full check passes is
+    kept.  This is the one place that decides pairing: paired tbs (a receive peer with a send
+    peer, which lets fusion forward in one step) when ``opts.pair``, then separate send and
+    receive tbs, which cannot deadlock (every tb runs in step order)."""
+    return (opts, replace(opts, pair=False)) if opts.pair else (opts,)
+
+
+def lower_checked(schedule: Schedule, opts: LowerOptions) -> tuple[Program, str, Report]:
+    """Lower, print, read back and check one file, deciding pairing as ``compile_xml`` does
+    (:func:`pairing_attempts`); returns the program kept, its text and its report."""
+    for attempt in pairing_attempts(opts):
+        program = lower(schedule, attempt)
+        text = to_xml(program, attempt.dialect)
+        report = check_parsed(parse_xml(text, "<built>"), attempt.dialect, root=schedule.collective.root)
+        if report.ok:
+            break
+    return program, text, report
 
 
 def sync_files(files: Mapping[Path, str], check: bool, base: Path) -> int:

@@ -13,7 +13,7 @@ import pytest
 
 from collc.backends.msccl_xml import parse_xml
 from collc.compiler.limits import Dialect
-from collc.compiler.verify import check_parsed
+from collc.check import check_parsed
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "regen_golden.py"
 

@@ -11,9 +11,9 @@ are alive at a time, which keeps a 4096-rank lowering in memory.  The whole-plan
 (``assign_threadblocks``, ``fuse``, ``build_program``) remain for tests and tools.
 The channel pass is retried with more channel groups
 while some tb exceeds the dialect's per-tb step limit.  Threadblocks pair a
-receive peer with a send peer when that enables fusion; if the executor model
-(``collc.compiler.verify.simulate``, no data) finds that pairing blocks, the
-program is rebuilt with separate send and receive threadblocks, which cannot.  ``timings`` (if given)
+receive peer with a send peer when ``pair`` is set (it enables fusion); whether the paired
+program is the one to keep is decided once, by the driver, from the full check
+(``collc.driver``).  ``timings`` (if given)
 receives the seconds spent per pass; ``verify_between`` runs the Schedule verifier
 after the Schedule-level pass (used by the tests).
 """
@@ -33,7 +33,6 @@ from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, RankOp, expand
 from collc.compiler.threadblocks import channel_ops, peer_spread, rank_threadblocks
-from collc.compiler.verify import simulate, size_model
 from collc.errors import LoweringError, NodeBudgetError
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
@@ -50,7 +49,6 @@ class LowerOptions:
     min_bytes: int = 0
     max_bytes: int = 0
     pair: bool = True
-    check_pairing: bool = True   # simulate flow control to decide pairing (callers that check anyway skip it)
     shard: bool = False          # one file per rank will be written: no 1024-<gpu> file limit
     name: str = ""
     on_rank: Callable[[int, int], None] | None = field(default=None, compare=False)  # (ranks done, of)
@@ -137,16 +135,6 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
             groups = min(2 * groups, lim.max_channels // (lanes * spread))
 
     prog = assign(opts.pair, groups)
-    if opts.pair and opts.check_pairing and any(t.send >= 0 and t.recv >= 0 for g in prog.gpus for t in g.tbs):
-        # Paired tbs put a step's sends before its receives; when a step sends more pieces than
-        # a connection holds, a cycle of such tbs can block.  Separate send and receive tbs,
-        # each in step order, cannot: fall back to them when the executor model says so.
-        a = clock()
-        model = size_model(opts.proto, prog.nchunksperloop, opts.max_bytes or None)
-        blocked = not simulate(prog, coll, model, data=False, races=False).finished
-        spent["threadblocks"] += clock() - a  # the pairing decision belongs to that pass
-        if blocked:
-            prog = assign(False, groups)
     f = clock()
     enforce_limits(prog, opts.dialect, opts.shard)
     g_ = clock()
