@@ -43,19 +43,29 @@ def postcondition(p: Program, coll: Collective, dom: ExactDomain, mem: dict[tupl
                    phys: Callable[[int, str, int], tuple[str, int]], gpus: Mapping[int, object],
                    errors: list[str], warnings: list[str]) -> None:
     per_chunk: dict[int, set[int]] = {}
+    reduces = coll.kind.reduces
+    masks: dict[range | tuple[int, ...], int] = {}   # origin ranks -> their mask
+    chunk_of, mask_of = dom.chunk, dom.mask
     for r in range(coll.nranks):
         if r not in gpus:
             continue
+        b, base = phys(r, "o", 0)
+        row = mem[(r, b)]
         for idx, origin, ranks in coll.expected(r):
-            want = dom.expect(origin, ranks)
-            b, i = phys(r, "o", idx)
-            got = mem[(r, b)][i]
-            if not dom.matches(got, want):
+            m = masks.get(ranks)
+            if m is None:
+                m = masks[ranks] = dom.expect(origin, ranks).mask
+            got = row[base + idx]
+            if got is None or chunk_of(got) != origin or mask_of(got) != m:
                 if len(errors) < MAX_LISTED:
                     errors.append(f"rank {r} output chunk {idx} holds {dom.describe(got)}, expected "
-                                  f"{dom.describe_expect(want)}")
-            elif coll.kind.reduces and got is not None:
-                per_chunk.setdefault(want.chunk, set()).add(got)
+                                  f"{dom.describe_expect(dom.expect(origin, ranks))}")
+            elif reduces:
+                nodes = per_chunk.get(origin)
+                if nodes is None:
+                    per_chunk[origin] = {got}
+                else:
+                    nodes.add(got)
     differing = sorted(k for k, nodes in per_chunk.items() if len(nodes) > 1)
     if differing:
         warnings.append(f"ranks reduce input chunk(s) {differing[:MAX_LISTED]}"

@@ -199,8 +199,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 row.v[base:base + c] = leaf_values(seed, g.id, c)
                 row.ok[base:base + c] = True
             else:
-                for k in range(c):
-                    mem[(g.id, pb)][base + k] = dom.leaf(g.id, k)
+                mem[(g.id, pb)][base:base + c] = dom.leaves(g.id, c)
 
     # ---- race tracking: vector clocks over tbs that share a slot with another tb
     interesting: dict[int, int] = {}
@@ -285,6 +284,9 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             if not out_num.ok.all() and len(data_errors) < MAX_LISTED:
                 data_errors.append(f"gpu {gid} {_Where(st.tb.id, st.pc, ty)}: reduces uninitialized data")
             return out_num
+        fast = dom.reduce_all(a, b)
+        if fast is not None:
+            return fast
         out: list[int | None] = []
         for x, y in zip(a, b):
             if x is None or y is None:

@@ -23,8 +23,9 @@ def shared_slot_tbs(p: Program, coll: Collective, ops: OpStream, most: int) -> d
     index -> clock component; None when there are more than ``most`` (the race check would
     not fit its budget).
 
-    Vectorized over every slot any step touches: a slot is shared when its smallest and
-    largest toucher differ, and it counts when some toucher writes it.
+    Vectorized over segments (each (gpu, physical buffer) cut at every interval end, so that
+    every slot of a segment has the same users): a segment is shared when its smallest and
+    largest user differ, and it counts when some user writes it.
     """
     live = ops.count > 0
     op = ops.op[live]
@@ -51,20 +52,23 @@ def shared_slot_tbs(p: Program, coll: Collective, ops: OpStream, most: int) -> d
     if len(t_) == 0:
         return {}
     span = int((lo_ + n_).max()) + 1
-    first = (r_ * len(BUFFERS) + b_) * span + lo_          # key of each interval's first slot
-    total = int(n_.sum())
-    ends = np.cumsum(n_)
-    within = np.arange(total, dtype=np.int64) - np.repeat(ends - n_, n_)
-    keys = np.repeat(first, n_) + within
-    who = np.repeat(t_, n_)
-    wrote = np.repeat(w_, n_)
-    order = np.argsort(keys, kind="stable")
-    keys, who, wrote = keys[order], who[order], wrote[order]
-    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
-    bad = (np.minimum.reduceat(who, starts) != np.maximum.reduceat(who, starts)) & \
-        np.logical_or.reduceat(wrote, starts)
-    slot_bad = np.repeat(bad, np.diff(np.append(starts, len(keys))))
-    chosen = np.unique(who[slot_bad])
+    lo_k = (r_ * len(BUFFERS) + b_) * span + lo_          # intervals in one key space per (gpu, buffer)
+    hi_k = lo_k + n_
+    # segments: the key space cut at every interval end; every slot of a segment has the same users
+    cuts = np.unique(np.concatenate((lo_k, hi_k)))
+    s0 = np.searchsorted(cuts, lo_k)
+    nseg = np.searchsorted(cuts, hi_k) - s0
+    ends = np.cumsum(nseg)
+    seg = np.repeat(s0 - (ends - nseg), nseg) + np.arange(int(ends[-1]), dtype=np.int64)
+    who = np.repeat(t_, nseg)
+    wrote = np.repeat(w_, nseg)
+    order = np.argsort(seg, kind="stable")
+    seg_s, who_s, wrote_s = seg[order], who[order], wrote[order]
+    starts = np.flatnonzero(np.concatenate(([True], seg_s[1:] != seg_s[:-1])))
+    bad_seg = np.zeros(len(cuts), dtype=bool)
+    bad_seg[seg_s[starts]] = (np.minimum.reduceat(who_s, starts) != np.maximum.reduceat(who_s, starts)) & \
+        np.logical_or.reduceat(wrote_s, starts)
+    chosen = np.unique(who[bad_seg[seg]])
     if len(chosen) > most:
         return None
     return {int(idx): n for n, idx in enumerate(chosen.tolist())}
