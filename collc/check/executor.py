@@ -60,18 +60,20 @@ class _Conn:
     makes the simulation cost proportional to steps, not to pieces.
     """
 
-    __slots__ = ("runs", "avail", "used")
+    __slots__ = ("runs", "avail", "used", "ps", "full")
 
-    def __init__(self) -> None:
+    def __init__(self, ps: list[int]) -> None:
         self.runs: deque[list[object]] = deque()   # [n, start, payload, tail, snap]
         self.avail = 0                             # pieces held
         self.used = 0                              # slots held
+        self.ps = ps                               # slots of a piece of c chunks (c <= mac)
+        self.full = ps[-1]                         # slots of a full piece
 
     def push(self, k: int, payload: Any, tail: int, snap: np.ndarray | None,
              model: SizeModel) -> None:
         self.runs.append([k, 0, payload, tail, snap])
         self.avail += k
-        self.used += (k - 1) * model.piece_slots(model.mac) + model.piece_slots(tail)
+        self.used += (k - 1) * self.full + self.ps[tail]
 
     def pop(self, j: int, model: SizeModel) -> tuple[Any, list[np.ndarray]]:
         run = self.runs[0]
@@ -79,12 +81,12 @@ class _Conn:
             self.runs.popleft()
             n, _, payload, tail, snap = run
             assert isinstance(n, int) and isinstance(tail, int)
-            self.used -= (n - 1) * model.piece_slots(model.mac) + model.piece_slots(tail)
+            self.used -= (n - 1) * self.full + self.ps[tail]
             self.avail -= j
             return payload, [snap] if isinstance(snap, np.ndarray) else []
         parts: list[Any] = []
         snaps: list[np.ndarray] = []
-        full = model.piece_slots(model.mac)
+        full = self.full
         while j:
             run = self.runs[0]
             n, start, payload, tail, snap = run
@@ -93,7 +95,7 @@ class _Conn:
             take = min(j, n)
             if take == n:
                 parts.append(payload[start:])
-                self.used -= (n - 1) * full + model.piece_slots(tail)
+                self.used -= (n - 1) * full + self.ps[tail]
                 self.runs.popleft()
             else:
                 end = start + take * model.mac
@@ -114,7 +116,7 @@ class _Conn:
 
 class _Tb:
     __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "waiting", "done", "ready",
-                 "out", "inn", "rx", "k_in", "k_out", "k_space_in", "k_space_out", "k_flag")
+                 "out", "inn", "rx", "k_in", "k_out", "k_space_in", "k_space_out", "k_flag", "rows")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
@@ -134,6 +136,7 @@ class _Tb:
         self.k_space_in: tuple[object, ...] = ()
         self.k_space_out: tuple[object, ...] = ()
         self.k_flag: tuple[object, ...] = ()
+        self.rows: dict[str, tuple[Any, int]] = {}   # buffer -> (its physical row, base) with data
 
 
 def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
@@ -260,18 +263,16 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         waiters.setdefault(target.k_flag, []).append(st)
         return False
 
-    def read(gid: int, buf: str, off: int, n: int, keep: bool = False) -> Any:
+    def read(st: _Tb, buf: str, off: int, n: int, keep: bool = False) -> Any:
         """``keep``: the value outlives this step (it goes into a FIFO), so copy it."""
-        pb, base = amap[(gid, buf)]
-        row = mem[(gid, pb)]
+        row, base = st.rows[buf]
         if numeric:
             a, b = base + off, base + off + n
             return NumVec(row.v[a:b].copy(), row.ok[a:b].copy()) if keep else NumVec(row.v[a:b], row.ok[a:b])
         return row[base + off:base + off + n]
 
-    def write(gid: int, buf: str, off: int, values: Any) -> None:
-        pb, base = amap[(gid, buf)]
-        row = mem[(gid, pb)]
+    def write(st: _Tb, buf: str, off: int, values: Any) -> None:
+        row, base = st.rows[buf]
         if numeric:
             row.v[base + off:base + off + len(values)] = values.v
             row.ok[base + off:base + off + len(values)] = values.ok
@@ -307,16 +308,19 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         return [(pb, base + j) for j in range(off, off + n)]
 
     runnable: deque[_Tb] = deque(order)
+    ps = [model.piece_slots(c) for c in range(model.mac + 1)]
     for st in order:
         t = st.tb
         st.k_flag = ("flag", st.gid, t.id)
+        if data:
+            st.rows = {buf: (mem[(st.gid, pb)], base) for buf in "ios" for pb, base in [amap[(st.gid, buf)]]}
         if t.send >= 0:
             key = (st.gid, t.send, t.chan)
-            st.out = fifo.setdefault(key, _Conn())
+            st.out = fifo.get(key) or fifo.setdefault(key, _Conn(ps))
             st.k_out, st.k_space_out = ("data",) + key, ("space",) + key
         if t.recv >= 0:
             key = (t.recv, st.gid, t.chan)
-            st.inn = fifo.setdefault(key, _Conn())
+            st.inn = fifo.get(key) or fifo.setdefault(key, _Conn(ps))
             st.k_in, st.k_space_in = ("data",) + key, ("space",) + key
     receiver = {(t.tb.recv, t.gid, t.tb.chan): t for t in order if t.tb.recv >= 0}
     for st in order:
@@ -333,7 +337,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         while not st.done:
             step = steps[st.pc]
             if not st.ready:
-                if not deps_ok(st, step):
+                if step.depid >= 0 and not deps_ok(st, step):
                     break
                 st.ready = True
             ty = step.type
@@ -361,7 +365,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     last = n_pieces - 1
                     if st.piece + fits == last:
                         # only the step's last piece can be smaller than a full one
-                        fits += model.piece_slots(cnt - last * mac) <= free - fits * full
+                        fits += ps[cnt - last * mac] <= free - fits * full
                     # Hand-off: a receiver parked on a plain receive of this connection consumes
                     # every piece of its step as it arrives, so the sender may run ahead by that
                     # much (the same end state as the piece-by-piece ping-pong, in one move).
@@ -400,7 +404,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 tracked = st.idx in interesting
                 src: Any = []
                 if fl & F_READ:
-                    src = read(st.gid, step.srcbuf, step.srcoff + lo, n, ty is StepType.SEND)
+                    src = read(st, step.srcbuf, step.srcoff + lo, n, ty is StepType.SEND)
                     if tracked:
                         access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
                 if ty is StepType.SEND or ty is StepType.COPY:
@@ -408,8 +412,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 elif fl & F_COMBINE:
                     payload = combine(st.gid, st, ty, src, payload)
                 elif ty is StepType.REDUCE:
-                    acc = read(st.gid, step.dstbuf, step.dstoff, n)
-                    src = read(st.gid, step.srcbuf, step.srcoff, n)
+                    acc = read(st, step.dstbuf, step.dstoff, n)
+                    src = read(st, step.srcbuf, step.srcoff, n)
                     if tracked:
                         access(st, slots(st.gid, step.srcbuf, step.srcoff, n), False, st.pc)
                     payload = combine(st.gid, st, ty, acc, src)
@@ -417,7 +421,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                         phys(st.gid, step.dstbuf, step.dstoff):
                     pass  # in place the copy is onto itself (e.g. allgather's input slice): no write
                 elif fl & F_WRITE:
-                    write(st.gid, step.dstbuf, step.dstoff + lo, payload)
+                    write(st, step.dstbuf, step.dstoff + lo, payload)
                     if tracked:
                         access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
             if fl & F_SEND:
