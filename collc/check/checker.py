@@ -17,6 +17,7 @@ from collc.check.data import check_input_writes
 from collc.check.executor import SimResult, simulate
 from collc.check.findings import MAX_LISTED, Report
 from collc.check.matching import check_matching
+from collc.check.opstream import OpStream
 from collc.check.runtime_model import SizeModel, buffering_model, size_model
 from collc.check.structure import check_structure
 from collc.compiler.limits import LIMITS, Dialect
@@ -81,8 +82,9 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
     except ScheduleError:
         rep.add("attribute", f'coll="{p.coll}" names no collective collc can check')
         return rep
-    sim_ok = check_structure(p, dialect, rep, sharded)
-    sim_ok = check_matching(p, rep) and sim_ok
+    ops = OpStream.of(p)
+    sim_ok = check_structure(p, dialect, rep, sharded, ops)
+    sim_ok = check_matching(p, rep, ops) and sim_ok
     if False in _placements(p, dialect):
         check_input_writes(p, rep)
     if not sim_ok or p.ngpus < 1 or p.nchunksperloop < 1:
@@ -92,7 +94,7 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
         raise ValueError(f"data_check must be auto, exact or numeric, not {data_check!r}")
     numeric = data_check == "numeric" or (data_check == "auto" and p.ngpus * p.nchunksperloop > EXACT_LIMIT)
     rep.info["data_check"] = "numeric (random 64-bit values, sums mod 2^64)" if numeric else "exact (symbolic)"
-    _simulate_all(p, dialect, kind, root, rep, numeric)
+    _simulate_all(p, dialect, kind, root, rep, numeric, ops)
     return rep
 
 
@@ -105,7 +107,7 @@ def _window_max(p: Program, dialect: Dialect) -> int | None:
 
 
 def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None, rep: Report,
-                  numeric: bool = False) -> None:
+                  numeric: bool = False, ops: OpStream | None = None) -> None:
     top = _window_max(p, dialect)
     model = size_model(p.proto, p.nchunksperloop, top)
     rep.info["checked_at"] = model.describe()
@@ -118,7 +120,7 @@ def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None
             except ScheduleError as exc:
                 rep.add("attribute", str(exc))
                 return
-            results.append((r, simulate(p, coll, model, numeric=numeric)))
+            results.append((r, simulate(p, coll, model, numeric=numeric, ops=ops)))
             if results[-1][1].finished and not results[-1][1].data_errors:
                 break
         r, res = results[-1]

@@ -6,17 +6,82 @@ limit of the dialect (docs/runtime-model.md).
 
 from __future__ import annotations
 
+import numpy as np
+
 from collc.check.findings import MAX_LISTED, Loc, Report
-from collc.compiler.limits import LIMITS, Dialect, parser_nodes
-from collc.compiler.program import Program, StepType, Threadblock
+from collc.check.opstream import BAD_BUFFER, TYPES, OpStream
+from collc.check.runtime_model import F_RECV, F_SEND
+from collc.compiler.limits import LIMITS, Dialect, Limits, parser_nodes
+from collc.compiler.program import READS_SRC, WRITES_DST, Program, StepType, Threadblock
+
+_NOP = TYPES.index(StepType.NOP)
+_READS = np.array([t in READS_SRC for t in TYPES])
+_WRITES = np.array([t in WRITES_DST for t in TYPES])
 
 
-def check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool) -> bool:
+def suspect_tbs(p: Program, ops: OpStream, lim: Limits) -> np.ndarray | None:
+    """Per tb (op-stream index): may one of its steps break a per-step rule?  A superset of
+    the tbs that ``_check_steps`` reports on, computed over the arrays; None (check every tb)
+    when a gpu's tb ids are not unique, since dependency targets are then ambiguous."""
+    nt = ops.ntbs
+    if nt == 0 or len(ops.op) == 0:
+        return np.zeros(nt, dtype=bool)
+    gpu_row = np.zeros(nt, dtype=np.int64)
+    sizes = np.zeros((len(p.gpus), BAD_BUFFER + 1), dtype=np.int64)
+    first = 0
+    for row, g in enumerate(p.gpus):
+        gpu_row[first:first + len(g.tbs)] = row
+        first += len(g.tbs)
+        sizes[row, :BAD_BUFFER] = (g.i_chunks, g.o_chunks, g.s_chunks)
+    span = int(max(ops.tb_id.max(), 0)) + 1
+    key = gpu_row * span + ops.tb_id
+    order = np.argsort(key, kind="stable")
+    if np.any(key[order][1:] == key[order][:-1]) or ops.tb_id.min() < 0:
+        return None
+    tb, op, cnt = ops.tb, ops.op, ops.count
+    flags = ops.flags
+    nop = op == _NOP
+    real = ~nop
+    grow = gpu_row[tb]
+    bad = ops.s != ops.step
+    bad |= (ops.srcbuf == BAD_BUFFER) | (ops.dstbuf == BAD_BUFFER)
+    bad |= (cnt > lim.max_cnt) | (cnt < 0) | (real & (cnt < 1))
+    bad |= ((flags & F_SEND) != 0) & (ops.tb_send[tb] < 0)
+    bad |= ((flags & F_RECV) != 0) & (ops.tb_recv[tb] < 0)
+    for buf, off, used in ((ops.srcbuf, ops.srcoff, _READS[op]), (ops.dstbuf, ops.dstoff, _WRITES[op])):
+        size = sizes[grow, np.minimum(buf, BAD_BUFFER)]
+        bad |= real & used & ((off > lim.max_offset) | (off < 0) | (off + cnt > size))
+    dep = ops.depid >= 0
+    bad |= (ops.depid < -1) | (ops.hasdep < 0) | (ops.hasdep > 1) | (nop & ~dep)
+    # a real step without a dependency right after a nop (the parser's chain rule)
+    after_nop = np.zeros(len(op), dtype=bool)
+    after_nop[1:] = nop[:-1] & (tb[1:] == tb[:-1])
+    bad |= real & ~dep & after_nop
+    # dependency targets: the tb of that id on the same gpu, its step count and the flag
+    want = grow * span + np.clip(ops.depid, 0, span - 1)
+    pos = np.minimum(np.searchsorted(key[order], want), nt - 1)
+    target = order[pos]
+    found = dep & (ops.depid < span) & (key[target] == want)
+    nsteps = np.diff(ops.tb_start)[target]
+    in_range = found & (ops.deps >= 0) & (ops.deps < nsteps)
+    flag_row = np.where(in_range, ops.tb_start[target] + np.clip(ops.deps, 0, None), 0)
+    bad |= dep & ((ops.depid > lim.max_depid) | ~in_range | (ops.depid == ops.tb_id[tb]) |
+                  (ops.hasdep[flag_row] != 1))
+    out = np.zeros(nt, dtype=bool)
+    out[tb[bad]] = True
+    return out
+
+
+def check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool, ops: OpStream | None = None) -> bool:
     """Per-gpu, per-tb and per-step rules; returns False when simulation is unsafe.
 
     ``sharded``: the program was assembled from per-rank files holding one ``<gpu>`` each.
+    ``ops``: its op stream; the per-step rules then run, to explain, only on the tbs that a
+    vectorized test over the arrays flags (:func:`suspect_tbs`).
     """
     lim = LIMITS[dialect]
+    suspect = suspect_tbs(p, ops, lim) if ops is not None else None
+    k = -1
     fatal = False
     ids = [g.id for g in p.gpus]
     gpus_per_file = 1 if sharded else len(p.gpus)
@@ -84,7 +149,9 @@ def check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool) ->
             if len(t.steps) > lim.max_steps_per_tb:
                 rep.add("limit", f"{tw}: {len(t.steps)} steps exceed the {dialect.value} limit of "
                                  f"{lim.max_steps_per_tb} per tb (nops included)")
-            fatal |= _check_steps(p, g.id, t, by_id, sizes, lim.max_cnt, lim.max_depid, lim.max_offset, rep)
+            k += 1
+            if suspect is None or suspect[k]:
+                fatal |= _check_steps(p, g.id, t, by_id, sizes, lim.max_cnt, lim.max_depid, lim.max_offset, rep)
         for chan, peers in list(per_chan_send.items()) + list(per_chan_recv.items()):
             if len(peers) > lim.max_tbs_per_channel:
                 rep.add("limit", f"{where}: chan {chan} has {len(peers)} peers in one direction; the runtime "
