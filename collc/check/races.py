@@ -27,30 +27,49 @@ def shared_slot_tbs(p: Program, coll: Collective, ops: OpStream, most: int) -> d
     every slot of a segment has the same users): a segment is shared when its smallest and
     largest user differ, and it counts when some user writes it.
     """
-    live = ops.count > 0
-    op = ops.op[live]
-    reads, writes = _READS[op], _WRITES[op]
-    gpu = ops.tb_gpu[ops.tb[live]]
-    # physical buffer and base of every (gpu, logical buffer), as the placement aliases them
     ids = sorted({g.id for g in p.gpus})
-    row = np.searchsorted(np.array(ids, dtype=np.int64), gpu)
+    # physical buffer and base of every (gpu, logical buffer), as the placement aliases them
     pbuf = np.zeros((len(ids), len(BUFFERS)), dtype=np.int64)
     base = np.zeros((len(ids), len(BUFFERS)), dtype=np.int64)
     for k, gid in enumerate(ids):
         for b, name in enumerate(BUFFERS):
             pb, off = coll.alias(gid, Buffer(name))
             pbuf[k, b], base[k, b] = BUFFERS.index(pb.value), off
-    tb = ops.tb[live]
-    cnt = ops.count[live]
+    # GPUs in growing batches, stopping once over budget (a big program is over it early)
+    first_tb = np.zeros(len(p.gpus) + 1, dtype=np.int64)
+    np.cumsum([len(g.tbs) for g in p.gpus], out=first_tb[1:])
+    found: list[np.ndarray] = []
+    total, g0, batch = 0, 0, 1
+    while g0 < len(p.gpus):
+        g1 = min(len(p.gpus), g0 + batch)
+        rows = slice(int(ops.tb_start[first_tb[g0]]), int(ops.tb_start[first_tb[g1]]))
+        chosen = _chosen(ops, rows, np.array(ids, dtype=np.int64), pbuf, base)
+        found.append(chosen)
+        total += len(chosen)
+        if total > most:
+            return None
+        g0, batch = g1, 2 * batch
+    every = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    return {int(idx): n for n, idx in enumerate(every.tolist())}
+
+
+def _chosen(ops: OpStream, rows: slice, ids: np.ndarray, pbuf: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """The tbs of op-stream rows ``rows`` (whole GPUs) that use a segment another tb writes."""
+    live = ops.count[rows] > 0
+    op = ops.op[rows][live]
+    reads, writes = _READS[op], _WRITES[op]
+    tb = ops.tb[rows][live]
+    row = np.searchsorted(ids, ops.tb_gpu[tb])
+    cnt = ops.count[rows][live]
     parts = []
-    for buf, offs, used, w in ((ops.srcbuf[live], ops.srcoff[live], reads, False),
-                               (ops.dstbuf[live], ops.dstoff[live], writes, True)):
+    for buf, offs, used, w in ((ops.srcbuf[rows][live], ops.srcoff[rows][live], reads, False),
+                               (ops.dstbuf[rows][live], ops.dstoff[rows][live], writes, True)):
         lo = base[row, buf] + offs
         parts.append((tb[used], row[used], pbuf[row, buf][used], lo[used], cnt[used],
                       np.full(int(used.sum()), w)))
     t_, r_, b_, lo_, n_, w_ = (np.concatenate(x) for x in zip(*parts))
     if len(t_) == 0:
-        return {}
+        return np.zeros(0, dtype=np.int64)
     span = int((lo_ + n_).max()) + 1
     lo_k = (r_ * len(BUFFERS) + b_) * span + lo_          # intervals in one key space per (gpu, buffer)
     hi_k = lo_k + n_
@@ -68,7 +87,5 @@ def shared_slot_tbs(p: Program, coll: Collective, ops: OpStream, most: int) -> d
     bad_seg = np.zeros(len(cuts), dtype=bool)
     bad_seg[seg_s[starts]] = (np.minimum.reduceat(who_s, starts) != np.maximum.reduceat(who_s, starts)) & \
         np.logical_or.reduceat(wrote_s, starts)
-    chosen = np.unique(who[bad_seg[seg]])
-    if len(chosen) > most:
-        return None
-    return {int(idx): n for n, idx in enumerate(chosen.tolist())}
+    out: np.ndarray = np.unique(who[bad_seg[seg]])
+    return out
