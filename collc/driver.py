@@ -5,7 +5,10 @@ schedules and the benchmarks all call: build the Schedule, verify it on the
 topology, lower it, print it, read the text back and run the full checker on it.
 If the paired-threadblock lowering fails its check (a send-first cycle that needs
 more buffering than the runtime has), it lowers again with separate send and
-receive threadblocks, which cannot deadlock (every tb runs in step order).
+receive threadblocks, which cannot deadlock (every tb runs in step order):
+``pairing_attempts`` is the one place that decides pairing (lowering never runs the
+checker), and ``lower_checked`` applies it to a Schedule for callers without a registry
+name (tests, tools).
 """
 
 from __future__ import annotations

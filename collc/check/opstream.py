@@ -41,7 +41,8 @@ OP_FLAGS = np.array([FLAGS[t] for t in TYPES], dtype=np.int64)
 
 @dataclass(frozen=True, eq=False)
 class OpStream:
-    """Per-tb and per-step arrays of one Program (all int64)."""
+    """Per-tb and per-step arrays of one Program (int64 per tb; per step int32 when every
+    value is below 2^30, else int64)."""
 
     # per tb
     tb_gpu: np.ndarray
@@ -79,13 +80,18 @@ class OpStream:
         nsteps = np.fromiter((len(t.steps) for _, t in tbs), dtype=np.int64, count=len(tbs))
         start = np.zeros(len(tbs) + 1, dtype=np.int64)
         np.cumsum(nsteps, out=start[1:])
-        rows = [(_CODE[st.type], st.s, _BUF.get(st.srcbuf, BAD_BUFFER), st.srcoff, _BUF.get(st.dstbuf, BAD_BUFFER),
-                 st.dstoff, st.cnt, st.depid, st.deps, st.hasdep)
-                for _, t in tbs for st in t.steps]
-        a = np.array(rows, dtype=np.int64).reshape(len(rows), 10)
+        # one GPU at a time (no list of every step's tuple at 4096 ranks), narrowed to int32
+        # when every value fits with room for a sum of two
+        parts = [np.array([(_CODE[st.type], st.s, _BUF.get(st.srcbuf, BAD_BUFFER), st.srcoff,
+                            _BUF.get(st.dstbuf, BAD_BUFFER), st.dstoff, st.cnt, st.depid, st.deps, st.hasdep)
+                           for t in g.tbs for st in t.steps], dtype=np.int64).reshape(-1, 10) for g in p.gpus]
+        a = np.concatenate(parts) if parts else np.zeros((0, 10), dtype=np.int64)
+        del parts
+        if len(a) and max(int(a.max()), -int(a.min())) < 1 << 30:
+            a = a.astype(np.int32)
         head = np.array([(gid, t.id, t.send, t.recv, t.chan) for gid, t in tbs], dtype=np.int64).reshape(len(tbs), 5)
         tb = np.repeat(np.arange(len(tbs), dtype=np.int64), nsteps)
         return OpStream(tb_gpu=head[:, 0], tb_id=head[:, 1], tb_send=head[:, 2], tb_recv=head[:, 3],
-                        tb_chan=head[:, 4], tb_start=start, tb=tb, step=np.arange(len(rows), dtype=np.int64) - start[tb],
+                        tb_chan=head[:, 4], tb_start=start, tb=tb, step=np.arange(len(a), dtype=np.int64) - start[tb],
                         op=a[:, 0], s=a[:, 1], srcbuf=a[:, 2], srcoff=a[:, 3], dstbuf=a[:, 4], dstoff=a[:, 5],
                         count=a[:, 6], depid=a[:, 7], deps=a[:, 8], hasdep=a[:, 9])
