@@ -41,8 +41,8 @@ OP_FLAGS = np.array([FLAGS[t] for t in TYPES], dtype=np.int64)
 
 @dataclass(frozen=True, eq=False)
 class OpStream:
-    """Per-tb and per-step arrays of one Program (int64 per tb; per step int32 when every
-    value is below 2^30, else int64)."""
+    """Per-tb and per-step arrays of one Program: int64 per tb; per step int32 (int64 when
+    some value reaches 2^30), int8 for the op and buffer codes and ``hasdep``."""
 
     # per tb
     tb_gpu: np.ndarray
@@ -80,18 +80,28 @@ class OpStream:
         nsteps = np.fromiter((len(t.steps) for _, t in tbs), dtype=np.int64, count=len(tbs))
         start = np.zeros(len(tbs) + 1, dtype=np.int64)
         np.cumsum(nsteps, out=start[1:])
-        # one GPU at a time (no list of every step's tuple at 4096 ranks), narrowed to int32
-        # when every value fits with room for a sum of two
-        parts = [np.array([(_CODE[st.type], st.s, _BUF.get(st.srcbuf, BAD_BUFFER), st.srcoff,
-                            _BUF.get(st.dstbuf, BAD_BUFFER), st.dstoff, st.cnt, st.depid, st.deps, st.hasdep)
-                           for t in g.tbs for st in t.steps], dtype=np.int64).reshape(-1, 10) for g in p.gpus]
-        a = np.concatenate(parts) if parts else np.zeros((0, 10), dtype=np.int64)
+        # one GPU at a time (no list of every step's tuple at 4096 ranks); int32 when every value
+        # fits with room for a sum of two, int8 for the codes (memory at 4096 ranks)
+        parts: list[np.ndarray] = []
+        narrow = True
+        for g in p.gpus:
+            rows = np.array([(_CODE[st.type], st.s, _BUF.get(st.srcbuf, BAD_BUFFER), st.srcoff,
+                              _BUF.get(st.dstbuf, BAD_BUFFER), st.dstoff, st.cnt, st.depid, st.deps, st.hasdep)
+                             for t in g.tbs for st in t.steps], dtype=np.int64).reshape(-1, 10)
+            if len(rows) and max(int(rows.max()), -int(rows.min())) >= 1 << 30:
+                narrow = False
+            parts.append(rows.astype(np.int32) if narrow else rows)
+        wide = np.int32 if narrow else np.int64
+        cols = [np.concatenate([part[:, k] for part in parts]).astype(wide) if parts else np.zeros(0, dtype=wide)
+                for k in range(10)]
         del parts
-        if len(a) and max(int(a.max()), -int(a.min())) < 1 << 30:
-            a = a.astype(np.int32)
+        for k in (0, 2, 4, 9):       # op, srcbuf, dstbuf, hasdep
+            if len(cols[k]) == 0 or (cols[k].min() >= -128 and cols[k].max() <= 127):
+                cols[k] = cols[k].astype(np.int8)
         head = np.array([(gid, t.id, t.send, t.recv, t.chan) for gid, t in tbs], dtype=np.int64).reshape(len(tbs), 5)
-        tb = np.repeat(np.arange(len(tbs), dtype=np.int64), nsteps)
-        return OpStream(tb_gpu=head[:, 0], tb_id=head[:, 1], tb_send=head[:, 2], tb_recv=head[:, 3],
-                        tb_chan=head[:, 4], tb_start=start, tb=tb, step=np.arange(len(a), dtype=np.int64) - start[tb],
-                        op=a[:, 0], s=a[:, 1], srcbuf=a[:, 2], srcoff=a[:, 3], dstbuf=a[:, 4], dstoff=a[:, 5],
-                        count=a[:, 6], depid=a[:, 7], deps=a[:, 8], hasdep=a[:, 9])
+        tb = np.repeat(np.arange(len(tbs), dtype=np.int32), nsteps)
+        step = (np.arange(len(tb), dtype=np.int64) - start[tb]).astype(np.int32)
+        return OpStream(tb_gpu=head[:, 0].copy(), tb_id=head[:, 1].copy(), tb_send=head[:, 2].copy(),
+                        tb_recv=head[:, 3].copy(), tb_chan=head[:, 4].copy(), tb_start=start, tb=tb, step=step,
+                        op=cols[0], s=cols[1], srcbuf=cols[2], srcoff=cols[3], dstbuf=cols[4], dstoff=cols[5],
+                        count=cols[6], depid=cols[7], deps=cols[8], hasdep=cols[9])
