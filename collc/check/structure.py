@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from collc.check.findings import MAX_LISTED, Loc, Report
-from collc.check.opstream import BAD_BUFFER, TYPES, OpStream
+from collc.check.opstream import BAD_BUFFER, OP_FLAGS, TYPES, OpStream
 from collc.check.runtime_model import F_RECV, F_SEND
 from collc.compiler.limits import LIMITS, Dialect, Limits, parser_nodes
 from collc.compiler.program import READS_SRC, WRITES_DST, Program, StepType, Threadblock
@@ -38,37 +38,45 @@ def suspect_tbs(p: Program, ops: OpStream, lim: Limits) -> np.ndarray | None:
     order = np.argsort(key, kind="stable")
     if np.any(key[order][1:] == key[order][:-1]) or ops.tb_id.min() < 0:
         return None
-    tb, op, cnt = ops.tb, ops.op, ops.count
-    flags = ops.flags
-    nop = op == _NOP
-    real = ~nop
-    grow = gpu_row[tb]
-    bad = ops.s != ops.step
-    bad |= (ops.srcbuf == BAD_BUFFER) | (ops.dstbuf == BAD_BUFFER)
-    bad |= (cnt > lim.max_cnt) | (cnt < 0) | (real & (cnt < 1))
-    bad |= ((flags & F_SEND) != 0) & (ops.tb_send[tb] < 0)
-    bad |= ((flags & F_RECV) != 0) & (ops.tb_recv[tb] < 0)
-    for buf, off, used in ((ops.srcbuf, ops.srcoff, _READS[op]), (ops.dstbuf, ops.dstoff, _WRITES[op])):
-        size = sizes[grow, np.minimum(buf, BAD_BUFFER)]
-        bad |= real & used & ((off > lim.max_offset) | (off < 0) | (off + cnt > size))
-    dep = ops.depid >= 0
-    bad |= (ops.depid < -1) | (ops.hasdep < 0) | (ops.hasdep > 1) | (nop & ~dep)
-    # a real step without a dependency right after a nop (the parser's chain rule)
-    after_nop = np.zeros(len(op), dtype=bool)
-    after_nop[1:] = nop[:-1] & (tb[1:] == tb[:-1])
-    bad |= real & ~dep & after_nop
-    # dependency targets: the tb of that id on the same gpu, its step count and the flag
-    want = grow * span + np.clip(ops.depid, 0, span - 1)
-    pos = np.minimum(np.searchsorted(key[order], want), nt - 1)
-    target = order[pos]
-    found = dep & (ops.depid < span) & (key[target] == want)
-    nsteps = np.diff(ops.tb_start)[target]
-    in_range = found & (ops.deps >= 0) & (ops.deps < nsteps)
-    flag_row = np.where(in_range, ops.tb_start[target] + np.clip(ops.deps, 0, None), 0)
-    bad |= dep & ((ops.depid > lim.max_depid) | ~in_range | (ops.depid == ops.tb_id[tb]) |
-                  (ops.hasdep[flag_row] != 1))
+    sorted_key, tb_steps = key[order], np.diff(ops.tb_start)
     out = np.zeros(nt, dtype=bool)
-    out[tb[bad]] = True
+    total = int(ops.tb_start[-1])
+    # rows in batches of whole tbs (about 2^20 rows each: bounded temporaries at 4096 ranks)
+    cuts = np.unique(ops.tb_start[np.searchsorted(ops.tb_start, np.arange(0, total, 1 << 20), side="right") - 1])
+    for r0, r1 in zip(cuts.tolist(), cuts[1:].tolist() + [total]):
+        rows = slice(r0, r1)
+        tb, op, cnt = ops.tb[rows], ops.op[rows], ops.count[rows]
+        srcbuf_, dstbuf_, srcoff_, dstoff_ = ops.srcbuf[rows], ops.dstbuf[rows], ops.srcoff[rows], ops.dstoff[rows]
+        depid_, deps_, hasdep_ = ops.depid[rows], ops.deps[rows], ops.hasdep[rows]
+        flags = OP_FLAGS[op]
+        nop = op == _NOP
+        real = ~nop
+        grow = gpu_row[tb]
+        bad = ops.s[rows] != ops.step[rows]
+        bad |= (srcbuf_ == BAD_BUFFER) | (dstbuf_ == BAD_BUFFER)
+        bad |= (cnt > lim.max_cnt) | (cnt < 0) | (real & (cnt < 1))
+        bad |= ((flags & F_SEND) != 0) & (ops.tb_send[tb] < 0)
+        bad |= ((flags & F_RECV) != 0) & (ops.tb_recv[tb] < 0)
+        for buf, off, used in ((srcbuf_, srcoff_, _READS[op]), (dstbuf_, dstoff_, _WRITES[op])):
+            size = sizes[grow, np.minimum(buf, BAD_BUFFER)]
+            bad |= real & used & ((off > lim.max_offset) | (off < 0) | (off + cnt > size))
+        dep = depid_ >= 0
+        bad |= (depid_ < -1) | (hasdep_ < 0) | (hasdep_ > 1) | (nop & ~dep)
+        # a real step without a dependency right after a nop (the parser's chain rule)
+        after_nop = np.zeros(len(op), dtype=bool)
+        after_nop[1:] = nop[:-1] & (tb[1:] == tb[:-1])
+        bad |= real & ~dep & after_nop
+        # dependency targets: the tb of that id on the same gpu, its step count and the flag
+        want = grow * span + np.clip(depid_, 0, span - 1)
+        pos = np.minimum(np.searchsorted(sorted_key, want), nt - 1)
+        target = order[pos]
+        found = dep & (depid_ < span) & (key[target] == want)
+        nsteps = tb_steps[target]
+        in_range = found & (deps_ >= 0) & (deps_ < nsteps)
+        flag_row = np.where(in_range, ops.tb_start[target] + np.clip(deps_, 0, None), 0)
+        bad |= dep & ((depid_ > lim.max_depid) | ~in_range | (depid_ == ops.tb_id[tb]) |
+                      (ops.hasdep[flag_row] != 1))
+        out[tb[bad]] = True
     return out
 
 
