@@ -35,7 +35,7 @@ from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
     from collc.check.plan_report import PlanReport
-    from collc.compiler.verify import Report
+    from collc.check import Report
     from collc.sim.runner import ModelParams
     from collc.topology import Topology
     from collc.tuning import Candidate
@@ -620,7 +620,7 @@ def _is_plan(p: Path) -> bool:
 def _check_one(p: Path, args: argparse.Namespace) -> Report | PlanReport:
     from collc.backends.msccl_xml import read_xml
     from collc.backends.shards import is_shard_dir, read_shards
-    from collc.compiler.verify import check_parsed
+    from collc.check import check_parsed
 
     if p.is_file() and _is_plan(p):
         from collc.backends.mscclpp import read_plan
@@ -639,7 +639,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     else 1 if any check failed, else 0; stderr gets one line only when some file was bad.
     """
     from collc.check.plan_report import PlanReport
-    from collc.compiler.verify import Report
+    from collc.check import Report
 
     results: list[tuple[str, Report | PlanReport | CollcError]] = []
     for item in _expand_paths(args.paths):
@@ -735,7 +735,7 @@ def _ints(text: str, flag: str) -> list[int]:
 def cmd_simulate(args: argparse.Namespace) -> int:
     from collc.backends.msccl_xml import read_xml
     from collc.backends.shards import is_shard_dir, read_shards
-    from collc.compiler.verify import check_parsed
+    from collc.check import check_parsed
     from tqdm import tqdm
 
     from collc.sim.runner import bound_busbw, human, parse_sizes, rows_for, time_program
@@ -926,8 +926,8 @@ COMMAND_MODULES = {
     "list": ("collc.frontends.registry", "collc.topology"),
     "topology": ("collc.topology", "collc.sim.runner"),
     "build": ("tqdm", "collc.driver", "collc.sim.report", "collc.sim.runner", "collc.backends.shards"),
-    "check": ("collc.compiler.verify", "collc.backends.shards"),
-    "simulate": ("tqdm", "collc.compiler.verify", "collc.backends.shards", "collc.tuning"),
+    "check": ("collc.check", "collc.backends.shards"),
+    "simulate": ("tqdm", "collc.check", "collc.backends.shards", "collc.tuning"),
     "compare": ("tqdm", "collc.tuning"),
     "tune": ("tqdm", "collc.tuning"),
     "bench": ("collc.runtime_tests.launch", "collc.runtime_tests.report"),

@@ -5,7 +5,10 @@ schedules and the benchmarks all call: build the Schedule, verify it on the
 topology, lower it, print it, read the text back and run the full checker on it.
 If the paired-threadblock lowering fails its check (a send-first cycle that needs
 more buffering than the runtime has), it lowers again with separate send and
-receive threadblocks, which cannot deadlock (every tb runs in step order).
+receive threadblocks, which cannot deadlock (every tb runs in step order):
+``pairing_attempts`` is the one place that decides pairing (lowering never runs the
+checker), and ``lower_checked`` applies it to a Schedule for callers without a registry
+name (tests, tools).
 """
 
 from __future__ import annotations
@@ -16,21 +19,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml
+from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml, to_xml
 from collc.backends.mscclpp import parse_plan, write_plan
 from collc.backends.shards import assemble
+from collc.check import Report, check_parsed, simulate, size_model
 from collc.check.plan_check import check_plan
-from collc.compiler.limits import Dialect
+from collc.compiler.limits import LIMITS, Dialect
 from collc.compiler.oneside import PlanOptions, lower_plan
 from collc.compiler.oneside import refusal as plan_refusal
 from collc.compiler.plan import Plan, Protocol
-from collc.compiler.pipeline import LowerOptions, run_pipeline
+from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
 from collc.compiler.program import ParsedFile, Program, Proto
-from collc.compiler.verify import Report, check_parsed
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import check_program_size
 from collc.frontends.registry import build_schedule, get as get_algorithm
-from collc.ir.collective import CollKind
+from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
 from collc.topology import Topology
@@ -124,18 +127,25 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
     timings.update(frontend=t1 - t0, verify_schedule=clock() - t1)
     result: Compiled | None = None
     partial = shard and ranks is not None and ranks != range(coll.nranks)
-    pairs = (True, False) if get_algorithm(algorithm).pair_tbs or schedule.tb_pairs else (False,)
-    for pair in pairs[:1] if partial else pairs:
-        # the full check below decides pairing, so lower() need not simulate it first; a partial
-        # build cannot check fully, so there the lowering decides it with its flow-control model
-        opts = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect,
-                            min_bytes=min_bytes, max_bytes=max_bytes, pair=pair, check_pairing=partial,
-                            shard=shard, name=name, on_rank=rank_progress, jobs=jobs, dump=dump)
+    first = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
+                         max_bytes=max_bytes, pair=bool(get_algorithm(algorithm).pair_tbs or schedule.tb_pairs),
+                         shard=shard, name=name, on_rank=rank_progress, jobs=jobs, dump=dump)
+    for opts in pairing_attempts(first):
+        # the first layout whose full check passes is kept; a partial build cannot check fully,
+        # so there the executor model without data, over every rank's program, decides pairing
+        pair = opts.pair
         tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
         # the ranks' text is printed by the workers that lowered them (emit is part of "lower")
-        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=False)
-        header = lowered.program
+        probe = partial and pair
+        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe)
+        if probe:
+            a = clock()
+            blocked = pairing_blocks(lowered.program, coll, opts)
+            timings["pairing"] = clock() - a
+            if blocked:
+                continue
+        header = replace(lowered.program, gpus=())
         t3 = clock() - lowered.emit_seconds
         tell("emit")
         shards = {r: join_xml(header, dialect, [body]) for r, body in lowered.texts.items()} if shard else None
@@ -231,6 +241,40 @@ def _partial_report(parsed: ParsedFile, dialect: Dialect, ranks: range | None) -
     rep.info.update(ngpus=parsed.program.ngpus, ranks=f"{got[0]}-{got[-1]}" if got else "none",
                     check="partial: run collc check on the assembled directory")
     return rep
+
+
+def pairing_attempts(opts: LowerOptions) -> tuple[LowerOptions, ...]:
+    """The threadblock layouts to lower with, in order; the first whose full check passes is
+    kept.  This is the one place that decides pairing: paired tbs (a receive peer with a send
+    peer, which lets fusion forward in one step) when ``opts.pair``, then separate send and
+    receive tbs, which cannot deadlock (every tb runs in step order)."""
+    return (opts, replace(opts, pair=False)) if opts.pair else (opts,)
+
+
+def lower_checked(schedule: Schedule, opts: LowerOptions) -> tuple[Program, str, Report]:
+    """Lower, print, read back and check one file, deciding pairing as ``compile_xml`` does
+    (:func:`pairing_attempts`); returns the program kept, its text and its report."""
+    for attempt in pairing_attempts(opts):
+        program = lower(schedule, attempt)
+        text = to_xml(program, attempt.dialect)
+        report = check_parsed(parse_xml(text, "<built>"), attempt.dialect, root=schedule.collective.root)
+        if report.ok:
+            break
+    return program, text, report
+
+
+def pairing_blocks(program: Program, coll: Collective, opts: LowerOptions) -> bool:
+    """Whether paired threadblocks can block in the executor model (no data, every rank), at
+    the size the file check uses: its window's top (legacy: the runtime's default maxBytes).
+    Paired tbs put a step's sends before its receives; when a step sends more pieces than a
+    connection holds, a cycle of such tbs can block.  Only a partial build asks (a full build
+    runs the full check instead, :func:`pairing_attempts`)."""
+    if not any(t.send >= 0 and t.recv >= 0 for g in program.gpus for t in g.tbs):
+        return False
+    lim = LIMITS[opts.dialect]
+    top = opts.max_bytes or (lim.legacy_default_max_bytes - 1 if opts.dialect is Dialect.LEGACY else None)
+    model = size_model(opts.proto, program.nchunksperloop, top)
+    return not simulate(program, coll, model, data=False, races=False).finished
 
 
 def sync_files(files: Mapping[Path, str], check: bool, base: Path) -> int:

@@ -15,7 +15,7 @@ import pytest
 from collc.backends.msccl_xml import read_xml
 from collc.compiler.program import ParsedFile
 from collc.compiler.limits import Dialect
-from collc.compiler.verify import Report, check_parsed
+from collc.check import Report, check_parsed
 
 CORPUS = (Path(__file__).resolve().parents[1] / ".." / "shared" / "msccl-corpus").resolve()
 EXPECTED_FILES = 63

@@ -22,7 +22,7 @@ def test_compiled_program_equals_the_lowered_program(alg: str, spec: str, shard:
     built = compile_xml(parse_spec(spec), alg, CollKind.ALLREDUCE, shard=shard)
     assert built.report.ok
     pair = alg != "multitree"   # MultiTree lowers to one tb per directed link
-    opts = LowerOptions(pair=pair, check_pairing=False, shard=shard)
+    opts = LowerOptions(pair=pair, shard=shard)
     assert built.program == lower(build_schedule(alg, parse_spec(spec), CollKind.ALLREDUCE, True), opts)
 
 

@@ -65,8 +65,9 @@ def _interrupt(d: Path, topology: str, kind: str, sig: signal.Signals, moment: f
         assert err.count("\n") == 1 and err.startswith("collc: interrupted"), err
     else:                     # a signal during start-up ends the process quietly
         assert err == "", err
-    if moment == "writing" and seen_temp:
-        assert left == [], "a signal while writing must remove the partial output"
+    # A signal while writing leaves nothing or (it landed just after the final rename, which
+    # a loaded machine makes likely) the complete output: never the temporary or a partial file,
+    # which the two assertions above already rule out.
     if os.environ.get("COLLC_TRACE_INTERRUPTS"):
         print(f"{kind} {sig.name} {moment}: rc {proc.returncode}, saw temp {seen_temp}", file=sys.stderr)
 

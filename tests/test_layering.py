@@ -2,9 +2,11 @@
 
 Stages, lowest first (a module may import its own stage and any earlier one):
 base (errors, inputs, outputs, and ``compiler.limits``: the runtimes' limits, which a
-frontend's layout choice needs) -> topology -> ir -> frontends -> compiler -> backends ->
-sim -> driver -> tuning -> runtime_tests -> cli.  ``ir`` sits below ``frontends``
-because a frontend's output is IR.  Imports inside functions count too.
+frontend's layout choice needs) -> topology -> ir -> frontends -> compiler -> check ->
+backends -> sim -> driver -> tuning -> runtime_tests -> cli.  ``ir`` sits below ``frontends``
+because a frontend's output is IR; ``check`` (the checker of any runtime file) reads a
+Program and imports no backend, and the event simulator takes its runtime model from it.
+Imports inside functions count too.
 """
 
 from __future__ import annotations

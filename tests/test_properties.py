@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from hypothesis import Phase, assume, example, given, settings
 from hypothesis import strategies as st
 
-from collc.backends.msccl_xml import parse_xml, to_xml
+from collc.backends.msccl_xml import to_xml
 from collc.compiler.limits import Dialect
+from collc.driver import lower_checked
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.program import Proto
-from collc.compiler.verify import check_parsed
 from collc.errors import CollcError
 from collc.frontends.registry import algorithms, build_schedule
 from collc.ir.collective import CollKind
@@ -70,8 +70,7 @@ def applicable_schedule(case: Case) -> Schedule:
 
 
 def check_errors(s: Schedule, opts: LowerOptions) -> list[str]:
-    text = to_xml(lower(s, opts), opts.dialect)
-    rep = check_parsed(parse_xml(text), opts.dialect, root=s.collective.root)
+    rep = lower_checked(s, opts)[2]   # pairing is decided where compile_xml decides it
     return [f"[{f.code}] {f.message[:300]}" for f in rep.errors()]
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from collc.backends.msccl_xml import read_xml
 from collc.compiler.limits import Dialect
-from collc.compiler.verify import check_parsed
+from collc.check import check_parsed
 
 REPO = Path(__file__).resolve().parent.parent
 FILES = sorted((REPO / "schedules").rglob("*.xml"))

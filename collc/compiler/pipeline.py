@@ -17,11 +17,9 @@ The runner times each pass (per-rank passes: seconds summed over ranks and worke
 renders the IR after any named pass (``dump``: :mod:`collc.compiler.dump`) and, with
 ``verify_between``, checks each pass's invariants on its output (the tests turn it on).
 The channel groups are doubled while some tb exceeds the dialect's per-tb step limit.
-Threadblocks pair a receive peer with a send peer when that enables fusion; if the
-executor model (``collc.compiler.verify.simulate``, no data) finds that pairing
-blocks, the program is rebuilt with separate send and receive threadblocks, which
-cannot (``check_pairing``; the driver, which checks every program fully, decides
-this itself and turns it off).
+Threadblocks pair a receive peer with a send peer when ``pair`` is set (it enables
+fusion); whether the paired program is the one to keep is decided once, by the driver
+(``collc.driver.pairing_attempts``): lowering never runs the checker.
 
 ``lower(schedule, options)`` returns the ``Program``; :func:`run_pipeline` can also
 print each rank's text in the workers (``emit``) and keep only some ranks (``ranks``),
@@ -48,7 +46,6 @@ from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, RankOp, expand
 from collc.compiler.threadblocks import ChannelOp, PlannedTb, channel_ops, peer_spread, rank_threadblocks
-from collc.compiler.verify import simulate, size_model
 from collc.errors import CollcError, LoweringError, NodeBudgetError
 from collc.ir.collective import Collective
 from collc.ir.schedule import Schedule
@@ -64,7 +61,6 @@ class LowerOptions:
     min_bytes: int = 0
     max_bytes: int = 0
     pair: bool = True
-    check_pairing: bool = True   # simulate flow control to decide pairing (callers that check anyway skip it)
     shard: bool = False          # one file per rank will be written: no 1024-<gpu> file limit
     name: str = ""
     on_rank: Callable[[int, int], None] | None = field(default=None, compare=False)  # (ranks done, of)
@@ -408,8 +404,7 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
 
     ``emit`` (if given) prints each rank's gpu in the worker that lowered it, for the ranks
     in ``ranks`` (default all); ``keep_gpus=False`` returns the program without its gpus
-    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).  The pairing
-    check needs every gpu, so ``check_pairing`` keeps them regardless.
+    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).
     """
     clock = time.perf_counter
     lim = LIMITS[opts.dialect]
@@ -507,22 +502,7 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                                     f"over {lanes * spread * groups} channels: use fewer --chunks or --instances")
             groups = min(2 * groups, lim.max_channels // (lanes * spread))
 
-    check_pairing = opts.pair and opts.check_pairing
-    prog, texts = assign(opts.pair, groups, keep_gpus or check_pairing)
-    if check_pairing and any(t.send >= 0 and t.recv >= 0 for g in prog.gpus for t in g.tbs):
-        # Paired tbs put a step's sends before its receives; when a step sends more pieces than
-        # a connection holds, a cycle of such tbs can block.  Separate send and receive tbs,
-        # each in step order, cannot: fall back to them when the executor model says so.
-        a = clock()
-        # at the size the file check uses: its window's top (legacy: the runtime's default maxBytes)
-        top = opts.max_bytes or (lim.legacy_default_max_bytes - 1 if opts.dialect is Dialect.LEGACY else None)
-        model = size_model(opts.proto, prog.nchunksperloop, top)
-        blocked = not simulate(prog, coll, model, data=False, races=False).finished
-        timings["threadblocks"] = timings.get("threadblocks", 0.0) + clock() - a  # that pass's decision
-        if blocked:
-            for k in _RANK_PASSES:
-                dumps.pop(k.name, None)
-            prog, texts = assign(False, groups, keep_gpus)
+    prog, texts = assign(opts.pair, groups, keep_gpus)
     if not keep_gpus:
         prog = header(prog.nchannels, ())
     passes = {p.name: timings.get(p.name, 0.0) for p in PASSES}

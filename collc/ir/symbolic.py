@@ -66,6 +66,44 @@ class ExactDomain:
         self._inner[key] = node
         return node
 
+    def leaves(self, rank: int, count: int) -> list[int]:
+        """``[leaf(rank, k) for k in range(count)]`` in one go (the same nodes)."""
+        leaf = self._leaf
+        get = leaf.get
+        out = [get((rank, k), -1) for k in range(count)]
+        if out.count(-1) == count:       # all new (the simulation's case): allocate them together
+            first = len(self._chunk)
+            self._chunk.extend(range(count))
+            self._mask.extend([1 << rank] * count)
+            out = list(range(first, first + count))
+            leaf.update(zip(((rank, k) for k in range(count)), out))
+        elif -1 in out:
+            for k, node in enumerate(out):
+                if node < 0:
+                    out[k] = self.leaf(rank, k)
+        return out
+
+    def reduce_all(self, a: list[int | None], b: list[int | None]) -> list[int] | None:
+        """``[reduce(x, y) for x, y in zip(a, b)]``, or None (having created nothing more than
+        the sequence would) as soon as an operand is missing or a reduction is an error: the
+        caller then takes the pairs one by one to report them."""
+        inner, chunk, mask = self._inner, self._chunk, self._mask
+        out: list[int] = []
+        for x, y in zip(a, b):
+            if x is None or y is None:
+                return None
+            key = (x, y) if x <= y else (y, x)
+            node = inner.get(key)
+            if node is None:
+                if chunk[x] != chunk[y] or mask[x] & mask[y]:
+                    return None
+                node = len(chunk)
+                chunk.append(chunk[x])
+                mask.append(mask[x] | mask[y])
+                inner[key] = node
+            out.append(node)
+        return out
+
     def chunk(self, node: int) -> int:
         return self._chunk[node]
 

@@ -4,7 +4,7 @@
 (nccl-tests' size: bytes of the collective, for allgather the gathered total) and returns
 one ``EventResult`` per size with nccl-tests' algbw and busbw.
 
-The execution model is the checker's (``collc.compiler.verify``,
+The execution model is the checker's (``collc.check``,
 docs/runtime-model.md), with time added:
 
 * At size ``S`` a chunk is ``S / nchunksperloop`` bytes.  ``size_model(proto,
@@ -61,8 +61,8 @@ from dataclasses import dataclass
 from typing import Any
 from heapq import heappop, heappush
 
-from collc.compiler.program import RECVS, REDUCES, SENDS, Program, StepType
-from collc.compiler.verify import size_model
+from collc.check.runtime_model import F_LOCAL, F_RECV, F_REDUCE, F_SEND, FLAGS, size_model, waits_for
+from collc.compiler.program import Program
 from collc.errors import CollcError, TopologyError, VerifyError
 from collc.sim.analysis import BYTES_PER_US_PER_GBPS, bus_bandwidth
 from collc.sim.routing import Link, Router
@@ -70,11 +70,8 @@ from collc.topology import Topology
 
 __all__ = ["EventResult", "simulate_program", "max_min_rates"]
 
-# step codes (bit set)
-_RECV = 1
-_SEND = 2
-_REDUCE = 4
-_LOCAL = 8          # cpy, re, nop: one piece, no connection
+# step codes: the checker's step flags (cpy, re and nop are LOCAL: one piece, no connection)
+_RECV, _SEND, _REDUCE, _LOCAL = F_RECV, F_SEND, F_REDUCE, F_LOCAL
 
 # event kinds
 _START = 0          # a message starts flowing (after its latency)
@@ -186,16 +183,13 @@ class _Plan:
                 out: list[tuple[int, int, int, int, bool]] = []
                 for pos, st in enumerate(t.steps):
                     ty = st.type
-                    code = (_RECV if ty in RECVS else 0) | (_SEND if ty in SENDS else 0) | \
-                        (_REDUCE if ty in REDUCES else 0)
-                    if ty in (StepType.COPY, StepType.REDUCE, StepType.NOP):
-                        code = _LOCAL | (_REDUCE if ty is StepType.REDUCE else 0)
+                    code = FLAGS[ty]
                     if (code & _SEND and self.send[me] < 0) or \
                             (code & _RECV and self.recv[me] < 0):
                         raise VerifyError(f"gpu {g.id} tb {t.id} step {pos} ({ty.value}) needs a "
                                           f"{'send' if code & _SEND and self.send[me] < 0 else 'recv'} peer")
                     dep = -1
-                    if st.depid >= 0 and st.deps >= 0 and not (st.depid == t.id and st.deps < pos):
+                    if st.deps >= 0 and waits_for(t.id, pos, st.depid, st.deps):
                         dep = index.get((g.id, st.depid), -1)
                     cnt = max(st.cnt, 1)
                     self.max_cnt = max(self.max_cnt, cnt)

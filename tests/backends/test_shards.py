@@ -11,7 +11,7 @@ import pytest
 from collc.backends.shards import WRAPPER, is_shard_dir, read_shards
 from collc.cli import main
 from collc.compiler.limits import Dialect
-from collc.compiler.verify import check_parsed
+from collc.check import check_parsed
 
 
 def _build(out: Path, *extra: str) -> int:

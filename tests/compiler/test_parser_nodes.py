@@ -20,7 +20,7 @@ from collc.compiler.limits import LIMITS, MAX_PARSER_NODES, Dialect, parser_node
 from collc.compiler.pipeline import enforce_limits
 from collc.compiler.program import Gpu, Program, Step, StepType, Threadblock
 from collc.cli import main
-from collc.compiler.verify import Report, check_parsed
+from collc.check import Report, check_parsed
 from collc.driver import compile_xml
 from collc.errors import NodeBudgetError
 from collc.frontends.multitree import build_trees, link_tbs_nodes

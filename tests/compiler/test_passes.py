@@ -7,16 +7,15 @@ from typing import Any
 
 import pytest
 
-from collc.backends.msccl_xml import parse_xml, to_xml
 from collc.compiler.dependencies import build_program
 from collc.compiler.fusion import fuse
 from collc.compiler.limits import Dialect
 from collc.compiler.pipeline import PASS_NAMES, LowerOptions, enforce_limits, lower
+from collc.driver import lower_checked
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.program import Program, Proto, Step, StepType
 from collc.compiler.scratch import Kind, OpPlan, expand
 from collc.compiler.threadblocks import TbPlan, assign_channels, assign_threadblocks, order_key, rank_threadblocks
-from collc.compiler.verify import check_parsed
 from collc.errors import LoweringError, NodeBudgetError
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import Buffer, CollKind, Collective
@@ -276,7 +275,7 @@ def test_tb_pair_hints_decide_the_pairing() -> None:
     assert sorted((t.send, t.recv) for t in r0) == [(-1, 3), (1, -1)]
     r1 = rank_threadblocks(1, [c for c in chops if c.op.rank == 1], True, {(0, 0): 2})
     assert [(t.send, t.recv) for t in r1] == [(2, 0)]
-    assert lower(s, LowerOptions(check_pairing=False)).gpus[0].tbs != lower(base).gpus[0].tbs
+    assert lower(s, LowerOptions()).gpus[0].tbs != lower(base).gpus[0].tbs
 
 
 def test_split_chunks_copies_tb_pair_hints_into_every_instance() -> None:
@@ -502,7 +501,7 @@ def test_lower_fits_local_copies_of_a_pipelined_schedule() -> None:
 
 # ---------------------------------------------------------------------- pipelined programs must not hang
 def _lowered_ok(s: Schedule, **kw: Any) -> list[str]:
-    rep = check_parsed(parse_xml(to_xml(lower(s, LowerOptions(**kw)))), Dialect.EXECUTOR)
+    rep = lower_checked(s, LowerOptions(**kw))[2]   # pairing is decided where compile_xml decides it
     return [f"[{f.code}] {f.message[:200]}" for f in rep.errors()]
 
 

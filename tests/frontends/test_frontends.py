@@ -12,10 +12,10 @@ import math
 
 import pytest
 
-from collc.backends.msccl_xml import parse_xml, to_xml
 from collc.compiler.limits import Dialect
-from collc.compiler.pipeline import LowerOptions, lower
-from collc.compiler.verify import Report, check_parsed
+from collc.driver import lower_checked
+from collc.compiler.pipeline import LowerOptions
+from collc.check import Report
 from collc.errors import CollcError, ScheduleError
 from collc.frontends.registry import algorithms, build_schedule, get
 from collc.ir.collective import CollKind, Collective
@@ -43,8 +43,7 @@ def _id(name: str, kind: CollKind, spec: str, inplace: bool, root: int | None = 
 
 
 def full_pipeline(s: Schedule, opts: LowerOptions = LowerOptions()) -> Report:
-    text = to_xml(lower(s, opts), opts.dialect)
-    return check_parsed(parse_xml(text, "<memory>"), opts.dialect, root=s.collective.root)
+    return lower_checked(s, opts)[2]   # pairing is decided where compile_xml decides it
 
 
 def _explain(rep: Report) -> list[str]:

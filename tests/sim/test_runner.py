@@ -11,7 +11,7 @@ from collc.backends.msccl_xml import read_xml
 from collc.cli import main
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Proto
-from collc.compiler.verify import check_parsed
+from collc.check import check_parsed
 from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.ir.collective import CollKind

@@ -1,4 +1,4 @@
-"""The checker behind ``collc check`` (collc.compiler.verify): corpus verdicts and hand-made XMLs.
+"""The checker behind ``collc check`` (collc.check): corpus verdicts and hand-made XMLs.
 
 Hand-made files are small XML strings (2-4 gpus).  ``algo()`` renders one from a
 compact description so that a negative case differs from its positive twin in
@@ -15,7 +15,7 @@ import pytest
 from collc.backends.msccl_xml import parse_xml
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Proto
-from collc.compiler.verify import Finding, Report, buffering_model, check_parsed, check_program, size_model
+from collc.check import Finding, Report, buffering_model, check_parsed, check_program, size_model
 from tests._corpus import corpus_files, corpus_params, is_executor_file, rel, report
 
 # ======================================================================= the corpus

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from collc.backends.msccl_xml import parse_xml
-from collc.compiler import verify
+from collc.check import checker
 from collc.compiler.limits import Dialect
-from collc.compiler.verify import check_parsed
+from collc.check import check_parsed
 from collc.driver import compile_xml
 from collc.ir.collective import CollKind
 from collc.ir.symbolic import leaf_at, leaf_values
@@ -63,5 +63,5 @@ def test_numeric_check_finds_a_doubled_contribution() -> None:
 def test_auto_switches_to_numeric_for_large_programs(monkeypatch: pytest.MonkeyPatch) -> None:
     text = GOLDEN.read_text()
     assert check_parsed(parse_xml(text), Dialect.EXECUTOR).info["data_check"].startswith("exact")
-    monkeypatch.setattr(verify, "EXACT_LIMIT", 4)
+    monkeypatch.setattr(checker, "EXACT_LIMIT", 4)
     assert check_parsed(parse_xml(text), Dialect.EXECUTOR).info["data_check"].startswith("numeric")

@@ -1,0 +1,206 @@
+"""``collc check``: every static rule, then the executor simulation, on any Program.
+
+:func:`check_program` runs the rules of :mod:`collc.check.attributes`,
+:mod:`collc.check.structure`, :mod:`collc.check.matching` and :mod:`collc.check.data`;
+when the program is structurally sound it simulates the executor
+(:mod:`collc.check.executor`) once per placement the file allows (and per root of a
+rooted collective until one passes), at the largest message size its window selects.
+A deadlock is explained: the buffering it would need and the size from which it hangs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from collc.check.attributes import check_header
+from collc.check.data import check_input_writes
+from collc.check.executor import SimResult, simulate
+from collc.check.findings import MAX_LISTED, Report
+from collc.check.matching import check_matching
+from collc.check.opstream import OpStream
+from collc.check.runtime_model import SizeModel, buffering_model, size_model
+from collc.check.structure import check_structure
+from collc.compiler.limits import LIMITS, Dialect
+from collc.compiler.program import ParsedFile, Program
+from collc.errors import ScheduleError
+from collc.ir.collective import CollKind, Collective
+from collc.ir.symbolic import EXACT_LIMIT
+
+
+def _collective_of(p: Program, inplace: bool, root: int | None) -> Collective:
+    kind = CollKind.parse(p.coll)
+    mult = p.ngpus if kind.size_multiplier_is_n else 1
+    if p.nchunksperloop % mult:
+        raise ScheduleError(f"nchunksperloop={p.nchunksperloop} is not a multiple of ngpus={p.ngpus}, "
+                            f"as {kind.value} needs")
+    return Collective(kind, p.ngpus, p.nchunksperloop // mult, inplace, root)
+
+
+_ROOT_IN_NAME = re.compile(r"root[=_-]?(\d+)")
+
+
+def _placements(p: Program, dialect: Dialect) -> list[bool]:
+    if dialect is Dialect.LEGACY or p.outofplace is None:
+        return [bool(p.inplace)]
+    out = []
+    if p.inplace:
+        out.append(True)
+    if p.outofplace:
+        out.append(False)
+    return out or [False]
+
+
+def _roots(p: Program, kind: CollKind, root: int | None) -> list[int | None]:
+    if not kind.rooted:
+        return [None]
+    if root is not None:
+        return [root]
+    m = _ROOT_IN_NAME.search(p.name)
+    if m and int(m.group(1)) < p.ngpus:
+        return [int(m.group(1))]
+    return list(range(p.ngpus))
+
+
+def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str = "<program>",
+                  parsed: ParsedFile | None = None, root: int | None = None, sharded: bool = False,
+                  data_check: str = "auto") -> Report:
+    """All static checks plus the executor simulation; returns a Report (never raises on bad programs)."""
+    rep = Report(path, dialect)
+    if parsed is not None:
+        for d in parsed.diagnostics:
+            rep.add("lexical" if d.where.startswith("line") else "attribute", str(d), d.kind)
+        for where, attr in parsed.missing:
+            if where != "<algo>":
+                rep.add("attribute", f'{where}: missing required attribute "{attr}"')
+    check_header(p, parsed.attrs if parsed else None, parsed.missing if parsed else (), dialect, rep)
+    rep.info.update(ngpus=p.ngpus, coll=p.coll, proto=p.proto.value, nchannels=p.nchannels,
+                    nchunksperloop=p.nchunksperloop,
+                    max_tbs_per_gpu=max((len(g.tbs) for g in p.gpus), default=0),
+                    max_steps_per_tb=max((len(t.steps) for g in p.gpus for t in g.tbs), default=0))
+    try:
+        kind = CollKind.parse(p.coll)
+    except ScheduleError:
+        rep.add("attribute", f'coll="{p.coll}" names no collective collc can check')
+        return rep
+    ops = OpStream.of(p)
+    sim_ok = check_structure(p, dialect, rep, sharded, ops)
+    sim_ok = check_matching(p, rep, ops) and sim_ok
+    if False in _placements(p, dialect):
+        check_input_writes(p, rep)
+    if not sim_ok or p.ngpus < 1 or p.nchunksperloop < 1:
+        rep.add("deadlock", "simulation skipped: fix the structural errors above first", "warning")
+        return rep
+    if data_check not in ("auto", "exact", "numeric"):
+        raise ValueError(f"data_check must be auto, exact or numeric, not {data_check!r}")
+    numeric = data_check == "numeric" or (data_check == "auto" and p.ngpus * p.nchunksperloop > EXACT_LIMIT)
+    rep.info["data_check"] = "numeric (random 64-bit values, sums mod 2^64)" if numeric else "exact (symbolic)"
+    _simulate_all(p, dialect, kind, root, rep, numeric, ops)
+    return rep
+
+
+def _window_max(p: Program, dialect: Dialect) -> int | None:
+    if p.max_bytes:
+        return p.max_bytes
+    if dialect is Dialect.LEGACY:
+        return LIMITS[dialect].legacy_default_max_bytes - 1
+    return None
+
+
+def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None, rep: Report,
+                  numeric: bool = False, ops: OpStream | None = None) -> None:
+    top = _window_max(p, dialect)
+    model = size_model(p.proto, p.nchunksperloop, top)
+    rep.info["checked_at"] = model.describe()
+    for inplace in _placements(p, dialect):
+        place = "in-place" if inplace else "out-of-place"
+        results: list[tuple[int | None, SimResult]] = []
+        for r in _roots(p, kind, root):
+            try:
+                coll = _collective_of(p, inplace, r)
+            except ScheduleError as exc:
+                rep.add("attribute", str(exc))
+                return
+            results.append((r, simulate(p, coll, model, numeric=numeric, ops=ops)))
+            if results[-1][1].finished and not results[-1][1].data_errors:
+                break
+        r, res = results[-1]
+        label = place + (f", root {r}" if r is not None else "")
+        if len(results) > 1 and r is not None:
+            rep.info["root"] = r
+        if not res.finished:
+            _report_deadlock(p, dialect, kind, inplace, r, model, res, rep, label)
+            return
+        for e in res.data_errors:
+            rep.add("data", f"{label}: {e}")
+        for e in res.races:
+            sev = "warning" if e.startswith("race check skipped") else "error"
+            rep.add("race", f"{label}: {e}", sev)
+        for w in res.order_warnings:
+            rep.add("order", f"{label}: {w}", "warning")
+        rep.info[f"pieces_{'inplace' if inplace else 'outofplace'}"] = res.pieces
+
+
+def _report_deadlock(p: Program, dialect: Dialect, kind: CollKind, inplace: bool, root: int | None,
+                     model: SizeModel, res: SimResult, rep: Report, label: str) -> None:
+    coll = _collective_of(p, inplace, root)
+    lines = "; ".join(res.blocked[:MAX_LISTED])
+    more = f" (+{len(res.blocked) - MAX_LISTED} more)" if len(res.blocked) > MAX_LISTED else ""
+    # How much buffering would it need, and from which message size does it hang?
+    def completes(pieces: int) -> bool:
+        return simulate(p, coll, buffering_model(pieces), data=False, races=False).finished
+
+    need = least = None
+    for cap in (4, 8, 16, 32, 64, 128, 256, 1024, 4096):
+        if completes(cap):
+            need, lo, hi = cap, cap // 2, cap
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if completes(mid) else (mid, hi)
+            least = hi
+            break
+    msg = f"{label}: deadlock at {model.describe()}; blocked: {lines}{more}"
+    if need is not None:
+        msg += (f". It completes only with {need} pieces of buffering per connection "
+                f"({least} at the least); the runtime gives {model.pieces}")
+        threshold = _hang_threshold(p, coll, model)
+        if threshold is not None:
+            msg += f"; with {p.proto.value} it hangs from {threshold} bytes upwards"
+            if dialect is Dialect.LEGACY and not p.max_bytes:
+                msg += (f", below the legacy runtime's default maxBytes of "
+                        f"{LIMITS[dialect].legacy_default_max_bytes} bytes, so the runtime selects it there")
+    else:
+        msg += ". It does not complete with any buffering: a dependency or matching cycle"
+    rep.add("deadlock", msg)
+
+
+def _hang_threshold(p: Program, coll: Collective, model: SizeModel) -> int | None:
+    """Smallest message size (bytes) at which the runtime's slicing makes it hang."""
+    top = model.nbytes if model.nbytes is not None else p.nchunksperloop * (1 << 24)
+    cache: dict[tuple[int, int, int], bool] = {}
+
+    def hangs(nbytes: int) -> bool:
+        m = size_model(p.proto, p.nchunksperloop, nbytes)
+        key = (m.mac, m.piece_slots(1), m.piece_slots(m.mac))
+        if key not in cache:
+            cache[key] = not simulate(p, coll, m, data=False, races=False).finished
+        return cache[key]
+
+    lo = max(1, p.min_bytes or 1)
+    if not hangs(top):
+        return None
+    if hangs(lo):
+        return lo
+    hi = top
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if hangs(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def check_parsed(parsed: ParsedFile, dialect: Dialect, root: int | None = None, sharded: bool = False,
+                 data_check: str = "auto") -> Report:
+    return check_program(parsed.program, dialect, path=parsed.path, parsed=parsed, root=root, sharded=sharded,
+                         data_check=data_check)

@@ -1,0 +1,84 @@
+"""Data checks (code ``data``): the postcondition on the final buffers after a simulation, exact
+(symbolic contributions) or numeric (random 64-bit values summed modulo 2^64), the reduction-order
+warning (code ``order``), and the static rule that an out-of-place call never writes its input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from collc.check.findings import MAX_LISTED, Report
+from collc.compiler.program import WRITES_DST, Program
+from collc.ir.collective import Collective
+from collc.ir.symbolic import ExactDomain, NumericExpectation
+
+
+def numeric_postcondition(coll: Collective, mem: dict[tuple[int, str], Any],
+                           amap: dict[tuple[int, str], tuple[str, int]], gpus: Mapping[int, object], seed: int,
+                           errors: list[str]) -> None:
+    """Compare every output chunk with the expected sum of random inputs (mod 2^64)."""
+    expectation = NumericExpectation(coll, seed)
+    for r in range(coll.nranks):
+        if r not in gpus:
+            continue
+        outs, want = expectation(r)
+        if len(outs) == 0:
+            continue
+        pb, base = amap[(r, "o")]
+        row = mem[(r, pb)]
+        idx = outs + base
+        got_ok = row.ok[idx]
+        bad = np.nonzero(~got_ok | (row.v[idx] != want))[0]
+        for k in bad[:MAX_LISTED - len(errors)]:
+            what = "uninitialized data" if not got_ok[k] else "a wrong sum (a contribution missing or doubled)"
+            errors.append(f"rank {r} output chunk {outs[k]} holds {what} (numeric check)")
+        if len(errors) >= MAX_LISTED:
+            return
+
+
+def postcondition(p: Program, coll: Collective, dom: ExactDomain, mem: dict[tuple[int, str], list[int | None]],
+                   phys: Callable[[int, str, int], tuple[str, int]], gpus: Mapping[int, object],
+                   errors: list[str], warnings: list[str]) -> None:
+    per_chunk: dict[int, set[int]] = {}
+    reduces = coll.kind.reduces
+    masks: dict[range | tuple[int, ...], int] = {}   # origin ranks -> their mask
+    chunk_of, mask_of = dom.chunk, dom.mask
+    for r in range(coll.nranks):
+        if r not in gpus:
+            continue
+        b, base = phys(r, "o", 0)
+        row = mem[(r, b)]
+        for idx, origin, ranks in coll.expected(r):
+            m = masks.get(ranks)
+            if m is None:
+                m = masks[ranks] = dom.expect(origin, ranks).mask
+            got = row[base + idx]
+            if got is None or chunk_of(got) != origin or mask_of(got) != m:
+                if len(errors) < MAX_LISTED:
+                    errors.append(f"rank {r} output chunk {idx} holds {dom.describe(got)}, expected "
+                                  f"{dom.describe_expect(dom.expect(origin, ranks))}")
+            elif reduces:
+                nodes = per_chunk.get(origin)
+                if nodes is None:
+                    per_chunk[origin] = {got}
+                else:
+                    nodes.add(got)
+    differing = sorted(k for k, nodes in per_chunk.items() if len(nodes) > 1)
+    if differing:
+        warnings.append(f"ranks reduce input chunk(s) {differing[:MAX_LISTED]}"
+                        f"{' ...' if len(differing) > MAX_LISTED else ''} in different orders: results may "
+                        f"differ bitwise between ranks for floating-point data")
+
+
+def check_input_writes(p: Program, rep: Report) -> None:
+    """Out of place, ``i`` is the caller's const send buffer: no step may write it."""
+    for g in p.gpus:
+        for t in g.tbs:
+            for pos, st in enumerate(t.steps):
+                if st.type in WRITES_DST and st.dstbuf == "i":
+                    rep.add("data", f"gpu {g.id} tb {t.id} step {pos}: {st.type.value} writes i[{st.dstoff}], the "
+                                    f"caller's send buffer, in an out-of-place call")
+                    return

@@ -1,0 +1,467 @@
+"""The executor simulation (docs/runtime-model.md section on the simulation).
+
+Each tb runs its steps in document order; a dependency waits for the target tb's published
+flag; each (sender, receiver, chan) is a FIFO whose capacity in pieces comes from the
+protocol and, when ``maxBytes`` bounds the message, from the slicing at that size
+(:mod:`collc.check.runtime_model`).  Data are symbolic (``collc.ir.symbolic``) or, for
+large programs, random 64-bit values; happens-before for the race check is program order
++ flags + messages, never buffer capacity (capacity grows at small sizes, so an ordering
+that relies on it is not an ordering).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from collc.check.data import numeric_postcondition, postcondition
+from collc.check.findings import MAX_LISTED
+from collc.check.opstream import OpStream
+from collc.check.races import shared_slot_tbs
+from collc.check.runtime_model import (F_COMBINE, F_LOCAL, F_PLAIN, F_READ, F_RECV, F_SEND, F_WRITE, FLAGS,
+                                       SizeModel)
+from collc.compiler.program import Program, Step, StepType, Threadblock
+from collc.ir.collective import Buffer, Collective
+from collc.ir.symbolic import DataError, ExactDomain, NumVec, leaf_values
+
+
+# =========================================================================== simulation
+@dataclass
+class SimResult:
+    finished: bool
+    blocked: list[str]
+    data_errors: list[str]
+    races: list[str]
+    order_warnings: list[str]
+    pieces: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """Where a data error happened; formatted only when one is reported."""
+
+    tb: int
+    step: int
+    type: StepType
+
+    def __str__(self) -> str:
+        return f"tb {self.tb} step {self.step} ({self.type.value})"
+
+
+class _Conn:
+    """One (sender, receiver, chan) FIFO holding runs of pieces.
+
+    A run is what one send-type step pushed in one go: ``n`` pieces of ``mac`` chunks,
+    the last one possibly shorter (``tail`` chunks).  Keeping runs instead of pieces
+    makes the simulation cost proportional to steps, not to pieces.
+    """
+
+    __slots__ = ("runs", "avail", "used", "ps", "full")
+
+    def __init__(self, ps: list[int]) -> None:
+        self.runs: deque[list[object]] = deque()   # [n, start, payload, tail, snap]
+        self.avail = 0                             # pieces held
+        self.used = 0                              # slots held
+        self.ps = ps                               # slots of a piece of c chunks (c <= mac)
+        self.full = ps[-1]                         # slots of a full piece
+
+    def push(self, k: int, payload: Any, tail: int, snap: np.ndarray | None,
+             model: SizeModel) -> None:
+        self.runs.append([k, 0, payload, tail, snap])
+        self.avail += k
+        self.used += (k - 1) * self.full + self.ps[tail]
+
+    def pop(self, j: int, model: SizeModel) -> tuple[Any, list[np.ndarray]]:
+        run = self.runs[0]
+        if run[0] == j and run[1] == 0:     # the common case: exactly one whole run
+            self.runs.popleft()
+            n, _, payload, tail, snap = run
+            assert isinstance(n, int) and isinstance(tail, int)
+            self.used -= (n - 1) * self.full + self.ps[tail]
+            self.avail -= j
+            return payload, [snap] if isinstance(snap, np.ndarray) else []
+        parts: list[Any] = []
+        snaps: list[np.ndarray] = []
+        full = self.full
+        while j:
+            run = self.runs[0]
+            n, start, payload, tail, snap = run
+            assert isinstance(n, int) and isinstance(start, int) and isinstance(tail, int)
+            assert isinstance(payload, (list, NumVec))
+            take = min(j, n)
+            if take == n:
+                parts.append(payload[start:])
+                self.used -= (n - 1) * full + self.ps[tail]
+                self.runs.popleft()
+            else:
+                end = start + take * model.mac
+                parts.append(payload[start:end])
+                self.used -= take * full
+                run[0], run[1] = n - take, end
+            if isinstance(snap, np.ndarray):
+                snaps.append(snap)
+            self.avail -= take
+            j -= take
+        if parts and isinstance(parts[0], NumVec):
+            return NumVec.concat(parts), snaps
+        out: list[int | None] = []
+        for part in parts:
+            out.extend(part)
+        return out, snaps
+
+
+class _Tb:
+    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "waiting", "done", "ready",
+                 "out", "inn", "rx", "k_in", "k_out", "k_space_in", "k_space_out", "k_flag", "rows")
+
+    def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
+        self.gid, self.idx, self.tb = gid, idx, tb
+        self.pc = 0
+        self.piece = 0
+        self.ready = False          # dependencies of the current step are met
+        self.flag = -1
+        self.publishes: list[tuple[int, np.ndarray | None]] = []
+        self.waiting: tuple[str, int, int] = ("", 0, 0)   # why it is blocked, formatted on report
+        self.done = not tb.steps
+        # set up by simulate(): its connections, their receiver, and its wait-list keys
+        self.out: _Conn | None = None
+        self.inn: _Conn | None = None
+        self.rx: _Tb | None = None
+        self.k_in: tuple[object, ...] = ()
+        self.k_out: tuple[object, ...] = ()
+        self.k_space_in: tuple[object, ...] = ()
+        self.k_space_out: tuple[object, ...] = ()
+        self.k_flag: tuple[object, ...] = ()
+        self.rows: dict[str, tuple[Any, int]] = {}   # buffer -> (its physical row, base) with data
+
+
+def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
+    """Why a tb is blocked, in the final state of the simulation."""
+    what, a, b = st.waiting
+    t = st.tb
+    if what == "dep":
+        target = tbs.get((st.gid, a))
+        return f"waits for tb {a} step {b} (flag {target.flag if target else -1})"
+    if what == "recv":
+        return f"waits to receive from gpu {t.recv} on chan {t.chan}"
+    if what == "space":
+        avail = st.out.avail if st.out is not None else 0
+        return f"waits for space to send to gpu {t.send} on chan {t.chan} ({avail} pieces in flight)"
+    return "blocked"
+
+
+def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
+             races: bool = True, race_budget: int = 25_000_000, numeric: bool = False, seed: int = 1,
+             ops: OpStream | None = None) -> SimResult:
+    """Run the executor model once; data and race tracking are optional (deadlock only is cheap).
+
+    ``numeric``: carry random 64-bit values summed modulo 2^64 instead of symbolic
+    contribution sets (for programs too large for the exact check); no reduction-order check.
+    ``ops``: the program's op stream, if the caller has it already.
+    """
+    gpus = {g.id: g for g in p.gpus}
+    tbs: dict[tuple[int, int], _Tb] = {}
+    order: list[_Tb] = []
+    for g in p.gpus:
+        for t in g.tbs:
+            st = _Tb(g.id, len(order), t)
+            tbs[(g.id, t.id)] = st
+            order.append(st)
+    fifo: dict[tuple[int, int, int], _Conn] = {}
+    waiters: dict[tuple[object, ...], list[_Tb]] = {}
+    dom = ExactDomain(coll.nranks)
+    mem: dict[tuple[int, str], Any] = {}   # list of node ids (exact) or NumVec (numeric)
+    data_errors: list[str] = []
+    race_list: list[str] = []
+
+    amap = {(g.id, b.value): (pb.value, base) for g in p.gpus for b in Buffer
+            for pb, base in [coll.alias(g.id, b)]}
+
+    def phys(gid: int, buf: str, off: int) -> tuple[str, int]:
+        pb, base = amap[(gid, buf)]
+        return pb, base + off
+
+    if data:
+        for g in p.gpus:
+            c = coll.input_chunks
+            # only the buffers the runtime really allocates: in place, one holds the other
+            sizes: dict[str, int] = {}
+            for buf, size in (("i", max(g.i_chunks, c)), ("o", max(g.o_chunks, coll.output_chunks)),
+                              ("s", g.s_chunks)):
+                pb, base = amap[(g.id, buf)]
+                sizes[pb] = max(sizes.get(pb, 0), base + size)
+            for buf, size in sizes.items():
+                mem[(g.id, buf)] = NumVec.blank(size) if numeric else [None] * size
+            pb, base = amap[(g.id, "i")]
+            if numeric:
+                row = mem[(g.id, pb)]
+                row.v[base:base + c] = leaf_values(seed, g.id, c)
+                row.ok[base:base + c] = True
+            else:
+                mem[(g.id, pb)][base:base + c] = dom.leaves(g.id, c)
+
+    # ---- race tracking: vector clocks over tbs that share a slot with another tb
+    interesting: dict[int, int] = {}
+    if races:
+        found = shared_slot_tbs(p, coll, ops if ops is not None else OpStream.of(p), race_budget // max(1, len(order)))
+        if found is None:
+            race_list.append(f"race check skipped: more than {race_budget // max(1, len(order))} shared-slot tbs "
+                             f"x {len(order)} tbs exceeds the exact-check budget of {race_budget} tb-pairs")
+        else:
+            interesting = found
+    k_dim = len(interesting)
+    clocks: list[np.ndarray | None] = [np.zeros(k_dim, dtype=np.int32) if k_dim else None for _ in order]
+    last_write: dict[tuple[int, str, int], tuple[int, int]] = {}
+    reads: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
+
+    def access(tbs_: _Tb, slots: Iterable[tuple[str, int]], write: bool, pos: int) -> None:
+        me = interesting.get(tbs_.idx)
+        if me is None:
+            return
+        clk = clocks[tbs_.idx]
+        assert clk is not None
+        for buf, i in slots:
+            key = (tbs_.gid, buf, i)
+            prev: list[tuple[int, int, str]] = []
+            if key in last_write:
+                prev.append((*last_write[key], "writes"))
+            if write:
+                prev += [(o, s, "reads") for o, s in reads.get(key, [])]
+            for other, step, verb in prev:
+                if other == tbs_.idx:
+                    continue
+                oc = interesting.get(other)
+                if (oc is None or clk[oc] < step + 1) and len(race_list) < MAX_LISTED:
+                    o = order[other]
+                    race_list.append(
+                        f"gpu {tbs_.gid}: tb {tbs_.tb.id} step {pos} {'writes' if write else 'reads'} "
+                        f"{buf}[{i}] with no ordering against tb {o.tb.id} step {step}, which {verb} it")
+            if write:
+                last_write[key] = (tbs_.idx, pos)
+                reads.pop(key, None)
+            else:
+                reads.setdefault(key, []).append((tbs_.idx, pos))
+
+    def deps_ok(st: _Tb, step: Step) -> bool:
+        if step.depid < 0 or step.depid == st.tb.id and step.deps < st.pc:
+            return True
+        target = tbs.get((st.gid, step.depid))
+        if target is None:
+            return True
+        if target.flag >= step.deps:
+            if k_dim:
+                snap = next(c for v, c in target.publishes if v >= step.deps)
+                clk = clocks[st.idx]
+                assert clk is not None and snap is not None
+                np.maximum(clk, snap, out=clk)
+            return True
+        st.waiting = ("dep", step.depid, step.deps)
+        waiters.setdefault(target.k_flag, []).append(st)
+        return False
+
+    def read(st: _Tb, buf: str, off: int, n: int, keep: bool = False) -> Any:
+        """``keep``: the value outlives this step (it goes into a FIFO), so copy it."""
+        row, base = st.rows[buf]
+        if numeric:
+            a, b = base + off, base + off + n
+            return NumVec(row.v[a:b].copy(), row.ok[a:b].copy()) if keep else NumVec(row.v[a:b], row.ok[a:b])
+        return row[base + off:base + off + n]
+
+    def write(st: _Tb, buf: str, off: int, values: Any) -> None:
+        row, base = st.rows[buf]
+        if numeric:
+            row.v[base + off:base + off + len(values)] = values.v
+            row.ok[base + off:base + off + len(values)] = values.ok
+        else:
+            row[base + off:base + off + len(values)] = values
+
+    def combine(gid: int, st: _Tb, ty: StepType, a: Any, b: Any) -> Any:
+        if numeric:
+            out_num: NumVec = a.plus(b)
+            if not out_num.ok.all() and len(data_errors) < MAX_LISTED:
+                data_errors.append(f"gpu {gid} {_Where(st.tb.id, st.pc, ty)}: reduces uninitialized data")
+            return out_num
+        fast = dom.reduce_all(a, b)
+        if fast is not None:
+            return fast
+        out: list[int | None] = []
+        for x, y in zip(a, b):
+            if x is None or y is None:
+                if len(data_errors) < MAX_LISTED:
+                    data_errors.append(f"gpu {gid} {_Where(st.tb.id, st.pc, ty)}: reduces uninitialized data")
+                out.append(x if y is None else y)
+                continue
+            try:
+                out.append(dom.reduce(x, y))
+            except DataError as exc:
+                if len(data_errors) < MAX_LISTED:
+                    data_errors.append(f"gpu {gid} {_Where(st.tb.id, st.pc, ty)}: {exc}")
+                out.append(x)
+        return out
+
+    def slots(gid: int, buf: str, off: int, n: int) -> list[tuple[str, int]]:
+        pb, base = amap[(gid, buf)]
+        return [(pb, base + j) for j in range(off, off + n)]
+
+    runnable: deque[_Tb] = deque(order)
+    ps = [model.piece_slots(c) for c in range(model.mac + 1)]
+    for st in order:
+        t = st.tb
+        st.k_flag = ("flag", st.gid, t.id)
+        if data:
+            st.rows = {buf: (mem[(st.gid, pb)], base) for buf in "ios" for pb, base in [amap[(st.gid, buf)]]}
+        if t.send >= 0:
+            key = (st.gid, t.send, t.chan)
+            st.out = fifo.get(key) or fifo.setdefault(key, _Conn(ps))
+            st.k_out, st.k_space_out = ("data",) + key, ("space",) + key
+        if t.recv >= 0:
+            key = (t.recv, st.gid, t.chan)
+            st.inn = fifo.get(key) or fifo.setdefault(key, _Conn(ps))
+            st.k_in, st.k_space_in = ("data",) + key, ("space",) + key
+    receiver = {(t.tb.recv, t.gid, t.tb.chan): t for t in order if t.tb.recv >= 0}
+    for st in order:
+        if st.tb.send >= 0:
+            st.rx = receiver.get((st.gid, st.tb.send, st.tb.chan))
+    flags_of = FLAGS
+    total_pieces = 0
+    mac = model.mac
+    full = model.piece_slots(mac)
+    nslots = model.slots
+    while runnable:
+        st = runnable.popleft()
+        steps = st.tb.steps
+        while not st.done:
+            step = steps[st.pc]
+            if not st.ready:
+                if step.depid >= 0 and not deps_ok(st, step):
+                    break
+                st.ready = True
+            ty = step.type
+            fl = flags_of[ty]
+            cnt = step.cnt
+            n_pieces = 1 if fl & F_LOCAL else -(-cnt // mac)
+            # Process as many pieces as can go without blocking: sequentially the tb would
+            # do exactly these, and no other tb acts in between.
+            k = n_pieces - st.piece
+            if fl & F_RECV:
+                conn_in = st.inn
+                assert conn_in is not None
+                if conn_in.avail < k:
+                    k = conn_in.avail
+                    if k == 0:
+                        st.waiting = ("recv", 0, 0)
+                        waiters.setdefault(st.k_in, []).append(st)
+                        break
+            if fl & F_SEND:
+                conn_out = st.out
+                assert conn_out is not None
+                free = nslots - conn_out.used
+                fits = free // full
+                if fits < k:
+                    last = n_pieces - 1
+                    if st.piece + fits == last:
+                        # only the step's last piece can be smaller than a full one
+                        fits += ps[cnt - last * mac] <= free - fits * full
+                    # Hand-off: a receiver parked on a plain receive of this connection consumes
+                    # every piece of its step as it arrives, so the sender may run ahead by that
+                    # much (the same end state as the piece-by-piece ping-pong, in one move).
+                    rx = st.rx
+                    if rx is not None and rx.ready and not rx.done and flags_of[rx.tb.steps[rx.pc].type] & F_PLAIN:
+                        rx_left = -(-rx.tb.steps[rx.pc].cnt // mac) - rx.piece - conn_out.avail
+                        if rx_left > fits:
+                            fits = rx_left
+                    if fits < k:
+                        k = fits
+                    if k <= 0:
+                        st.waiting = ("space", 0, 0)
+                        waiters.setdefault(st.k_space_out, []).append(st)
+                        break
+            lo = st.piece * mac
+            hi = cnt if fl & F_LOCAL else min(cnt, (st.piece + k) * mac)
+            n = hi - lo
+            payload: Any = []
+            if fl & F_RECV:
+                assert conn_in is not None
+                payload, snaps = conn_in.pop(k, model)
+                if k_dim:
+                    clk = clocks[st.idx]
+                    assert clk is not None
+                    for snap in snaps:
+                        np.maximum(clk, snap, out=clk)
+                w = waiters.pop(st.k_space_in, None)
+                if w:
+                    runnable.extend(w)
+                if data and len(payload) != n:
+                    data_errors.append(f"gpu {st.gid} {_Where(st.tb.id, st.pc, ty)}: received {len(payload)} "
+                                       f"chunks, expected {n}")
+                    payload = NumVec.concat([payload, NumVec.blank(n)])[:n] if numeric \
+                        else (payload + [None] * n)[:n]
+            if data:
+                tracked = st.idx in interesting
+                src: Any = []
+                if fl & F_READ:
+                    src = read(st, step.srcbuf, step.srcoff + lo, n, ty is StepType.SEND)
+                    if tracked:
+                        access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
+                if ty is StepType.SEND or ty is StepType.COPY:
+                    payload = src
+                elif fl & F_COMBINE:
+                    payload = combine(st.gid, st, ty, src, payload)
+                elif ty is StepType.REDUCE:
+                    acc = read(st, step.dstbuf, step.dstoff, n)
+                    src = read(st, step.srcbuf, step.srcoff, n)
+                    if tracked:
+                        access(st, slots(st.gid, step.srcbuf, step.srcoff, n), False, st.pc)
+                    payload = combine(st.gid, st, ty, acc, src)
+                if ty is StepType.COPY and phys(st.gid, step.srcbuf, step.srcoff) == \
+                        phys(st.gid, step.dstbuf, step.dstoff):
+                    pass  # in place the copy is onto itself (e.g. allgather's input slice): no write
+                elif fl & F_WRITE:
+                    write(st, step.dstbuf, step.dstoff + lo, payload)
+                    if tracked:
+                        access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
+            if fl & F_SEND:
+                assert conn_out is not None
+                snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
+                conn_out.push(k, payload if data else [], n - (k - 1) * mac, snap_out, model)
+                w = waiters.pop(st.k_out, None)
+                if w:
+                    runnable.extend(w)
+            total_pieces += k
+            st.piece += k
+            if st.piece >= n_pieces:
+                me = interesting.get(st.idx)
+                if me is not None:
+                    clk = clocks[st.idx]
+                    assert clk is not None
+                    clk[me] = st.pc + 1
+                if step.hasdep:
+                    st.flag = st.pc
+                    st.publishes.append((st.pc, clocks[st.idx].copy() if k_dim else None))  # type: ignore[union-attr]
+                    w = waiters.pop(st.k_flag, None)
+                    if w:
+                        runnable.extend(w)
+                st.piece = 0
+                st.ready = False
+                st.pc += 1
+                if st.pc >= len(steps):
+                    st.done = True
+                    # waiters on a finished tb re-check once and then block for good
+                    w = waiters.pop(st.k_flag, None)
+                    if w:
+                        runnable.extend(w)
+
+    blocked = [f"gpu {st.gid} tb {st.tb.id} step {st.pc} ({st.tb.steps[st.pc].type.value}): {_why(st, tbs)}"
+               for st in order if not st.done]
+    finished = not blocked
+    order_warnings: list[str] = []
+    if data and finished:
+        if numeric:
+            numeric_postcondition(coll, mem, amap, gpus, seed, data_errors)
+        else:
+            postcondition(p, coll, dom, mem, phys, gpus, data_errors, order_warnings)
+    return SimResult(finished, blocked, data_errors, race_list, order_warnings, total_pieces)

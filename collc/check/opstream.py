@@ -1,0 +1,107 @@
+"""The op stream: a Program as a struct of arrays (numpy), one row per step.
+
+The checker's whole-program rules run over these arrays (a pass is a few vectorized
+operations instead of a Python loop over one object per step); the Program's objects are
+consulted only to explain what the arrays found wrong, with the same messages.
+
+Rows are in document order: gpus as listed, their tbs as listed, each tb's steps in order.
+A tb is named by its index ``k`` in that order (``tb_gpu[k]``, ``tb_id[k]``); its steps are
+rows ``tb_start[k]`` to ``tb_start[k + 1]``.
+
+>>> from collc.compiler.program import Gpu, Proto, Step, Threadblock
+>>> s = Step(0, StepType.SEND, "i", 0, "o", 0, 2)
+>>> r = Step(0, StepType.RECV, "i", 0, "o", 0, 2)
+>>> prog = Program("x", Proto.SIMPLE, 1, 2, 2, "allgather", 0, 1, 0, 0,
+...                (Gpu(0, 1, 2, 0, (Threadblock(0, 1, -1, 0, (s,)),)),
+...                 Gpu(1, 1, 2, 0, (Threadblock(0, -1, 0, 0, (r,)),))))
+>>> ops = OpStream.of(prog)
+>>> ops.tb.tolist(), ops.count.tolist(), [TYPES[o].value for o in ops.op]
+([0, 1], [2, 2], ['s', 'r'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from collc.check.runtime_model import FLAGS
+from collc.compiler.program import Program, StepType
+
+#: Step types by op code (``OpStream.op``).
+TYPES: tuple[StepType, ...] = tuple(StepType)
+_CODE = {t: i for i, t in enumerate(TYPES)}
+#: Buffers by code; a name the runtime does not know gets code ``len(BUFFERS)``.
+BUFFERS = ("i", "o", "s")
+_BUF = {b: i for i, b in enumerate(BUFFERS)}
+BAD_BUFFER = len(BUFFERS)
+#: Flags of each op code (``runtime_model.FLAGS``), indexable by an op array.
+OP_FLAGS = np.array([FLAGS[t] for t in TYPES], dtype=np.int64)
+
+
+@dataclass(frozen=True, eq=False)
+class OpStream:
+    """Per-tb and per-step arrays of one Program: int64 per tb; per step int32 (int64 when
+    some value reaches 2^30), int8 for the op and buffer codes and ``hasdep``."""
+
+    # per tb
+    tb_gpu: np.ndarray
+    tb_id: np.ndarray
+    tb_send: np.ndarray
+    tb_recv: np.ndarray
+    tb_chan: np.ndarray
+    tb_start: np.ndarray      # first row of each tb, plus the total at the end
+    # per step
+    tb: np.ndarray            # tb index of the row
+    step: np.ndarray          # position of the step in its tb
+    op: np.ndarray            # index into TYPES
+    s: np.ndarray             # the step's ``s`` attribute
+    srcbuf: np.ndarray        # index into BUFFERS (BAD_BUFFER if unknown)
+    srcoff: np.ndarray
+    dstbuf: np.ndarray
+    dstoff: np.ndarray
+    count: np.ndarray
+    depid: np.ndarray
+    deps: np.ndarray
+    hasdep: np.ndarray
+
+    @property
+    def flags(self) -> np.ndarray:
+        out: np.ndarray = OP_FLAGS[self.op]
+        return out
+
+    @property
+    def ntbs(self) -> int:
+        return len(self.tb_id)
+
+    @staticmethod
+    def of(p: Program) -> OpStream:
+        tbs = [(g.id, t) for g in p.gpus for t in g.tbs]
+        nsteps = np.fromiter((len(t.steps) for _, t in tbs), dtype=np.int64, count=len(tbs))
+        start = np.zeros(len(tbs) + 1, dtype=np.int64)
+        np.cumsum(nsteps, out=start[1:])
+        # one GPU at a time (no list of every step's tuple at 4096 ranks); int32 when every value
+        # fits with room for a sum of two, int8 for the codes (memory at 4096 ranks)
+        parts: list[np.ndarray] = []
+        narrow = True
+        for g in p.gpus:
+            rows = np.array([(_CODE[st.type], st.s, _BUF.get(st.srcbuf, BAD_BUFFER), st.srcoff,
+                              _BUF.get(st.dstbuf, BAD_BUFFER), st.dstoff, st.cnt, st.depid, st.deps, st.hasdep)
+                             for t in g.tbs for st in t.steps], dtype=np.int64).reshape(-1, 10)
+            if len(rows) and max(int(rows.max()), -int(rows.min())) >= 1 << 30:
+                narrow = False
+            parts.append(rows.astype(np.int32) if narrow else rows)
+        wide = np.int32 if narrow else np.int64
+        cols = [np.concatenate([part[:, k] for part in parts]).astype(wide) if parts else np.zeros(0, dtype=wide)
+                for k in range(10)]
+        del parts
+        for k in (0, 2, 4, 9):       # op, srcbuf, dstbuf, hasdep
+            if len(cols[k]) == 0 or (cols[k].min() >= -128 and cols[k].max() <= 127):
+                cols[k] = cols[k].astype(np.int8)
+        head = np.array([(gid, t.id, t.send, t.recv, t.chan) for gid, t in tbs], dtype=np.int64).reshape(len(tbs), 5)
+        tb = np.repeat(np.arange(len(tbs), dtype=np.int32), nsteps)
+        step = (np.arange(len(tb), dtype=np.int64) - start[tb]).astype(np.int32)
+        return OpStream(tb_gpu=head[:, 0].copy(), tb_id=head[:, 1].copy(), tb_send=head[:, 2].copy(),
+                        tb_recv=head[:, 3].copy(), tb_chan=head[:, 4].copy(), tb_start=start, tb=tb, step=step,
+                        op=cols[0], s=cols[1], srcbuf=cols[2], srcoff=cols[3], dstbuf=cols[4], dstoff=cols[5],
+                        count=cols[6], depid=cols[7], deps=cols[8], hasdep=cols[9])
