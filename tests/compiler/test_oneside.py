@@ -16,9 +16,9 @@ import pytest
 
 from collc.backends.mscclpp import parse_plan, write_plan
 from collc.check.plan_check import check_plan
-from collc.compiler.oneside import (MAX_ENTRIES_PER_OP, MAX_OPS_PER_TB, MAX_RUNS_PER_PIECE, PlanOptions,
+from collc.compiler.oneside import (MAX_ENTRIES_PER_OP, MAX_OPS_PER_TB, MAX_RUNS_PER_PIECE, PlanOptions, Role,
                                     assign_slots, build_actions, dependencies, insert_nops, lower_plan,
-                                    split_pieces)
+                                    pair_threadblocks, split_pieces)
 from collc.compiler.plan import BufferType, ChannelType, LocalBuff, Op, OpName, Protocol
 from collc.errors import LoweringError
 from collc.frontends.registry import algorithms, build_schedule, get
@@ -129,8 +129,10 @@ def test_chunks_and_instances() -> None:
     text = _check(s, PlanOptions(chunks=2, instances=2))
     plan = parse_plan(text)
     assert plan.gpus[0].input_chunks == 16
-    # two lanes: each rank has a channel to its successor per lane (and from its predecessor)
-    assert len(plan.gpus[0].peers(ChannelType.MEMORY)) == 4
+    # two lanes: each rank has channels to its successor and from its predecessor in each lane
+    # (a paired tb beyond 64 ops splits its connections into groups, each with its own channel)
+    per_peer = Counter(plan.gpus[0].peers(ChannelType.MEMORY))
+    assert set(per_peer) == {1, 3} and per_peer[1] == per_peer[3] and per_peer[1] % 2 == 0
 
 
 def test_many_chunks_spread_over_more_threadblocks() -> None:
@@ -198,6 +200,33 @@ def test_semaphores_balance_and_go_forward() -> None:
         released = Counter(i for ids in sync.releases.values() for i in ids)
         acquired = Counter(i for ids in sync.acquires.values() for i in ids)
         assert released == acquired and len(released) == sync.count
+
+
+def test_a_ring_forwards_on_one_threadblock() -> None:
+    """Pass ``pairing``: the receive from the predecessor and the send to the successor share a tb,
+    so the ring's receive-reduce-send needs no semaphore; the ops stay in step order."""
+    s = build_schedule("ring", parse_spec("ring:4"), CollKind.ALLREDUCE, True)
+    items, _ = assign_slots(s)
+    acts = build_actions(s.collective, items, {})[0]
+    host = pair_threadblocks(acts)
+    assert host == {(Role.RECV, 3, 0, 0): (Role.SEND, 1, 0, 0)}
+    gpu = lower_plan(s).gpus[0]
+    ring_tb = gpu.threadblocks[0]
+    assert ring_tb.channel_list(ChannelType.MEMORY) == (0, 1)       # to 1 (sends), from 3 (receives)
+    names = [op.name.value for op in ring_tb.ops]
+    assert "sem_acquire" not in names and "sem_release" not in names     # in place: nothing else to order
+    assert names[-2:] == ["signal", "wait"]     # acknowledge the receive end before waiting as sender
+    k = names.index("re")
+    assert names[k - 2:k + 5] == ["wait", "nop", "re", "nop", "put", "nop", "signal"]
+
+
+def test_pairing_never_costs_threadblocks() -> None:
+    """Where a paired tb would exceed 64 ops the lowering unpairs or splits, whichever is smaller."""
+    s = build_schedule("forestcoll", parse_spec("ring:4"), CollKind.ALLGATHER, False)
+    plan = lower_plan(s)
+    tbs = [len(g.threadblocks) for g in plan.gpus]
+    assert sum(tbs) <= 46        # the count before pairing existed
+    assert all(len(tb.flat_ops()) <= MAX_OPS_PER_TB for g in plan.gpus for tb in g.threadblocks)
 
 
 def test_nops_guard_data_after_wait_and_before_signal() -> None:
