@@ -582,11 +582,13 @@ def _group_key(rank: int, key: TbKey) -> GroupKey:
 
 
 def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Sequence[int], proto: Protocol,
-                      unpair_first: bool, spent: dict[str, float]) -> tuple[Gpu, ...]:
+                      unpair_first: bool, spent: dict[str, float]) -> tuple[tuple[Gpu, ...], bool]:
     """Passes ``threadblocks`` to ``ops`` until every tb fits the executor's 64 ops: a paired tb
     beyond it runs its ends apart again (if ``unpair_first``), else crowded connections (both
-    ends) take twice as many tbs."""
+    ends) take more tbs (the power of two that would bring the longest to 64 ops, at least
+    twice as many).  Also returns whether some paired tb was too long (else the two ways agree)."""
     clock = time.perf_counter
+    paired_over = False
     groups: dict[GroupKey, int] = {}
     apart: set[tuple[int, GroupKey]] = set()     # (rank, connection) whose ends run unpaired
     while True:
@@ -603,8 +605,9 @@ def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Seque
         over = [(len(tb.flat_ops()), g.id, tb.id, ends[tb.id]) for g, ends in built for tb in g.threadblocks
                 if len(tb.flat_ops()) > MAX_OPS_PER_TB]
         if not over:
-            return gpus
+            return gpus, paired_over
         paired = {(g, _group_key(g, e)) for _, g, _, ends in over if len(ends) > 1 for e in ends}
+        paired_over = paired_over or bool(paired)
         if unpair_first and paired - apart:
             apart |= paired
             continue
@@ -616,8 +619,13 @@ def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Seque
                                 f"{MAX_OPS_PER_TB} per threadblock, and spreading its transfers over more "
                                 f"threadblocks would exceed {MAX_TBS_PER_GPU} per GPU: use fewer --chunks or "
                                 f"--instances")
-        for gk in crowded:
-            groups[gk] = groups.get(gk, 1) * 2      # only the crowded connections (both ends) take more tbs
+        need: dict[GroupKey, int] = {}
+        for n_ops, g, _, ends in over:
+            for e in ends:
+                gk = _group_key(g, e)
+                need[gk] = max(need.get(gk, 2), 1 << (-(-n_ops // MAX_OPS_PER_TB) - 1).bit_length())
+        for gk in crowded:      # only the crowded connections (both ends) take more tbs
+            groups[gk] = min(groups.get(gk, 1) * need[gk], 64)
         apart = {(r, gk) for r, gk in apart if gk not in crowded}     # smaller groups may pair again
 
 
@@ -640,12 +648,14 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
     failure: LoweringError | None = None
     for k, unpair_first in enumerate((True, False)):
         try:
-            gpus = _fit_threadblocks(coll, items, scratch, opts.protocol, unpair_first, spent)
+            gpus, paired_over = _fit_threadblocks(coll, items, scratch, opts.protocol, unpair_first, spent)
         except LoweringError as e:
             failure = failure or e
             continue
         fits.append((sum(len(g.threadblocks) for g in gpus),
                      sum(len(tb.flat_ops()) for g in gpus for tb in g.threadblocks), k, gpus))
+        if not paired_over:
+            break               # no paired tb was too long: the other way builds the same plan
     if not fits:
         assert failure is not None
         raise failure
