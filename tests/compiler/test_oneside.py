@@ -54,7 +54,7 @@ def _matrix() -> list[tuple[str, CollKind, str]]:
 MATRIX = _matrix()
 
 
-# the plan checker needs 20+ s on these (vector clocks over ~20k ops): in the slow run only
+# the plan checker needs about 10 s on these (vector clocks over ~14k ops): in the slow run only
 HEAVY = {("hamiltonian-rings", "torus:4x4")}
 
 
