@@ -45,13 +45,19 @@ CASES: list[tuple[str, str, str, CollKind, dict[str, object]]] = [
 
 
 # One MSCCL++ plan per family, its smallest case (the --backend mscclpp path of `collc build`).
-# Left out for size (their smallest plans are 160 KB to 1.2 MB; tests/compiler/test_oneside.py
-# still builds and checks them): bucket, dfc-multitree, hamiltonian-rings, hdrm,
-# mirrored-recursive-doubling, ring-2d, shifted-ring.
+# hamiltonian-rings applies to nothing smaller than torus:3x3 (576 remote transfers): its golden
+# is the LL plan (about 0.6 MB; the Simple one is 1.1 MB), which also covers LL at scale.
 PLAN_CASES: list[tuple[str, str, str, CollKind, dict[str, object]]] = [
     ("bfb", "allgather-ring4", "ring:4", CollKind.ALLGATHER, {}),
     ("binomial-tree", "broadcast-switch4-root0", "switch:4", CollKind.BROADCAST, {"root": 0}),
     ("bruck", "alltoall-switch4", "switch:4", CollKind.ALLTOALL, {}),
+    ("bucket", "allreduce-ring3", "ring:3", CollKind.ALLREDUCE, {}),
+    ("dfc-multitree", "alltoall-dfc2x2", "dfc:2x2", CollKind.ALLTOALL, {}),
+    ("hamiltonian-rings", "allreduce-torus3x3-ll", "torus:3x3", CollKind.ALLREDUCE, {"protocol": Protocol.LL}),
+    ("hdrm", "allreduce-bigraph2x4", "bigraph:2x4", CollKind.ALLREDUCE, {}),
+    ("mirrored-recursive-doubling", "allreduce-ring4", "ring:4", CollKind.ALLREDUCE, {}),
+    ("ring-2d", "allreduce-torus2x2", "torus:2x2", CollKind.ALLREDUCE, {}),
+    ("shifted-ring", "allgather-circulant5", "circulant:5:1,2", CollKind.ALLGATHER, {}),
     ("dfc-do", "allgather-dfc2x3", "dfc:2x3", CollKind.ALLGATHER, {}),
     ("dfc-md", "reducescatter-dfc2x3", "dfc:2x3", CollKind.REDUCESCATTER, {}),
     ("direct", "alltoall-switch4", "switch:4", CollKind.ALLTOALL, {}),

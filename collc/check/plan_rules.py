@@ -20,7 +20,8 @@ from collc.compiler.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuf
 MAX_OPS_PER_TB = 64            # MAX_OPERATION (checked by the executor, after pipelines are flattened)
 MAX_CHANNELS_PER_TB = 16       # MAX_CHANNEL: device handles per type per threadblock, also remote buffers
 MAX_CHANNELS_PER_OP = 8        # MAX_CHANNEL_PER_OPERATION
-MAX_BUFFS_PER_OP = 10          # MAX_LOCAL_BUFFER_PER_OPERATION + MAX_CHANNEL_PER_OPERATION
+MAX_BUFFS_PER_OP = 10          # MAX_LOCAL_BUFFER_PER_OPERATION (2) + MAX_CHANNEL_PER_OPERATION (8), v0.10
+MAX_BUFFS_PER_OP_BEFORE = 8    # MAX_CHANNEL_PER_OPERATION alone: the src/dst arrays of earlier v0.8+ sources
 MAX_SEMAPHORES_PER_OP = 16     # MAX_DEVICE_SEMAPHORES
 MAX_BARRIERS = 16              # MAX_DEVICE_SYNCERS
 MAX_PIPELINE_ITERATIONS = 2 ** 16 - 1   # the kernel's loop counter is a uint16_t
@@ -275,6 +276,10 @@ def _check_op(plan: Plan, g: Gpu, tb: Threadblock, op: Op, idx: str, rep: PlanRe
     for side, lst in (("src_buff", op.srcs), ("dst_buff", op.dsts)):
         if len(lst) > MAX_BUFFS_PER_OP:
             rep.add("op-buffers", f"{at} has {len(lst)} entries in {side}: an op holds {MAX_BUFFS_PER_OP}")
+        elif len(lst) > MAX_BUFFS_PER_OP_BEFORE:
+            rep.add("op-buffers-before-v010", f"{at} has {len(lst)} entries in {side}: v0.10 holds "
+                    f"{MAX_BUFFS_PER_OP}, but MSCCL++ sources before it hold {MAX_BUFFS_PER_OP_BEFORE} (the op "
+                    f"overflows into the next field there)", "warning")
     if op.semaphore_ids is not None and len(op.semaphore_ids) > MAX_SEMAPHORES_PER_OP:
         rep.add("op-semaphores", f"{at} lists {len(op.semaphore_ids)} semaphores: an op holds "
                 f"{MAX_SEMAPHORES_PER_OP}")

@@ -2,7 +2,7 @@
 
 ``lower_plan(schedule, options)`` runs the named passes of ``PLAN_PASSES``::
 
-    pipelining -> pieces -> slots -> threadblocks -> dependencies -> ops -> limits
+    pipelining -> pieces -> slots -> threadblocks -> pairing -> dependencies -> ops -> limits
 
 and returns a :class:`collc.compiler.plan.Plan`.  The design, the flow control and the
 runtime limits it respects are described in ``docs/mscclpp-backend.md``; in short:
@@ -23,6 +23,10 @@ runtime limits it respects are described in ``docs/mscclpp-backend.md``; in shor
   order), plus local threadblocks for the copies and reduces a rank does alone.  The
   transfers of a connection are dealt round-robin to ``groups`` threadblocks; ``groups``
   doubles until every threadblock fits the executor's 64 ops.
+* **pairing**: a receiving end and the sending end that forwards what it receives run on one
+  threadblock (as a ring's receive-reduce-send does), which saves the semaphore pair and a
+  ``nop`` of every forward; a paired tb beyond 64 ops is either unpaired or split, whichever
+  plan has fewer tbs, then fewer ops.
 * **dependencies**: actions of one rank in the order of the Schedule's step semantics
   (step; within a step the puts read first, then local transfers, then received data is
   written); a read-after-write, write-after-read or write-after-write on a local chunk
@@ -39,8 +43,9 @@ runtime limits it respects are described in ``docs/mscclpp-backend.md``; in shor
 >>> from collc.ir.collective import CollKind
 >>> from collc.topology import parse_spec
 >>> plan = lower_plan(build_schedule("ring", parse_spec("ring:4"), CollKind.ALLGATHER, False, None, {}))
+>>> # per rank: one tb receives from the predecessor and forwards to the successor, one copies locally
 >>> plan.collective, len(plan.gpus), [len(g.threadblocks) for g in plan.gpus]
-('allgather', 4, [3, 3, 3, 3])
+('allgather', 4, [2, 2, 2, 2])
 """
 
 from __future__ import annotations
@@ -60,11 +65,13 @@ from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Op as XferOp
 from collc.ir.schedule import Schedule, Transfer, make_slots
 
-PLAN_PASSES = ("pipelining", "pieces", "slots", "threadblocks", "dependencies", "ops", "limits")
+PLAN_PASSES = ("pipelining", "pieces", "slots", "threadblocks", "pairing", "dependencies", "ops", "limits")
 
-# The executor's limits (src/include/execution_common.hpp of MSCCL++): ops per threadblock
-# (checked at load), channels and remote-buffer references per threadblock and buffer entries
-# per op (not checked: an overflow corrupts memory), semaphores per sem op.
+# The executor's limits (execution_common.hpp of MSCCL++): ops per threadblock (checked at
+# load), channels and remote-buffer references per threadblock and buffer entries per op (not
+# checked: an overflow corrupts memory), semaphores per sem op.  Entries per op: 8 channels;
+# src/dst lists hold 10 in v0.10 (2 local + 8 channel) but 8 in earlier v0.8+ sources, and the
+# plans load on both (docs/mscclpp.md), so the lowering stays within 8.
 MAX_OPS_PER_TB = 64
 MAX_CHANNELS_PER_TB = 16
 MAX_ENTRIES_PER_OP = 8
@@ -253,13 +260,16 @@ class Sync:
     count: int
 
 
-def dependencies(acts: Sequence[Action]) -> Sync:
-    """Pass ``dependencies``: cross-threadblock hazards on local chunks -> counting semaphores."""
+def dependencies(acts: Sequence[Action], host: Mapping[TbKey, TbKey] | None = None) -> Sync:
+    """Pass ``dependencies``: cross-threadblock hazards on local chunks -> counting semaphores
+    (``host`` maps a connection end to the threadblock that runs it, see ``pair_threadblocks``)."""
+    where = host or {}
+    tb_of = [where.get(a.tb, a.tb) for a in acts]
     position: dict[int, tuple[TbKey, int]] = {}
     per_tb: dict[TbKey, int] = defaultdict(int)
-    for i, a in enumerate(acts):
-        position[i] = (a.tb, per_tb[a.tb])
-        per_tb[a.tb] += 1
+    for i, tb in enumerate(tb_of):
+        position[i] = (tb, per_tb[tb])
+        per_tb[tb] += 1
     last_write: dict[tuple[BufferType, int], int] = {}
     readers: dict[tuple[BufferType, int], list[int]] = defaultdict(list)
     needs: list[dict[TbKey, int]] = []          # per action: producer tb -> latest position needed
@@ -275,7 +285,7 @@ def dependencies(acts: Sequence[Action]) -> Sync:
         need: dict[TbKey, int] = {}
         for d in deps:
             tb, pos = position[d]
-            if tb != a.tb:
+            if tb != tb_of[i]:
                 need[tb] = max(need.get(tb, -1), pos)
         needs.append(need)
         for s in a.reads:
@@ -287,9 +297,9 @@ def dependencies(acts: Sequence[Action]) -> Sync:
     sem_id: dict[tuple[TbKey, TbKey], int] = {}
     rel: dict[tuple[TbKey, int], list[int]] = defaultdict(list)
     acq: dict[tuple[TbKey, int], list[int]] = defaultdict(list)
-    for i, a in enumerate(acts):
+    for i in range(len(acts)):
         for ptb, pos in sorted(needs[i].items()):
-            pair = (ptb, a.tb)
+            pair = (ptb, tb_of[i])
             if pos <= reached.get(pair, -1):
                 continue          # an earlier acquire of this pair already covers it
             reached[pair] = pos
@@ -297,6 +307,38 @@ def dependencies(acts: Sequence[Action]) -> Sync:
             rel[(ptb, pos)].append(sid)
             acq[position[i]].append(sid)
     return Sync({k: tuple(v) for k, v in rel.items()}, {k: tuple(v) for k, v in acq.items()}, len(sem_id))
+
+
+# --------------------------------------------------------------------------- pass: pairing
+def pair_threadblocks(acts: Sequence[Action], apart: frozenset[TbKey] = frozenset()) -> dict[TbKey, TbKey]:
+    """Pass ``pairing``: run a receiving connection end and the sending end that forwards
+    what it receives on one threadblock (the receive-reduce-send of a ring), as the MSCCL
+    lowering pairs a tb's recv and send peers.  Within one tb the forward needs no semaphore
+    pair and one ``nop`` less; the tb's ops stay in the rank's step order, so the plan still
+    cannot deadlock (every action waits only for actions earlier in that order).
+
+    Each send end takes the receive end whose writes its puts read most often (ties: the
+    smaller keys), each end at most once; ends in ``apart`` stay alone (``lower_plan`` puts
+    there the ends of a paired tb beyond 64 ops, before it splits crowded connections).
+    Returns the host of every paired receive end (the send end's key)."""
+    writer: dict[tuple[BufferType, int], TbKey] = {}
+    score: dict[tuple[TbKey, TbKey], int] = defaultdict(int)
+    for a in acts:
+        if a.tb[0] is Role.SEND and a.tb not in apart:
+            for c in a.reads:
+                w = writer.get(c)
+                if w is not None and w[0] is Role.RECV and w not in apart:
+                    score[(w, a.tb)] += 1
+        for c in a.writes:
+            writer[c] = a.tb
+    host: dict[TbKey, TbKey] = {}
+    taken: set[TbKey] = set()
+    for (recv, send), _ in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
+        if recv in host or send in taken:
+            continue
+        host[recv] = send
+        taken.add(send)
+    return host
 
 
 # --------------------------------------------------------------------------- pass: ops
@@ -319,7 +361,8 @@ def _batches(items: Sequence[tuple[BufferType, int, BufferType, int, int]], k: i
     return [items[i:i + k] for i in range(0, len(items), k)]
 
 
-def _action_ops(coll: Collective, a: Action, proto: Protocol) -> list[Op]:
+def _action_ops(coll: Collective, a: Action, proto: Protocol, ch: int = 0) -> list[Op]:
+    """The ops of one action; ``ch``: its connection's channel index in the host tb."""
     t = a.item.transfer
     role = a.tb[0]
     mem = ChannelType.MEMORY
@@ -340,12 +383,12 @@ def _action_ops(coll: Collective, a: Action, proto: Protocol) -> list[Op]:
         for batch in _batches(_runs(list(zip(src, scratch))), MAX_ENTRIES_PER_OP):
             ops.append(Op(name, src_buff=tuple(LocalBuff(sb, si, sz) for sb, si, _, _, sz in batch),
                           dst_buff=tuple(RemoteBuff(0, di, sz) for _, _, _, di, sz in batch),
-                          channel_ids=(0,) * len(batch), channel_type=mem))
+                          channel_ids=(ch,) * len(batch), channel_type=mem))
         if proto is Protocol.SIMPLE:
-            ops.append(Op(OpName.SIGNAL, channel_ids=(0,), channel_type=mem))
+            ops.append(Op(OpName.SIGNAL, channel_ids=(ch,), channel_type=mem))
         return ops
     if proto is Protocol.SIMPLE:
-        ops.append(Op(OpName.WAIT, channel_ids=(0,), channel_type=mem))
+        ops.append(Op(OpName.WAIT, channel_ids=(ch,), channel_type=mem))
     for sb, si, db, di, size in _runs(list(zip(scratch, dst))):
         s, d = LocalBuff(sb, si, size), LocalBuff(db, di, size)
         if t.op is XferOp.COPY:
@@ -395,19 +438,24 @@ def insert_nops(ops: Sequence[Op]) -> tuple[Op, ...]:
     return tuple(out)
 
 
-def tb_ops(coll: Collective, key: TbKey, acts: Sequence[Action], sync: Sync, proto: Protocol) -> tuple[Op, ...]:
+def tb_ops(coll: Collective, key: TbKey, acts: Sequence[Action], sync: Sync, proto: Protocol,
+           ends: Sequence[TbKey] = ()) -> tuple[Op, ...]:
     """Pass ``ops``: a threadblock's ops, semaphores around its actions and the closing
-    acknowledgement of its connection."""
+    acknowledgement of each connection end it runs (``ends``, in channel order; default: ``key``).
+    Receiving ends acknowledge before sending ends wait, so a paired tb cannot block on itself."""
+    ends = tuple(ends) or (key,)
+    ch = {e: i for i, e in enumerate(e for e in ends if e[0] is not Role.LOCAL)}
     ops: list[Op] = []
     for pos, a in enumerate(acts):
         ops += _sem_ops(OpName.SEM_ACQUIRE, sync.acquires.get((key, pos), ()))
-        ops += _action_ops(coll, a, proto)
+        ops += _action_ops(coll, a, proto, ch.get(a.tb, 0))
         ops += _sem_ops(OpName.SEM_RELEASE, sync.releases.get((key, pos), ()))
     mem = ChannelType.MEMORY
-    if key[0] is Role.RECV:     # back-pressure: the sender may write these slots again next launch
-        ops.append(Op(OpName.SIGNAL, channel_ids=(0,), channel_type=mem))
-    elif key[0] is Role.SEND:
-        ops.append(Op(OpName.WAIT, channel_ids=(0,), channel_type=mem))
+    for role, name in ((Role.RECV, OpName.SIGNAL), (Role.SEND, OpName.WAIT)):
+        # back-pressure: the sender may write these slots again next launch
+        for e in ends:
+            if e[0] is role:
+                ops.append(Op(name, channel_ids=(ch[e],), channel_type=mem))
     return insert_nops(ops)
 
 
@@ -449,29 +497,39 @@ def _gpu_channels(r: int, n: int, chan_index: dict[tuple[int, TbKey], int]) -> t
 
 
 def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: int, proto: Protocol,
-                 chan_index: dict[tuple[int, TbKey], int]) -> tuple[Gpu, list[TbKey]]:
-    """The GPU of ``rank`` and the key of each of its tbs (tb id = position)."""
-    sync = dependencies(acts)
+                 chan_index: dict[tuple[int, TbKey], int], apart: frozenset[GroupKey] = frozenset()
+                 ) -> tuple[Gpu, list[tuple[TbKey, ...]]]:
+    """The GPU of ``rank`` and the connection ends each of its tbs runs (tb id = position);
+    the ends of connections in ``apart`` are not paired."""
+    host = pair_threadblocks(acts, frozenset(a.tb for a in acts if _group_key(rank, a.tb) in apart))
+    sync = dependencies(acts, host)
     by_tb: dict[TbKey, list[Action]] = defaultdict(list)
+    ends: dict[TbKey, set[TbKey]] = defaultdict(set)
     for a in acts:
-        by_tb[a.tb].append(a)
+        h = host.get(a.tb, a.tb)
+        by_tb[h].append(a)
+        ends[h].add(a.tb)
     keys = sorted(by_tb)
     targets = sorted({k[1] for k in keys if k[0] is Role.SEND})
     rb_index = {p: i for i, p in enumerate(targets)}
     tbs: list[Threadblock] = []
+    out_ends: list[tuple[TbKey, ...]] = []
     for tid, key in enumerate(keys):
-        ops = tb_ops(coll, key, by_tb[key], sync, proto)
+        mine = tuple(sorted(ends[key]))         # a send end (role 0) before its paired receive end
+        ops = tb_ops(coll, key, by_tb[key], sync, proto, mine)
         chans: tuple[TbChannels, ...] = ()
         refs: tuple[TbRemoteBuffers, ...] = ()
-        if key[0] is not Role.LOCAL:
-            chans = (TbChannels(ChannelType.MEMORY, (chan_index[(rank, key)],)),)
+        conn = [e for e in mine if e[0] is not Role.LOCAL]
+        if conn:
+            chans = (TbChannels(ChannelType.MEMORY, tuple(chan_index[(rank, e)] for e in conn)),)
         if key[0] is Role.SEND:
             refs = (TbRemoteBuffers(ChannelType.MEMORY, (rb_index[key[1]],)),)
         tbs.append(Threadblock(tid, ops, chans, refs))
+        out_ends.append(mine)
     rbs = tuple(RemoteBuffer(p, BufferType.SCRATCH, (ChannelType.MEMORY,)) for p in targets)
     return Gpu(rank, coll.input_chunks, coll.output_chunks, scratch, tuple(tbs),
                _gpu_channels(rank, coll.nranks, chan_index), rbs,
-               tuple(Semaphore(0) for _ in range(sync.count))), keys
+               tuple(Semaphore(0) for _ in range(sync.count))), out_ends
 
 
 def plan_name(schedule: Schedule) -> str:
@@ -523,6 +581,54 @@ def _group_key(rank: int, key: TbKey) -> GroupKey:
     return (rank, peer, lane) if role is Role.SEND else (peer, rank, lane)
 
 
+def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Sequence[int], proto: Protocol,
+                      unpair_first: bool, spent: dict[str, float]) -> tuple[tuple[Gpu, ...], bool]:
+    """Passes ``threadblocks`` to ``ops`` until every tb fits the executor's 64 ops: a paired tb
+    beyond it runs its ends apart again (if ``unpair_first``), else crowded connections (both
+    ends) take more tbs (the power of two that would bring the longest to 64 ops, at least
+    twice as many).  Also returns whether some paired tb was too long (else the two ways agree)."""
+    clock = time.perf_counter
+    paired_over = False
+    groups: dict[GroupKey, int] = {}
+    apart: set[tuple[int, GroupKey]] = set()     # (rank, connection) whose ends run unpaired
+    while True:
+        a = clock()
+        per_rank = build_actions(coll, items, groups)
+        chan_index = _pair_channels(per_rank)
+        b = clock()
+        built = [assemble_gpu(coll, r, per_rank[r], scratch[r], proto, chan_index,
+                              frozenset(gk for rank, gk in apart if rank == r))
+                 for r in range(coll.nranks)]
+        gpus = tuple(g for g, _ in built)
+        spent["threadblocks"] += b - a
+        spent["ops"] += clock() - b
+        over = [(len(tb.flat_ops()), g.id, tb.id, ends[tb.id]) for g, ends in built for tb in g.threadblocks
+                if len(tb.flat_ops()) > MAX_OPS_PER_TB]
+        if not over:
+            return gpus, paired_over
+        paired = {(g, _group_key(g, e)) for _, g, _, ends in over if len(ends) > 1 for e in ends}
+        paired_over = paired_over or bool(paired)
+        if unpair_first and paired - apart:
+            apart |= paired
+            continue
+        crowded = sorted({_group_key(g, e) for _, g, _, ends in over for e in ends})
+        most_tbs = max(len(g.threadblocks) for g in gpus)
+        worst = max(over)
+        if most_tbs >= MAX_TBS_PER_GPU or any(groups.get(gk, 1) >= 64 for gk in crowded):
+            raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} ops, above the executor's "
+                                f"{MAX_OPS_PER_TB} per threadblock, and spreading its transfers over more "
+                                f"threadblocks would exceed {MAX_TBS_PER_GPU} per GPU: use fewer --chunks or "
+                                f"--instances")
+        need: dict[GroupKey, int] = {}
+        for n_ops, g, _, ends in over:
+            for e in ends:
+                gk = _group_key(g, e)
+                need[gk] = max(need.get(gk, 2), 1 << (-(-n_ops // MAX_OPS_PER_TB) - 1).bit_length())
+        for gk in crowded:      # only the crowded connections (both ends) take more tbs
+            groups[gk] = min(groups.get(gk, 1) * need[gk], 64)
+        apart = {(r, gk) for r, gk in apart if gk not in crowded}     # smaller groups may pair again
+
+
 def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
     """Lower ``schedule`` to a checked-by-construction MSCCL++ plan (see the module docstring)."""
     why = refusal(schedule.collective.kind)
@@ -536,30 +642,24 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
     items, scratch = assign_slots(sched)
     t2 = clock()
     spent = {"threadblocks": 0.0, "ops": 0.0, "limits": 0.0}     # ops include the dependencies pass
-    groups: dict[GroupKey, int] = {}
-    while True:
-        a = clock()
-        per_rank = build_actions(coll, items, groups)
-        chan_index = _pair_channels(per_rank)
-        b = clock()
-        built = [assemble_gpu(coll, r, per_rank[r], scratch[r], opts.protocol, chan_index)
-                 for r in range(coll.nranks)]
-        gpus = tuple(g for g, _ in built)
-        spent["threadblocks"] += b - a
-        spent["ops"] += clock() - b
-        over = [(len(tb.flat_ops()), g.id, tb.id, keys[tb.id]) for g, keys in built for tb in g.threadblocks
-                if len(tb.flat_ops()) > MAX_OPS_PER_TB]
-        if not over:
-            break
-        most_tbs = max(len(g.threadblocks) for g in gpus)
-        worst = max(over)
-        if most_tbs >= MAX_TBS_PER_GPU or any(groups.get(_group_key(g, k), 1) >= 64 for _, g, _, k in over):
-            raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} ops, above the executor's "
-                                f"{MAX_OPS_PER_TB} per threadblock, and spreading its transfers over more "
-                                f"threadblocks would exceed {MAX_TBS_PER_GPU} per GPU: use fewer --chunks or "
-                                f"--instances")
-        for gk in sorted({_group_key(g, k) for _, g, _, k in over}):
-            groups[gk] = groups.get(gk, 1) * 2      # only the crowded connections (both ends) take more tbs
+    # Two ways to fit a paired tb that grew beyond 64 ops: run its ends apart again, or split
+    # its connections into more groups; keep the plan with fewer tbs, then fewer ops.
+    fits: list[tuple[int, int, int, tuple[Gpu, ...]]] = []
+    failure: LoweringError | None = None
+    for k, unpair_first in enumerate((True, False)):
+        try:
+            gpus, paired_over = _fit_threadblocks(coll, items, scratch, opts.protocol, unpair_first, spent)
+        except LoweringError as e:
+            failure = failure or e
+            continue
+        fits.append((sum(len(g.threadblocks) for g in gpus),
+                     sum(len(tb.flat_ops()) for g in gpus for tb in g.threadblocks), k, gpus))
+        if not paired_over:
+            break               # no paired tb was too long: the other way builds the same plan
+    if not fits:
+        assert failure is not None
+        raise failure
+    gpus = min(fits)[3]
     cap = size_cap(coll, max(scratch, default=0), opts.protocol)
     if opts.max_bytes > cap or opts.min_bytes > cap:
         raise LoweringError(f"message sizes above {cap} bytes: this plan's buffers would need offsets of 4 GiB "

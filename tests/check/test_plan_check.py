@@ -228,6 +228,19 @@ def test_an_op_with_eleven_sources() -> None:
     assert "has 12 entries in src_buff: an op holds 10" in errors(rep)
 
 
+def test_an_op_with_nine_sources_fits_v010_only() -> None:
+    """v0.10 holds 2 local + 8 channel entries per list; earlier v0.8+ sources hold 8."""
+    plan = load(ALLREDUCE)
+    ops = ops_of(plan, 0, 0)
+    j = next(i for i, op in enumerate(ops) if op.name is OpName.READ_REDUCE_SEND)
+    srcs = ops[j].srcs + (RemoteBuff(0, 0, 1),) * (9 - len(ops[j].srcs))
+    rep = check_plan(with_ops(plan, 0, 0, ops[:j] + [replace(ops[j], src_buff=srcs)] + ops[j + 1:]))
+    assert "op-buffers" not in rep.codes()
+    warned = [f for f in rep.findings if f.code == "op-buffers-before-v010"]
+    assert len(warned) == 1 and warned[0].severity == "warning"
+    assert "has 9 entries in src_buff: v0.10 holds 10, but MSCCL++ sources before it hold 8" in warned[0].message
+
+
 def test_pws_on_a_memory_channel_sends_no_signal() -> None:
     """The kernel's put-with-signal only copies on memory channels: the peer's wait never returns."""
     plan = load(ALLGATHER)
