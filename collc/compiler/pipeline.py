@@ -80,6 +80,9 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     synced: list[frozenset[int]] = [frozenset() for _ in range(coll.nranks)]
     for src, dst in sched.step_sync:
         synced[src] |= {dst}
+    replies: list[frozenset[int]] = [frozenset() for _ in range(coll.nranks)]
+    for src, dst in sched.step_reply:
+        replies[src] |= {dst}
     del sched      # the ops hold all that later passes need (memory at 4096 ranks)
     t2 = clock()
     spread = peer_spread(plan.ops, coll.nranks)
@@ -118,7 +121,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
                 c = clock()
                 fused = fuse_rank(coll, rank, tbs)
                 d = clock()
-                gpu = build_gpu(coll, rank, fused, plan.scratch[rank], synced[rank], ordered)
+                gpu = build_gpu(coll, rank, fused, plan.scratch[rank], synced[rank], ordered, replies[rank])
                 e = clock()
                 for k, v in zip(spent, (b - a, c - b, d - c, e - d)):
                     spent[k] += v

@@ -392,6 +392,18 @@ class Plan:
         others = sorted(set(self.core) | set(self.extras))
         return tuple(c for e in self.extras for r in others if r != e for c in ((e, r), (r, e)))
 
+    def reply(self) -> tuple[tuple[int, int], ...]:
+        """``step_reply`` connections: every core rank to the extra rank, when the core is not a
+        power of two.  A power-of-two core sends one message per peer and step, so it moves one
+        round per step and ``sync`` alone keeps the extra rank's groups in successive rounds;
+        another core sends several runs per step at an uneven pace, and a group could send to
+        the extra rank in the round of the group before (p = 7: the allgather's last two
+        groups).  Answering the extra rank's message of the step puts each of its steps in
+        rounds of its own (a round trip each)."""
+        if len(self.extras) != 1 or is_pow2(len(self.core)):
+            return ()
+        return tuple((r, e) for e in self.extras for r in self.core)
+
 
 def _core(dims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(core dims, core index -> global rank, extra ranks) for Swing-order ``dims``."""
@@ -599,15 +611,15 @@ def _build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     p = n
     # the extra rank's sends read only its own input: step_sync keeps them in the groups
     # of Fig. 4 (3, 2, 1 for p = 7) in the program instead of all at once (section 3.2)
-    sync = plan.sync()
+    sync, reply = plan.sync(), plan.reply()
     if kind is CollKind.ALLREDUCE:
-        b = Builder(Collective(kind, n, nports * p, request.inplace), step_sync=sync)
+        b = Builder(Collective(kind, n, nports * p, request.inplace), step_sync=sync, step_reply=reply)
         start = prefix_copy(b, I, O, nports * p, range(n))
         _ag(b, plan, nports, _rs(b, plan, nports, start, O), O)
         return b.schedule("swing", opts, topology.name, REFERENCE)
     # reducescatter / allgather: work in scratch laid out by position (contiguous sends)
     order = [(c, blk) for c in range(nports) for blk in _by_position(plan, c)]
-    b = Builder(Collective(kind, n, nports, request.inplace), step_sync=sync)
+    b = Builder(Collective(kind, n, nports, request.inplace), step_sync=sync, step_reply=reply)
     b.scratch = nports * p
     mine = {r: [c * p + plan.position(c, r) for c in range(nports)] for r in range(n)}
     if kind is CollKind.REDUCESCATTER:

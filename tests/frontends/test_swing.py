@@ -161,10 +161,12 @@ def test_odd_p_fig4() -> None:
     assert all(t.count == 1 for k in range(3) for t in s.step(k) if t.src == 6)
 
 
-def _extra_send_rounds(spec: str, ports: str) -> tuple[list[int], list[int]]:
+def _extra_send_rounds(spec: str, ports: str,
+                       dialect: Dialect = Dialect.EXECUTOR) -> tuple[list[int], list[int]]:
     """Sizes of the groups of the extra rank's sends, by round of the emitted program:
     (reduce-scatter: the first send to each peer, allgather: the second)."""
-    compiled = compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"ports": ports})
+    compiled = compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"ports": ports},
+                           dialect=dialect)
     assert compiled.report.ok
     e = compiled.program.ngpus - 1
     sent: dict[int, int] = {}
@@ -179,18 +181,57 @@ def _extra_send_rounds(spec: str, ports: str) -> tuple[list[int], list[int]]:
     return [firsts[r] for r in sorted(firsts)], [seconds[r] for r in sorted(seconds)]
 
 
+@pytest.mark.parametrize("dialect", [Dialect.EXECUTOR, Dialect.RCCL])
 @pytest.mark.parametrize("ports", ["single", "all"])
-def test_odd_p_fig4_in_the_xml(ports: str) -> None:
+def test_odd_p_fig4_in_the_xml(ports: str, dialect: Dialect) -> None:
     """Fig. 4 in the emitted program: the extra rank of p = 7 sends its blocks to 3, then 2,
-    then 1 ranks in three successive rounds (each group after it received the previous
-    group's blocks; ``step_sync``), not all six at once.  With a power-of-two core
-    (p = 9, 17) its allgather mirrors the groups too."""
+    then 1 ranks in three successive rounds of the reduce-scatter (each group after it
+    received the previous group's blocks; ``step_sync``), and to 1, 2, 3 ranks in the
+    allgather, not all six at once.  The core of 6 sends several runs per step, so its ranks
+    answer the extra rank's message of each step (``step_reply``); a power-of-two core
+    (p = 9, 17) moves one round per step and needs no answers."""
     lanes = 1 if ports == "single" else 2
-    rs, _ = _extra_send_rounds("torus:7", ports)
-    assert rs == [3 * lanes, 2 * lanes, 1 * lanes]
-    for p, groups in [(9, [4, 2, 2]), (17, [8, 4, 2, 2])]:
-        rs, ag = _extra_send_rounds(f"torus:{p}", ports)
+    for p, groups in [(7, [3, 2, 1]), (9, [4, 2, 2]), (17, [8, 4, 2, 2])]:
+        rs, ag = _extra_send_rounds(f"torus:{p}", ports, dialect)
         assert rs == [g * lanes for g in groups] and ag == rs[::-1]
+
+
+@pytest.mark.parametrize("p, groups", [(11, [5, 3, 1, 1]), (13, [6, 3, 2, 1]), (15, [7, 4, 2, 1])])
+def test_odd_p_groups_with_other_cores(p: int, groups: list[int]) -> None:
+    """The same in the XML for cores that are not powers of two (10, 12, 14 ranks)."""
+    assert [len(g) for g in sw.extra_groups(p - 1, len(groups))] == groups
+    rs, ag = _extra_send_rounds(f"torus:{p}", "single")
+    assert rs == groups and ag == groups[::-1]
+    core = _allreduce(f"torus:{p - 1}")
+    assert not core.step_reply and not _allreduce("torus:9").step_reply
+
+
+def test_odd_ring_keeps_the_groups_in_order() -> None:
+    """On ``ring:7`` the extra rank's trades are relayed, so a group's blocks leave it one by
+    one over the link to a neighbour: in the emitted XML the blocks of each Fig. 4 group
+    (3, 2, 1 in the reduce-scatter, 1, 2, 3 in the allgather) all leave before any of the
+    next group's, in both dialects."""
+    from collc.ir.collective import Buffer
+    for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+        c = compile_xml(parse_spec("ring:7"), "swing", CollKind.ALLREDUCE, params={"ports": "single"},
+                        dialect=dialect)
+        assert c.report.ok
+        e = 6
+        rounds: dict[int, list[int]] = {}
+        for rnd, msgs in enumerate(program_rounds(c.program)):
+            for src, dst, _ in msgs:
+                if src == e:
+                    rounds.setdefault(dst, []).append(rnd)
+        groups: dict[int, list[int]] = {}
+        for q, when in rounds.items():    # one tb per neighbour: its sends in schedule order
+            mine = sorted((t for t in c.schedule.transfers if t.src == e and t.dst == q), key=lambda t: t.step)
+            assert len(mine) == len(when)
+            for t, rnd in zip(mine, when):
+                if t.src_buf is not Buffer.SCRATCH:    # the extra rank's own blocks, not relays
+                    groups.setdefault(t.step, []).append(rnd)
+        ordered = [sorted(groups[s]) for s in sorted(groups)]
+        assert [len(g) for g in ordered] == [3, 2, 1, 1, 2, 3]
+        assert all(a[-1] < b[0] for a, b in zip(ordered, ordered[1:]))
 
 
 @pytest.mark.parametrize("spec", ["torus:3x4", "torus:5x5", "torus:3x3x4", "hyperx:3x4"])
@@ -218,6 +259,11 @@ def test_step_sync_is_validated() -> None:
     assert (6, 0) in s.step_sync and (0, 6) in s.step_sync and not _allreduce("torus:8").step_sync
     with pytest.raises(ScheduleError, match="step_sync"):
         dataclasses.replace(s, step_sync=((6, 6),))
+    assert (0, 6) in s.step_reply and (6, 0) not in s.step_reply
+    with pytest.raises(ScheduleError, match="deadlock"):
+        dataclasses.replace(s, step_reply=s.step_reply + ((6, 0),))
+    with pytest.raises(ScheduleError, match="step_reply"):
+        dataclasses.replace(s, step_reply=((7, 0),))
 
 
 def test_non_pow2_block_runs() -> None:
