@@ -234,24 +234,63 @@ def test_odd_ring_keeps_the_groups_in_order() -> None:
         assert all(a[-1] < b[0] for a, b in zip(ordered, ordered[1:]))
 
 
-@pytest.mark.parametrize("spec", ["torus:3x4", "torus:5x5", "torus:3x3x4", "hyperx:3x4"])
+@pytest.mark.parametrize("spec", ["torus:3x4", "torus:5x5", "torus:3x3x3", "torus:3x3x4", "hyperx:3x4"])
 def test_odd_side_tori_bandwidth_variant(spec: str) -> None:
     """B on tori with odd sides in several dimensions (section 3.2 generalised, docs/swing.md):
     the core (odd sides less one) runs Swing and every other rank trades its blocks directly.
     In the emitted XML every rank sends exactly (p-1)/p of each of the 2D shares in each
     phase (invariant (v) of Appendix A), and the checker's data simulation passes in both
-    dialects (RCCL's 64 tbs per GPU hold the 2-D cases; the 6 collectives of 3x3x4 need 86), for
-    all three collectives."""
+    dialects for all three collectives: on 3x3x3 the 6 collectives share 4 lanes so that
+    RCCL's 64 tbs per GPU hold them.  3x3x4 cannot fit: an outside rank trades with all 35
+    others each way (70 tbs at one per connection and direction), so RCCL is refused with the
+    limit named."""
     topo = parse_spec(spec)
-    for dialect in (Dialect.EXECUTOR, Dialect.RCCL) if len(topo.dims or ()) == 2 else (Dialect.EXECUTOR,):
-        c = compile_xml(topo, "swing", CollKind.ALLREDUCE, dialect=dialect)
-        assert c.report.ok
     p = topo.nranks
-    share = c.program.nchunksperloop // p
-    sent = {sum(st.cnt for t in g.tbs for st in t.steps if st.type in SENDS) for g in c.program.gpus}
-    assert sent == {2 * (p - 1) * share}
-    for kind in (CollKind.REDUCESCATTER, CollKind.ALLGATHER):
-        assert compile_xml(topo, "swing", kind).report.ok
+    fits = spec != "torus:3x3x4"
+    for kind in (CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER):
+        for dialect in (Dialect.EXECUTOR, Dialect.RCCL) if fits else (Dialect.EXECUTOR,):
+            c = compile_xml(topo, "swing", kind, dialect=dialect)
+            assert c.report.ok and max(len(g.tbs) for g in c.program.gpus) <= (64 if fits else 1024)
+            if kind is CollKind.ALLREDUCE:
+                share = c.program.nchunksperloop // p
+                sent = {sum(st.cnt for t in g.tbs for st in t.steps if st.type in SENDS) for g in c.program.gpus}
+                assert sent == {2 * (p - 1) * share}
+    if not fits:
+        with pytest.raises(CollcError, match=r"tbs exceed the rccl limit of 64 per GPU") as refused:
+            compile_xml(topo, "swing", CollKind.ALLREDUCE, dialect=Dialect.RCCL)
+        assert "\n" not in str(refused.value)
+        e = max(range(p), key=lambda r: len({t.dst for t in c.schedule.transfers if t.src == r and not t.is_local}))
+        peers = {t.dst for t in c.schedule.transfers if t.src == e and not t.is_local}
+        assert len(peers) == p - 1 and len({t.lane for t in c.schedule.transfers if t.src == e}) == 1
+
+
+@pytest.mark.parametrize("spec", ["torus:4x4x4", "torus:2x4x4"])
+@pytest.mark.parametrize("variant", ["bandwidth", "latency"])
+def test_3d_tori_fit_rccl_threadblocks(spec: str, variant: str) -> None:
+    """On 4x4x4 the 6 collectives, one lane each, need 6 x 6 peers x 2 directions = 72 tbs per
+    GPU, above RCCL's 64: they share 5 lanes (60 tbs), consecutive collectives together.  At
+    every step the 2D collectives use 2D different ports, so no connection carries two
+    messages of one step and the emitted XML keeps 2 L rounds (L for the latency variant and
+    for reduce-scatter and allgather), in both dialects.  The allreduce of 2x4x4 (48 tbs)
+    keeps its lane per collective."""
+    topo = parse_spec(spec)
+    kinds = [CollKind.ALLREDUCE] if variant == "latency" else [CollKind.ALLREDUCE, CollKind.REDUCESCATTER,
+                                                                CollKind.ALLGATHER]
+    for kind in kinds:
+        for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+            c = compile_xml(topo, "swing", kind, dialect=dialect, params={"variant": variant})
+            assert c.report.ok and max(len(g.tbs) for g in c.program.gpus) <= 64
+            nsteps = sum(sw.dim_steps(d) for d in topo.dims or ())
+            want = nsteps if variant == "latency" or kind is not CollKind.ALLREDUCE else 2 * nsteps
+            assert len(program_rounds(c.program)) == want
+        per_step: dict[tuple[int, int, int, int], int] = {}
+        for t in c.schedule.transfers:
+            if not t.is_local:
+                key = (t.step, t.src, t.dst, t.lane)
+                per_step[key] = per_step.get(key, 0) + 1
+        assert max(per_step.values()) == 1
+        if kind is CollKind.ALLREDUCE:    # the others keep tbs for their local copies too
+            assert c.schedule.lanes == (5 if spec == "torus:4x4x4" else 6)
 
 
 def test_step_sync_is_validated() -> None:
