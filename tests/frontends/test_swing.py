@@ -196,11 +196,12 @@ def test_odd_p_fig4_in_the_xml(ports: str, dialect: Dialect) -> None:
         assert rs == [g * lanes for g in groups] and ag == rs[::-1]
 
 
+@pytest.mark.parametrize("dialect", [Dialect.EXECUTOR, Dialect.RCCL])
 @pytest.mark.parametrize("p, groups", [(11, [5, 3, 1, 1]), (13, [6, 3, 2, 1]), (15, [7, 4, 2, 1])])
-def test_odd_p_groups_with_other_cores(p: int, groups: list[int]) -> None:
+def test_odd_p_groups_with_other_cores(p: int, groups: list[int], dialect: Dialect) -> None:
     """The same in the XML for cores that are not powers of two (10, 12, 14 ranks)."""
     assert [len(g) for g in sw.extra_groups(p - 1, len(groups))] == groups
-    rs, ag = _extra_send_rounds(f"torus:{p}", "single")
+    rs, ag = _extra_send_rounds(f"torus:{p}", "single", dialect)
     assert rs == groups and ag == groups[::-1]
     core = _allreduce(f"torus:{p - 1}")
     assert not core.step_reply and not _allreduce("torus:9").step_reply
