@@ -422,10 +422,10 @@ def _core(dims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tupl
     return core_dims, tuple(core), tuple(r for r in range(math.prod(dims)) if r not in taken)
 
 
-def make_plan(dims: tuple[int, ...], nports: int, local_tbs: int = 0, budget_lanes: bool = True) -> Plan:
+def make_plan(dims: tuple[int, ...], nports: int, local_tbs: int | None = 0) -> Plan:
     """The plan of ``nports`` collectives on the torus ``dims`` (Swing order); ``local_tbs``:
     threadblocks the lowering needs for local copies besides the connections' (see
-    :func:`fit_lanes`; ``budget_lanes=False``: one lane per collective)."""
+    :func:`with_lanes`; None: one lane per collective)."""
     p = math.prod(dims)
     if p < 2:
         raise ScheduleError("swing needs at least 2 ranks")
@@ -442,8 +442,12 @@ def make_plan(dims: tuple[int, ...], nports: int, local_tbs: int = 0, budget_lan
     groups = tuple(tuple(tuple((j + i * shift) % len(core) for j in g) for g in extra_groups(len(core), nsteps))
                    for i in range(len(extras)))
     plan = Plan(p, nsteps, ports, core, extras, groups, not extras and is_pow2(p))
-    if not budget_lanes:
-        return plan
+    return plan if local_tbs is None else with_lanes(plan, local_tbs)
+
+
+def with_lanes(plan: Plan, local_tbs: int) -> Plan:
+    """``plan`` with its collectives on as many lanes as fit RCCL's tbs (:func:`fit_lanes`)."""
+    nports = len(plan.ports)
     conns: list[list[tuple[int, int]]] = [[] for _ in range(nports)]
     fixed: list[tuple[int, int]] = []     # the outside ranks' trades, all on lane 0 (Plan.lane)
     for c in range(nports):
@@ -507,13 +511,12 @@ def _runs(blocks: range | Blocks, base: int) -> list[range]:
     return out
 
 
-def _local_tbs(dims: tuple[int, ...], nports: int, kind: CollKind, inplace: bool) -> int:
+def _local_tbs(plan: Plan, nports: int, kind: CollKind, inplace: bool) -> int:
     """Threadblocks the lowering gives a rank's local copies (one per 32 contiguous runs):
     none for an in-place allreduce, one for an out-of-place one; reduce-scatter and allgather
     copy between the input or output order and the scratch laid out by position."""
     if kind is CollKind.ALLREDUCE:
         return 0 if inplace else 1
-    plan = make_plan(dims, nports, budget_lanes=False)
     order = [blk * nports + c for c in range(nports) for blk in _by_position(plan, c)]
     runs = 1 + sum(1 for a, b in zip(order, order[1:]) if b != a + 1)
     return -(-(runs + nports) // 32)
@@ -673,7 +676,8 @@ def _build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         else:
             _latency_folded(b, n, nports, start)
         return b.schedule("swing", opts, topology.name, REFERENCE)
-    plan = make_plan(dims, nports, _local_tbs(dims, nports, kind, request.inplace))
+    plan = make_plan(dims, nports, None)
+    plan = with_lanes(plan, _local_tbs(plan, nports, kind, request.inplace))
     p = n
     # the extra rank's sends read only its own input: step_sync keeps them in the groups
     # of Fig. 4 (3, 2, 1 for p = 7) in the program instead of all at once (section 3.2)
