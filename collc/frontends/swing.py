@@ -468,13 +468,18 @@ def fit_lanes(conns: Sequence[Sequence[tuple[int, int]]], fixed: Sequence[tuple[
               budget: int = 64) -> int:
     """Lanes for collectives whose connections are ``conns[c]`` (collective c goes on lane
     ``lane_of(c)``; ``fixed`` connections stay on lane 0): as many as keep every rank within
-    ``budget`` threadblocks (RCCL's 64 per GPU, the strictest runtime's, less the local ones) when each (lane, peer, direction) takes one, else all of them
-    (the lowering then refuses the runtimes with fewer tbs, naming the limit).
+    ``budget`` threadblocks (RCCL's 64 per GPU, the strictest runtime's, less the local ones)
+    when each (lane, peer, direction) takes one; else all of them (the lowering then refuses
+    the runtimes with fewer tbs, naming the limit).
 
     The 2D collectives of a multiport Swing use 2D different ports at every step, so
     collectives sharing a lane never send two messages on one connection in one step: fewer
     lanes cost no round, only the overlap of a collective that runs ahead (docs/swing.md).
-    On a 3-D torus 6 lanes x 6 peers x 2 directions = 72 tbs on 4x4x4; 3 lanes hold 36."""
+    On a 3-D torus 6 lanes x 6 peers x 2 directions = 72 tbs on 4x4x4; 5 lanes hold 60.
+
+    >>> fit_lanes([[(0, 1), (1, 0)]] * 4, budget=4)   # 4 collectives, one peer: 2 tbs a lane
+    2
+    """
     nports = len(conns)
     for lanes in range(nports, 0, -1):
         lane = [lane_of(c, nports, lanes) for c in range(nports)]
