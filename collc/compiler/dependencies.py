@@ -15,10 +15,14 @@ that the link's transfers do not overlap.
 For a connection ``rank -> peer`` that the schedule lists in ``step_sync``, a step that
 sends at schedule step ``s`` also depends, in every other tb, on the last receive of the
 same lane at a step before ``s``: the schedule's step grouping survives for sends that
-read only local data.
+read only local data.  For a connection ``rank -> peer`` in ``step_reply``, a send of step
+``s`` also depends on the rank's receive from ``peer`` of the same step (in another tb):
+the rank answers the peer's message of the trade, so consecutive trades of the peer fall in
+distinct rounds whatever the pace of the rest.
 
 Guarantees: ``s`` equals the position in the tb; no same-tb dependency; every
-dependency points to an earlier logical position, so the dependency graph
+dependency points to an earlier logical position (a ``step_reply`` one to a receive of the
+same step, whose sender waits for nothing of this rank's step), so the dependency graph
 (together with send->receive edges, which follow step order) is acyclic.
 
 A ``depid`` is an int8 on the device (at most 127).  When a rank has more tbs than
@@ -50,10 +54,12 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
 
 
 def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: int,
-              sync: frozenset[int] = frozenset(), ordered_sends: bool = False) -> Gpu:
+              sync: frozenset[int] = frozenset(), ordered_sends: bool = False,
+              reply: frozenset[int] = frozenset()) -> Gpu:
     """The dependencies, nops and steps of one rank (the pass works rank by rank);
     ``sync``: the send peers of the rank's connections in the schedule's ``step_sync``;
-    ``ordered_sends``: the schedule's hint of that name."""
+    ``ordered_sends``: the schedule's hint of that name; ``reply``: the send peers of the
+    rank's connections in ``step_reply``."""
     order = sorted(((item.op.pos, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                     for it_i, item in enumerate(tb.items)))
     part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
@@ -72,6 +78,14 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
                     at, idx = recv_at.setdefault((tb_i, item.op.lane), ([], []))
                     at.append(item.op.step)
                     idx.append(it_i)
+    # step_reply: per (receive peer, lane, step) the tb and item of the last receive
+    answer: dict[tuple[int, int, int], tuple[int, int]] = {}
+    if reply:
+        for tb_i, tb in enumerate(tbs):
+            if tb.recv in reply:
+                for it_i, item in enumerate(tb.items):
+                    if item.type in RECVS:
+                        answer[(tb.recv, item.op.lane, item.op.step)] = (tb_i, it_i)
     # ordered_sends, per send peer: (step, tb, item) of the latest send to it, and the latest one of an earlier step
     last_send: dict[int, tuple[int, int, int]] = {}
     prev_send: dict[int, tuple[int, int, int]] = {}
@@ -83,6 +97,10 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
                 k = bisect_left(at, item.op.step)
                 if t != tb_i and lane == item.op.lane and k:
                     need[t] = max(need.get(t, -1), idx[k - 1])
+        if reply and item.type in SENDS and tbs[tb_i].send in reply:
+            got = answer.get((tbs[tb_i].send, item.op.lane, item.op.step))
+            if got is not None and got[0] != tb_i:
+                need[got[0]] = max(need.get(got[0], -1), got[1])
         if ordered_sends and item.type in SENDS:
             peer, step = tbs[tb_i].send, position[0]
             last = last_send.get(peer)

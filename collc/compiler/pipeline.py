@@ -85,6 +85,7 @@ class Layout:
     shard: bool
     synced: tuple[frozenset[int], ...] = ()      # per rank: send peers in the schedule's step_sync
     ordered_sends: bool = False                  # the schedule's ordered_sends hint
+    replies: tuple[frozenset[int], ...] = ()     # per rank: send peers in the schedule's step_reply
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ def _fusion(tbs: tuple[PlannedTb, ...], ctx: RankContext) -> tuple[FusedTb, ...]
 def _dependencies(tbs: tuple[FusedTb, ...], ctx: RankContext) -> Gpu:
     lay = ctx.layout
     return build_gpu(lay.coll, ctx.rank, tbs, lay.scratch[ctx.rank],
-                     lay.synced[ctx.rank] if lay.synced else frozenset(), lay.ordered_sends)
+                     lay.synced[ctx.rank] if lay.synced else frozenset(), lay.ordered_sends,
+                     lay.replies[ctx.rank] if lay.replies else frozenset())
 
 
 def _limits(gpu: Gpu, ctx: RankContext) -> Gpu:
@@ -424,6 +426,9 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
             synced: list[frozenset[int]] = [frozenset() for _ in range(sched.collective.nranks)]
             for src, dst in sched.step_sync:
                 synced[src] |= {dst}
+            replies: list[frozenset[int]] = [frozenset() for _ in range(sched.collective.nranks)]
+            for src, dst in sched.step_reply:
+                replies[src] |= {dst}
             lanes, ordered = sched.lanes, sched.ordered_sends
         timings[p.name] = clock() - a
         if p.name in opts.dump:
@@ -462,7 +467,7 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
     def assign(pair: bool, groups: int, keep: bool) -> tuple[Program, dict[int, str]]:
         while True:
             layout = Layout(coll, groups, spread, pair, tuple(hints), plan.scratch, opts.dialect, opts.shard,
-                            tuple(synced), ordered)
+                            tuple(synced), ordered, tuple(replies))
             job = _Job(by_rank, layout, opts, emit, selected, keep)
             gpus: list[Gpu] = []
             texts: dict[int, str] = {}

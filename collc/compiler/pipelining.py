@@ -57,7 +57,8 @@ def split_chunks(schedule: Schedule, parts: int = 1, instances: int = 1) -> Sche
     pairs = tuple((rank, inst * lanes + lane, a, b) for inst in range(instances)
                   for rank, lane, a, b in schedule.tb_pairs)
     return Schedule(coll, tuple(out), replace(schedule.provenance, params=params),
-                    scratch_chunks=schedule.scratch_chunks * m, tb_pairs=pairs, step_sync=schedule.step_sync)
+                    scratch_chunks=schedule.scratch_chunks * m, tb_pairs=pairs, step_sync=schedule.step_sync,
+                    step_reply=schedule.step_reply)
 
 
 #: Steps one rank can hold: the parser's 4095 nodes less ``<algo>``, one ``<gpu>`` and one ``<tb>``.
@@ -102,4 +103,4 @@ def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:
         for a, b in zip(bounds, bounds[1:]):
             out.append(replace(t, src_idx=make_slots(src[a:b]), dst_idx=make_slots(dst[a:b])))
     return Schedule(schedule.collective, tuple(out), schedule.provenance, schedule.scratch_chunks,
-                    schedule.tb_pairs, schedule.step_sync, schedule.ordered_sends)
+                    schedule.tb_pairs, schedule.step_sync, schedule.ordered_sends, schedule.step_reply)

@@ -61,6 +61,7 @@ class Builder:
     tb_pairs: list[tuple[int, int, int, int]] = field(default_factory=list)
     step_sync: tuple[tuple[int, int], ...] = ()
     ordered_sends: bool = False
+    step_reply: tuple[tuple[int, int], ...] = ()
 
     def move(self, step: int, src: int, dst: int, sbuf: Buffer, sidx: range | list[int] | tuple[int, ...],
              dbuf: Buffer, didx: range | list[int] | tuple[int, ...], reduce: bool = False, lane: int = 0) -> None:
@@ -72,7 +73,7 @@ class Builder:
         prov = Provenance(algorithm, tuple(sorted((k, str(v)) for k, v in params.items() if k[:1] != "@")),
                           topology, reference)
         return Schedule(self.collective, tuple(self.transfers), prov, self.scratch, tuple(self.tb_pairs),
-                        self.step_sync, self.ordered_sends)
+                        self.step_sync, self.ordered_sends, self.step_reply)
 
 
 def prefix_copy(b: Builder, src: Buffer, dst: Buffer, count: int, ranks: range | list[int]) -> int:

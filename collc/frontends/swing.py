@@ -59,9 +59,10 @@ from __future__ import annotations
 import math
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
+from collc.compiler.limits import LIMITS, Dialect
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, is_pow2, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register
@@ -348,6 +349,7 @@ class Plan:
     extras: tuple[int, ...]            # the ranks outside the core (odd sides), ascending
     groups: tuple[tuple[tuple[int, ...], ...], ...]   # [extra][step] -> core indices traded with
     pow2: bool
+    nlanes: int = 0                    # lanes of the collectives (0: one each); see fit_lanes
 
     def exchanges(self, c: int) -> list[tuple[int, int, int, range | Blocks]]:
         """RS transfers of collective c as (step, src, dst, positions)."""
@@ -373,7 +375,7 @@ class Plan:
         their trades share lane 0 (so a rank's many peers fit the runtime's tbs per channel)."""
         if len(self.extras) > 1 and (src not in self._core_index or dst not in self._core_index):
             return 0
-        return c
+        return lane_of(c, len(self.ports), self.nlanes) if self.nlanes else c
 
     def position(self, c: int, block: int) -> int:
         index = self._core_index.get(block)
@@ -392,6 +394,18 @@ class Plan:
         others = sorted(set(self.core) | set(self.extras))
         return tuple(c for e in self.extras for r in others if r != e for c in ((e, r), (r, e)))
 
+    def reply(self) -> tuple[tuple[int, int], ...]:
+        """``step_reply`` connections: every core rank to the extra rank, when the core is not a
+        power of two.  A power-of-two core sends one message per peer and step, so it moves one
+        round per step and ``sync`` alone keeps the extra rank's groups in successive rounds;
+        another core sends several runs per step at an uneven pace, and a group could send to
+        the extra rank in the round of the group before (p = 7: the allgather's last two
+        groups).  Answering the extra rank's message of the step puts each of its steps in
+        rounds of its own (a round trip each)."""
+        if len(self.extras) != 1 or is_pow2(len(self.core)):
+            return ()
+        return tuple((r, e) for e in self.extras for r in self.core)
+
 
 def _core(dims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(core dims, core index -> global rank, extra ranks) for Swing-order ``dims``."""
@@ -408,7 +422,10 @@ def _core(dims: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...], tupl
     return core_dims, tuple(core), tuple(r for r in range(math.prod(dims)) if r not in taken)
 
 
-def make_plan(dims: tuple[int, ...], nports: int) -> Plan:
+def make_plan(dims: tuple[int, ...], nports: int, local_tbs: int | None = 0) -> Plan:
+    """The plan of ``nports`` collectives on the torus ``dims`` (Swing order); ``local_tbs``:
+    threadblocks the lowering needs for local copies besides the connections' (see
+    :func:`with_lanes`; None: one lane per collective)."""
     p = math.prod(dims)
     if p < 2:
         raise ScheduleError("swing needs at least 2 ranks")
@@ -424,7 +441,64 @@ def make_plan(dims: tuple[int, ...], nports: int) -> Plan:
     shift = max(1, len(core) // max(1, len(extras)))
     groups = tuple(tuple(tuple((j + i * shift) % len(core) for j in g) for g in extra_groups(len(core), nsteps))
                    for i in range(len(extras)))
-    return Plan(p, nsteps, ports, core, extras, groups, not extras and is_pow2(p))
+    plan = Plan(p, nsteps, ports, core, extras, groups, not extras and is_pow2(p))
+    return plan if local_tbs is None else with_lanes(plan, local_tbs)
+
+
+def with_lanes(plan: Plan, local_tbs: int) -> Plan:
+    """``plan`` with its collectives on as many lanes as fit RCCL's tbs (:func:`fit_lanes`)."""
+    nports = len(plan.ports)
+    conns: list[list[tuple[int, int]]] = [[] for _ in range(nports)]
+    fixed: list[tuple[int, int]] = []     # the outside ranks' trades, all on lane 0 (Plan.lane)
+    for c in range(nports):
+        for _, src, dst, _ in plan.exchanges(c):
+            (fixed if plan.lane(c, src, dst) == 0 and c else conns[c]).append((src, dst))
+    lanes = fit_lanes(conns, fixed, LIMITS[Dialect.RCCL].max_tbs_per_gpu - local_tbs)
+    return replace(plan, nlanes=lanes) if lanes != nports else plan
+
+
+def lane_of(c: int, nports: int, lanes: int) -> int:
+    """Lane of collective c when ``nports`` collectives share ``lanes``: consecutive ones
+    together, so plain collectives (same peers, other start dimensions) share before a plain
+    and a mirrored one (opposite neighbours) do."""
+    return c * lanes // nports
+
+
+def fit_lanes(conns: Sequence[Sequence[tuple[int, int]]], fixed: Sequence[tuple[int, int]] = (),
+              budget: int = 64) -> int:
+    """Lanes for collectives whose connections are ``conns[c]`` (collective c goes on lane
+    ``lane_of(c)``; ``fixed`` connections stay on lane 0): as many as keep every rank within
+    ``budget`` threadblocks (RCCL's 64 per GPU, the strictest runtime's, less the local ones)
+    when each (lane, peer, direction) takes one; else all of them (the lowering then refuses
+    the runtimes with fewer tbs, naming the limit).
+
+    The 2D collectives of a multiport Swing use 2D different ports at every step, so
+    collectives sharing a lane never send two messages on one connection in one step: fewer
+    lanes cost no round, only the overlap of a collective that runs ahead (docs/swing.md).
+    On a 3-D torus 6 lanes x 6 peers x 2 directions = 72 tbs on 4x4x4; 5 lanes hold 60.
+
+    >>> fit_lanes([[(0, 1), (1, 0)]] * 4, budget=4)   # 4 collectives, one peer: 2 tbs a lane
+    2
+    """
+    nports = len(conns)
+    for lanes in range(nports, 0, -1):
+        lane = [lane_of(c, nports, lanes) for c in range(nports)]
+        seen: set[tuple[int, int, int, bool]] = set()
+        count: dict[int, int] = {}
+        for c, pairs in enumerate(conns):
+            for src, dst in pairs:
+                for key in ((src, lane[c], dst, True), (dst, lane[c], src, False)):
+                    if key not in seen:
+                        seen.add(key)
+                        count[key[0]] = count.get(key[0], 0) + 1
+        for src, dst in fixed:
+            for key in ((src, 0, dst, True), (dst, 0, src, False)):
+                if key not in seen:
+                    seen.add(key)
+                    count[key[0]] = count.get(key[0], 0) + 1
+        if max(count.values(), default=0) <= budget:
+            return lanes
+    return nports
 
 
 # ---------------------------------------------------------------------------- build
@@ -440,6 +514,17 @@ def _runs(blocks: range | Blocks, base: int) -> list[range]:
         else:
             out.append(range(base + x, base + x + 1))
     return out
+
+
+def _local_tbs(plan: Plan, nports: int, kind: CollKind, inplace: bool) -> int:
+    """Threadblocks the lowering gives a rank's local copies (one per 32 contiguous runs):
+    none for an in-place allreduce, one for an out-of-place one; reduce-scatter and allgather
+    copy between the input or output order and the scratch laid out by position."""
+    if kind is CollKind.ALLREDUCE:
+        return 0 if inplace else 1
+    order = [blk * nports + c for c in range(nports) for blk in _by_position(plan, c)]
+    runs = 1 + sum(1 for a, b in zip(order, order[1:]) if b != a + 1)
+    return -(-(runs + nports) // 32)
 
 
 def _rs(b: Builder, plan: Plan, nports: int, start: int, buf: Buffer) -> int:
@@ -587,27 +672,29 @@ def _build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         b = Builder(Collective(kind, n, nports, request.inplace))
         start = prefix_copy(b, I, O, nports, range(n))
         if is_pow2(n):
-            plan = make_plan(dims, nports)
+            plan = make_plan(dims, nports, 0 if request.inplace else 1)
             for c, port in enumerate(plan.ports):
                 for r in range(n):
                     for s in range(plan.nsteps):
-                        b.move(start + s, r, port.peers[r][s], O, [c], O, [c], reduce=True, lane=c)
+                        q = port.peers[r][s]
+                        b.move(start + s, r, q, O, [c], O, [c], reduce=True, lane=plan.lane(c, r, q))
         else:
             _latency_folded(b, n, nports, start)
         return b.schedule("swing", opts, topology.name, REFERENCE)
-    plan = make_plan(dims, nports)
+    plan = make_plan(dims, nports, None)
+    plan = with_lanes(plan, _local_tbs(plan, nports, kind, request.inplace))
     p = n
     # the extra rank's sends read only its own input: step_sync keeps them in the groups
     # of Fig. 4 (3, 2, 1 for p = 7) in the program instead of all at once (section 3.2)
-    sync = plan.sync()
+    sync, reply = plan.sync(), plan.reply()
     if kind is CollKind.ALLREDUCE:
-        b = Builder(Collective(kind, n, nports * p, request.inplace), step_sync=sync)
+        b = Builder(Collective(kind, n, nports * p, request.inplace), step_sync=sync, step_reply=reply)
         start = prefix_copy(b, I, O, nports * p, range(n))
         _ag(b, plan, nports, _rs(b, plan, nports, start, O), O)
         return b.schedule("swing", opts, topology.name, REFERENCE)
     # reducescatter / allgather: work in scratch laid out by position (contiguous sends)
     order = [(c, blk) for c in range(nports) for blk in _by_position(plan, c)]
-    b = Builder(Collective(kind, n, nports, request.inplace), step_sync=sync)
+    b = Builder(Collective(kind, n, nports, request.inplace), step_sync=sync, step_reply=reply)
     b.scratch = nports * p
     mine = {r: [c * p + plan.position(c, r) for c in range(nports)] for r in range(n)}
     if kind is CollKind.REDUCESCATTER:

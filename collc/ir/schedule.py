@@ -19,6 +19,12 @@ even where no data flows between them.  It carries a schedule's step grouping in
 sends that read only local data (Swing's extra rank for an odd p, Fig. 4), which the
 runtime would otherwise issue all at once.
 
+``step_reply`` is a lowering hint for trades: connections ``(src, dst)`` on which a send
+of step ``s`` waits for ``src``'s receive from ``dst`` of the same step, so that ``src``
+answers ``dst``'s message instead of sending at once (Swing's core ranks answering the
+extra rank of an odd p, Fig. 4: each of the extra rank's steps then takes its own rounds
+however the core's steps are paced).  A connection and its reverse cannot both reply.
+
 ``ordered_sends`` is another lowering hint: on every rank, a send to a peer waits
 for the rank's previous send to that peer from an earlier step even when lowering
 puts the two on different channels (a dependency between their threadblocks), so
@@ -112,6 +118,7 @@ class Schedule:
     tb_pairs: tuple[tuple[int, int, int, int], ...] = ()   # (rank, lane, recv peer, send peer)
     step_sync: tuple[tuple[int, int], ...] = ()             # (src, dst): sends wait for earlier receives
     ordered_sends: bool = False
+    step_reply: tuple[tuple[int, int], ...] = ()            # (src, dst): a send answers dst's message of its step
     _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -146,6 +153,13 @@ class Schedule:
         for src, dst in self.step_sync:
             if not (0 <= src < n and 0 <= dst < n) or src == dst:
                 raise ScheduleError(f"step_sync connection {(src, dst)}: ranks must be in 0..{n - 1} and differ")
+        replies = set(self.step_reply)
+        for src, dst in self.step_reply:
+            if not (0 <= src < n and 0 <= dst < n) or src == dst:
+                raise ScheduleError(f"step_reply connection {(src, dst)}: ranks must be in 0..{n - 1} and differ")
+            if (dst, src) in replies:
+                raise ScheduleError(f"step_reply connections {(src, dst)} and {(dst, src)}: each would wait for "
+                                    f"the other's message (a deadlock)")
 
     @property
     def nsteps(self) -> int:

@@ -161,10 +161,12 @@ def test_odd_p_fig4() -> None:
     assert all(t.count == 1 for k in range(3) for t in s.step(k) if t.src == 6)
 
 
-def _extra_send_rounds(spec: str, ports: str) -> tuple[list[int], list[int]]:
+def _extra_send_rounds(spec: str, ports: str,
+                       dialect: Dialect = Dialect.EXECUTOR) -> tuple[list[int], list[int]]:
     """Sizes of the groups of the extra rank's sends, by round of the emitted program:
     (reduce-scatter: the first send to each peer, allgather: the second)."""
-    compiled = compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"ports": ports})
+    compiled = compile_xml(parse_spec(spec), "swing", CollKind.ALLREDUCE, params={"ports": ports},
+                           dialect=dialect)
     assert compiled.report.ok
     e = compiled.program.ngpus - 1
     sent: dict[int, int] = {}
@@ -179,38 +181,117 @@ def _extra_send_rounds(spec: str, ports: str) -> tuple[list[int], list[int]]:
     return [firsts[r] for r in sorted(firsts)], [seconds[r] for r in sorted(seconds)]
 
 
+@pytest.mark.parametrize("dialect", [Dialect.EXECUTOR, Dialect.RCCL])
 @pytest.mark.parametrize("ports", ["single", "all"])
-def test_odd_p_fig4_in_the_xml(ports: str) -> None:
+def test_odd_p_fig4_in_the_xml(ports: str, dialect: Dialect) -> None:
     """Fig. 4 in the emitted program: the extra rank of p = 7 sends its blocks to 3, then 2,
-    then 1 ranks in three successive rounds (each group after it received the previous
-    group's blocks; ``step_sync``), not all six at once.  With a power-of-two core
-    (p = 9, 17) its allgather mirrors the groups too."""
+    then 1 ranks in three successive rounds of the reduce-scatter (each group after it
+    received the previous group's blocks; ``step_sync``), and to 1, 2, 3 ranks in the
+    allgather, not all six at once.  The core of 6 sends several runs per step, so its ranks
+    answer the extra rank's message of each step (``step_reply``); a power-of-two core
+    (p = 9, 17) moves one round per step and needs no answers."""
     lanes = 1 if ports == "single" else 2
-    rs, _ = _extra_send_rounds("torus:7", ports)
-    assert rs == [3 * lanes, 2 * lanes, 1 * lanes]
-    for p, groups in [(9, [4, 2, 2]), (17, [8, 4, 2, 2])]:
-        rs, ag = _extra_send_rounds(f"torus:{p}", ports)
+    for p, groups in [(7, [3, 2, 1]), (9, [4, 2, 2]), (17, [8, 4, 2, 2])]:
+        rs, ag = _extra_send_rounds(f"torus:{p}", ports, dialect)
         assert rs == [g * lanes for g in groups] and ag == rs[::-1]
 
 
-@pytest.mark.parametrize("spec", ["torus:3x4", "torus:5x5", "torus:3x3x4", "hyperx:3x4"])
+@pytest.mark.parametrize("dialect", [Dialect.EXECUTOR, Dialect.RCCL])
+@pytest.mark.parametrize("p, groups", [(11, [5, 3, 1, 1]), (13, [6, 3, 2, 1]), (15, [7, 4, 2, 1])])
+def test_odd_p_groups_with_other_cores(p: int, groups: list[int], dialect: Dialect) -> None:
+    """The same in the XML for cores that are not powers of two (10, 12, 14 ranks)."""
+    assert [len(g) for g in sw.extra_groups(p - 1, len(groups))] == groups
+    rs, ag = _extra_send_rounds(f"torus:{p}", "single", dialect)
+    assert rs == groups and ag == groups[::-1]
+    core = _allreduce(f"torus:{p - 1}")
+    assert not core.step_reply and not _allreduce("torus:9").step_reply
+
+
+def test_odd_ring_keeps_the_groups_in_order() -> None:
+    """On ``ring:7`` the extra rank's trades are relayed, so a group's blocks leave it one by
+    one over the link to a neighbour: in the emitted XML the blocks of each Fig. 4 group
+    (3, 2, 1 in the reduce-scatter, 1, 2, 3 in the allgather) all leave before any of the
+    next group's, in both dialects."""
+    from collc.ir.collective import Buffer
+    for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+        c = compile_xml(parse_spec("ring:7"), "swing", CollKind.ALLREDUCE, params={"ports": "single"},
+                        dialect=dialect)
+        assert c.report.ok
+        e = 6
+        rounds: dict[int, list[int]] = {}
+        for rnd, msgs in enumerate(program_rounds(c.program)):
+            for src, dst, _ in msgs:
+                if src == e:
+                    rounds.setdefault(dst, []).append(rnd)
+        groups: dict[int, list[int]] = {}
+        for q, when in rounds.items():    # one tb per neighbour: its sends in schedule order
+            mine = sorted((t for t in c.schedule.transfers if t.src == e and t.dst == q), key=lambda t: t.step)
+            assert len(mine) == len(when)
+            for t, rnd in zip(mine, when):
+                if t.src_buf is not Buffer.SCRATCH:    # the extra rank's own blocks, not relays
+                    groups.setdefault(t.step, []).append(rnd)
+        ordered = [sorted(groups[s]) for s in sorted(groups)]
+        assert [len(g) for g in ordered] == [3, 2, 1, 1, 2, 3]
+        assert all(a[-1] < b[0] for a, b in zip(ordered, ordered[1:]))
+
+
+@pytest.mark.parametrize("spec", ["torus:3x4", "torus:5x5", "torus:3x3x3", "torus:3x3x4", "hyperx:3x4"])
 def test_odd_side_tori_bandwidth_variant(spec: str) -> None:
     """B on tori with odd sides in several dimensions (section 3.2 generalised, docs/swing.md):
     the core (odd sides less one) runs Swing and every other rank trades its blocks directly.
     In the emitted XML every rank sends exactly (p-1)/p of each of the 2D shares in each
     phase (invariant (v) of Appendix A), and the checker's data simulation passes in both
-    dialects (RCCL's 64 tbs per GPU hold the 2-D cases; the 6 collectives of 3x3x4 need 86), for
-    all three collectives."""
+    dialects for all three collectives: on 3x3x3 the 6 collectives share 4 lanes so that
+    RCCL's 64 tbs per GPU hold them.  3x3x4 cannot fit: an outside rank trades with all 35
+    others each way (70 tbs at one per connection and direction), so RCCL is refused with the
+    limit named."""
     topo = parse_spec(spec)
-    for dialect in (Dialect.EXECUTOR, Dialect.RCCL) if len(topo.dims or ()) == 2 else (Dialect.EXECUTOR,):
-        c = compile_xml(topo, "swing", CollKind.ALLREDUCE, dialect=dialect)
-        assert c.report.ok
     p = topo.nranks
-    share = c.program.nchunksperloop // p
-    sent = {sum(st.cnt for t in g.tbs for st in t.steps if st.type in SENDS) for g in c.program.gpus}
-    assert sent == {2 * (p - 1) * share}
-    for kind in (CollKind.REDUCESCATTER, CollKind.ALLGATHER):
-        assert compile_xml(topo, "swing", kind).report.ok
+    fits = spec != "torus:3x3x4"
+    for kind in (CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER):
+        for dialect in (Dialect.EXECUTOR, Dialect.RCCL) if fits else (Dialect.EXECUTOR,):
+            c = compile_xml(topo, "swing", kind, dialect=dialect)
+            assert c.report.ok and max(len(g.tbs) for g in c.program.gpus) <= (64 if fits else 1024)
+            if kind is CollKind.ALLREDUCE:
+                share = c.program.nchunksperloop // p
+                sent = {sum(st.cnt for t in g.tbs for st in t.steps if st.type in SENDS) for g in c.program.gpus}
+                assert sent == {2 * (p - 1) * share}
+    if not fits:
+        with pytest.raises(CollcError, match=r"tbs exceed the rccl limit of 64 per GPU") as refused:
+            compile_xml(topo, "swing", CollKind.ALLREDUCE, dialect=Dialect.RCCL)
+        assert "\n" not in str(refused.value)
+        e = max(range(p), key=lambda r: len({t.dst for t in c.schedule.transfers if t.src == r and not t.is_local}))
+        peers = {t.dst for t in c.schedule.transfers if t.src == e and not t.is_local}
+        assert len(peers) == p - 1 and len({t.lane for t in c.schedule.transfers if t.src == e}) == 1
+
+
+@pytest.mark.parametrize("spec", ["torus:4x4x4", "torus:2x4x4"])
+@pytest.mark.parametrize("variant", ["bandwidth", "latency"])
+def test_3d_tori_fit_rccl_threadblocks(spec: str, variant: str) -> None:
+    """On 4x4x4 the 6 collectives, one lane each, need 6 x 6 peers x 2 directions = 72 tbs per
+    GPU, above RCCL's 64: they share 5 lanes (60 tbs), consecutive collectives together.  At
+    every step the 2D collectives use 2D different ports, so no connection carries two
+    messages of one step and the emitted XML keeps 2 L rounds (L for the latency variant and
+    for reduce-scatter and allgather), in both dialects.  The allreduce of 2x4x4 (48 tbs)
+    keeps its lane per collective."""
+    topo = parse_spec(spec)
+    kinds = [CollKind.ALLREDUCE] if variant == "latency" else [CollKind.ALLREDUCE, CollKind.REDUCESCATTER,
+                                                                CollKind.ALLGATHER]
+    for kind in kinds:
+        for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+            c = compile_xml(topo, "swing", kind, dialect=dialect, params={"variant": variant})
+            assert c.report.ok and max(len(g.tbs) for g in c.program.gpus) <= 64
+            nsteps = sum(sw.dim_steps(d) for d in topo.dims or ())
+            want = nsteps if variant == "latency" or kind is not CollKind.ALLREDUCE else 2 * nsteps
+            assert len(program_rounds(c.program)) == want
+        per_step: dict[tuple[int, int, int, int], int] = {}
+        for t in c.schedule.transfers:
+            if not t.is_local:
+                key = (t.step, t.src, t.dst, t.lane)
+                per_step[key] = per_step.get(key, 0) + 1
+        assert max(per_step.values()) == 1
+        if kind is CollKind.ALLREDUCE:    # the others keep tbs for their local copies too
+            assert c.schedule.lanes == (5 if spec == "torus:4x4x4" else 6)
 
 
 def test_step_sync_is_validated() -> None:
@@ -218,6 +299,11 @@ def test_step_sync_is_validated() -> None:
     assert (6, 0) in s.step_sync and (0, 6) in s.step_sync and not _allreduce("torus:8").step_sync
     with pytest.raises(ScheduleError, match="step_sync"):
         dataclasses.replace(s, step_sync=((6, 6),))
+    assert (0, 6) in s.step_reply and (6, 0) not in s.step_reply
+    with pytest.raises(ScheduleError, match="deadlock"):
+        dataclasses.replace(s, step_reply=s.step_reply + ((6, 0),))
+    with pytest.raises(ScheduleError, match="step_reply"):
+        dataclasses.replace(s, step_reply=((7, 0),))
 
 
 def test_non_pow2_block_runs() -> None:
