@@ -290,18 +290,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     topo: Topology = parse_spec(args.topology)
     check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
-    params: dict[str, str] = {}
-    for item in args.param:
-        if "=" not in item:
-            raise UsageError(f"--param {item!r} must be KEY=VALUE")
-        k, v = item.split("=", 1)
-        params[k.strip()] = v.strip()
-    root = args.root
-    if "root" in params:  # also accepted as --param root=K
-        text = params.pop("root")
-        if not text.lstrip("-").isdigit():
-            raise UsageError(f"--param root={text!r} must be a rank number")
-        root = int(text)
+    params, root = _params_and_root(args)
     if max_b and min_b > max_b:
         raise UsageError(f"--min-bytes {min_b} exceeds --max-bytes {max_b}")
     if topo.nranks > 1024 and not args.shard_per_rank:
@@ -357,6 +346,23 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _params_and_root(args: argparse.Namespace) -> tuple[dict[str, str], int | None]:
+    """``--param KEY=VALUE`` as a dict, and the root (``--root`` or ``--param root=K``)."""
+    params: dict[str, str] = {}
+    for item in args.param:
+        if "=" not in item:
+            raise UsageError(f"--param {item!r} must be KEY=VALUE")
+        k, v = item.split("=", 1)
+        params[k.strip()] = v.strip()
+    root = args.root
+    if "root" in params:  # also accepted as --param root=K
+        text = params.pop("root")
+        if not text.lstrip("-").isdigit():
+            raise UsageError(f"--param root={text!r} must be a rank number")
+        root = int(text)
+    return params, root
+
+
 def _build_plan(args: argparse.Namespace) -> int:
     """``collc build --backend mscclpp``: an MSCCL++ execution plan, checked before it is written."""
     from collc.backends.msccl_xml import write_atomic
@@ -384,18 +390,7 @@ def _build_plan(args: argparse.Namespace) -> int:
     topo: Topology = parse_spec(args.topology)
     check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
-    params: dict[str, str] = {}
-    for item in args.param:
-        if "=" not in item:
-            raise UsageError(f"--param {item!r} must be KEY=VALUE")
-        k, v = item.split("=", 1)
-        params[k.strip()] = v.strip()
-    root = args.root
-    if "root" in params:
-        text = params.pop("root")
-        if not text.lstrip("-").isdigit():
-            raise UsageError(f"--param root={text!r} must be a rank number")
-        root = int(text)
+    params, root = _params_and_root(args)
     result = compile_plan(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
                           chunks=args.chunks, instances=args.instances, protocol=Protocol(args.protocol),
                           min_bytes=min_b, max_bytes=max_b)

@@ -8,17 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from collc.check.findings import Finding
+
 DIALECT = "mscclpp"
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    message: str
-    severity: str = "error"
-
-    def to_json(self) -> dict[str, str]:
-        return {"code": self.code, "severity": self.severity, "message": self.message}
 
 
 @dataclass

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from collc.check.plan_report import Finding
+from collc.check.findings import Finding
 from collc.check.plan_rules import PUTS, partners, remote_target
 from collc.compiler.plan import (Buff, BufferType, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, RemoteBuff,
                                  SwitchBuff, Threadblock)
