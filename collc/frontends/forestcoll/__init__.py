@@ -27,10 +27,15 @@ pipeline worse in the event model (on mi250:2 at 1 GiB k=1 models 320.00 GB/s an
 simulates 241.1, k=3 models 342.86 and simulates 160.8).  When the optimal k is not
 taken, ``--report`` prints the throughput given up (the paper's practice, section 4.5).
 ``opt`` forces the optimal k; an integer forces that k.  ``lanes`` and ``pieces``
-(0 = auto, see :func:`plan_lanes`) set the channels the trees spread over and the
-pipelining pieces of each tree chunk; the automatic choice leaves room for ``--chunks``
-up to 3 and ``--instances 2``, and more is faster at large sizes (mi250:2 with
-``lanes=32,pieces=40``: 305.7 GB/s, 95.5% of the model).
+(0 = auto) set the channels the trees spread over and the pipelining pieces of each
+tree chunk.  When the caller passes the ``--chunks`` and ``--instances`` the schedule
+will be lowered with (the driver does, through the registry's ``@chunks`` /
+``@instances`` options), the automatic choice gives every tree a lane of its own and
+:func:`best_pieces` pieces (``P = sqrt(2 G / alpha)``, the minimum of a fill/drain
+against per-message estimate) as far as the file that will be emitted allows
+(:func:`lane_per_tree`): mi250:2 at k=1, 32 lanes and 39 pieces, simulates 305.4 of
+320.00 GB/s at 1 GiB.  Otherwise (the counts unknown, or a lane per tree does not fit)
+:func:`plan_lanes` keeps room for ``--chunks`` up to 3 and ``--instances 2``.
 
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
@@ -195,6 +200,8 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         want = pieces_opt or best_pieces(fo)
         ag_plan = lane_per_tree(ag, n, want, chunks, instances, file_gpus, both, reduces, rail)
         rs_plan = ag_plan if rs is ag else lane_per_tree(rs, n, want, chunks, instances, file_gpus, both, True, rail)
+        if pieces_opt and any(p is None or p[1] < pieces_opt for p in (ag_plan, rs_plan)):
+            ag_plan = None      # the pieces the user asked for, on the budgeted lanes
     if ag_plan is not None and rs_plan is not None:
         (ag_lanes, ag_pieces), (rs_lanes, rs_pieces) = ag_plan, rs_plan
     else:
@@ -505,8 +512,10 @@ register(Algorithm(
     params=(Param("k", str, "auto", "trees per root: auto (the best model algbw among k <= maxk, preferring "
                   "N k <= 32), opt, or an integer (fixed-k search)"),
             Param("maxk", int, DEFAULT_MAXK, "largest k that k=auto considers"),
-            Param("lanes", int, 0, "channels the trees spread over (0 = auto: up to 16 that fit 64 tbs per rank)"),
-            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto, up to 48)")),
+            Param("lanes", int, 0, "channels the trees spread over (0 = auto: a lane per tree when the file "
+                  "lowered with --chunks/--instances fits, else up to 16 that fit 64 tbs per rank)"),
+            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto: "
+                  "sqrt(2 G / alpha) with a lane per tree, see docs/forestcoll.md)")),
     example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",
     report=_report,
     pair_tbs=False,
