@@ -24,7 +24,8 @@ Parameter ``k``: ``auto`` (default) takes, among k = 1..``maxk`` (the optimal k 
 it is in that range, else the fixed-k search), the best model algbw, preferring a k
 with ``N k <= 32`` (the channels): trees that share a lane share its threadblocks and
 pipeline worse in the event model (on mi250:2 at 1 GiB k=1 models 320.00 GB/s and
-simulates 241.1, k=3 models 342.86 and simulates 160.8).  When the optimal k is not
+simulates 305.4 with a lane per tree, 241.1 on 16 shared lanes; k=3, 96 trees, models
+342.86 and simulates 160.8).  When the optimal k is not
 taken, ``--report`` prints the throughput given up (the paper's practice, section 4.5).
 ``opt`` forces the optimal k; an integer forces that k.  ``lanes`` and ``pieces``
 (0 = auto) set the channels the trees spread over and the pipelining pieces of each
