@@ -113,7 +113,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
     t0 = clock()
     place = DEFAULT_INPLACE.get(kind, False) if inplace is None else inplace
     schedule = build_schedule(algorithm, topology, kind, place, root, params,
-                              gpus_per_file=1 if shard else topology.nranks)
+                              gpus_per_file=1 if shard else topology.nranks, chunks=chunks, instances=instances)
     coll, m = schedule.collective, chunks * instances
     check_program_size(coll.nranks, coll.nchunksperloop * m,
                        coll.nranks * (coll.input_chunks + coll.output_chunks + schedule.scratch_chunks) * m,

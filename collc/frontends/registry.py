@@ -12,7 +12,10 @@ Besides the user's parameters the options carry :data:`FILE_GPUS`: the number of
 file, 1 for per-rank shards).  The runtime's parser counts every one of them
 against each rank's node budget (``collc.compiler.limits.parser_nodes``), so a
 frontend whose layout depends on that budget reads it; it never reaches the
-Schedule's provenance.
+Schedule's provenance.  Likewise :data:`CHUNKS` and :data:`INSTANCES`, when the caller
+knows them (the driver does): the ``--chunks`` and ``--instances`` the schedule will be
+lowered with, which multiply its steps per tb and its channels.  A frontend that finds
+them absent must leave room for any count the lowering accepts.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ AppliesFn = Callable[[Topology, Collective, Options], "str | None"]
 
 #: Option key set by :func:`build_schedule`, never by users (not an identifier, so no Param can take it).
 FILE_GPUS = "@gpus_per_file"
+#: Option keys set by :func:`build_schedule` when the caller passes the lowering's counts.
+CHUNKS = "@chunks"
+INSTANCES = "@instances"
 BuildFn = Callable[[Topology, Collective, Options], Schedule]
 
 
@@ -130,9 +136,11 @@ def algorithms() -> list[Algorithm]:
 
 def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool = False,
                    root: int | None = None, params: Mapping[str, str] | None = None,
-                   gpus_per_file: int | None = None) -> Schedule:
+                   gpus_per_file: int | None = None, chunks: int | None = None,
+                   instances: int | None = None) -> Schedule:
     """``gpus_per_file``: see :data:`FILE_GPUS` (default: one file when the parser allows
-    one, that is up to 1024 ranks, else per-rank shards)."""
+    one, that is up to 1024 ranks, else per-rank shards); ``chunks``, ``instances``: see
+    :data:`CHUNKS` (default: unknown, absent from the options)."""
     alg = get(name)
     if kind not in alg.collectives:
         raise ScheduleError(alg.refusal_of_kind(topology, kind, inplace) or "")
@@ -152,6 +160,10 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
     if gpus_per_file is None:
         gpus_per_file = topology.nranks if topology.nranks <= 1024 else 1
     opts[FILE_GPUS] = gpus_per_file
+    if chunks is not None:
+        opts[CHUNKS] = chunks
+    if instances is not None:
+        opts[INSTANCES] = instances
     request = Collective(kind, topology.nranks, 1, inplace, root)
     reason = alg.refusal(topology, request, opts)
     if reason is not None:

@@ -24,13 +24,19 @@ Parameter ``k``: ``auto`` (default) takes, among k = 1..``maxk`` (the optimal k 
 it is in that range, else the fixed-k search), the best model algbw, preferring a k
 with ``N k <= 32`` (the channels): trees that share a lane share its threadblocks and
 pipeline worse in the event model (on mi250:2 at 1 GiB k=1 models 320.00 GB/s and
-simulates 241.1, k=3 models 342.86 and simulates 160.8).  When the optimal k is not
+simulates 305.4 with a lane per tree, 241.1 on 16 shared lanes; k=3, 96 trees, models
+342.86 and simulates 160.8).  When the optimal k is not
 taken, ``--report`` prints the throughput given up (the paper's practice, section 4.5).
 ``opt`` forces the optimal k; an integer forces that k.  ``lanes`` and ``pieces``
-(0 = auto, see :func:`plan_lanes`) set the channels the trees spread over and the
-pipelining pieces of each tree chunk; the automatic choice leaves room for ``--chunks``
-up to 3 and ``--instances 2``, and more is faster at large sizes (mi250:2 with
-``lanes=32,pieces=40``: 305.7 GB/s, 95.5% of the model).
+(0 = auto) set the channels the trees spread over and the pipelining pieces of each
+tree chunk.  When the caller passes the ``--chunks`` and ``--instances`` the schedule
+will be lowered with (the driver does, through the registry's ``@chunks`` /
+``@instances`` options), the automatic choice gives every tree a lane of its own and
+:func:`best_pieces` pieces (``P = sqrt(2 G / alpha)``, the minimum of a fill/drain
+against per-message estimate) as far as the file that will be emitted allows
+(:func:`lane_per_tree`): mi250:2 at k=1, 32 lanes and 39 pieces, simulates 305.4 of
+320.00 GB/s at 1 GiB.  Otherwise (the counts unknown, or a lane per tree does not fit)
+:func:`plan_lanes` keeps room for ``--chunks`` up to 3 and ``--instances 2``.
 
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
@@ -45,23 +51,25 @@ up to 3 and ``--instances 2``, and more is faster at large sizes (mi250:2 with
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
+from collc.compiler.limits import parser_nodes
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
 from collc.frontends.forestcoll.flow import Network, Optimum, fixed_k, optimal
 from collc.frontends.forestcoll.packing import Tree, check_forest, link_loads, map_back, pack_trees, shorten
 from collc.frontends.forestcoll.splitting import Logical, split_switches
-from collc.frontends.registry import Algorithm, Options, Param, register
+from collc.frontends.registry import CHUNKS, FILE_GPUS, INSTANCES, Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
-__all__ = ["Forest", "forest", "applies", "build", "REFERENCE"]
+__all__ = ["Forest", "forest", "applies", "build", "best_pieces", "lane_per_tree", "REFERENCE"]
 
 REFERENCE = ("Zhao et al., ForestColl: Efficient Collective Communications on Heterogeneous Network Fabrics "
              "(arXiv 2402.06787), sections 4.1-4.5, Algorithms 1-5, Theorems 1, 8, 12, 14")
@@ -185,9 +193,22 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                             f"{lanes_opt!r}, {pieces_opt!r}")
     reduces = kind is not CollKind.ALLGATHER
     rail = rail_of(topology)
-    ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, reduces, rail)
-    rs_lanes, rs_pieces = ((ag_lanes, ag_pieces) if rs is ag else
-                           plan_lanes(rs, n, lanes_opt, pieces_opt, kind is CollKind.ALLREDUCE, True, rail))
+    both = kind is CollKind.ALLREDUCE
+    ag_plan = rs_plan = None
+    chunks, instances, file_gpus = opts.get(CHUNKS), opts.get(INSTANCES), opts.get(FILE_GPUS, n)
+    if lanes_opt == 0 and isinstance(chunks, int) and isinstance(instances, int) and isinstance(file_gpus, int):
+        # the lowering's counts are known: a lane per tree and the estimate's pieces where they fit
+        want = pieces_opt or best_pieces(fo)
+        ag_plan = lane_per_tree(ag, n, want, chunks, instances, file_gpus, both, reduces, rail)
+        rs_plan = ag_plan if rs is ag else lane_per_tree(rs, n, want, chunks, instances, file_gpus, both, True, rail)
+        if pieces_opt and any(p is None or p[1] < pieces_opt for p in (ag_plan, rs_plan)):
+            ag_plan = None      # the pieces the user asked for, on the budgeted lanes
+    if ag_plan is not None and rs_plan is not None:
+        (ag_lanes, ag_pieces), (rs_lanes, rs_pieces) = ag_plan, rs_plan
+    else:
+        ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, both, reduces, rail)
+        rs_lanes, rs_pieces = ((ag_lanes, ag_pieces) if rs is ag else
+                               plan_lanes(rs, n, lanes_opt, pieces_opt, both, True, rail))
     pieces = min(ag_pieces, rs_pieces)
     params = dict(opts)
     params.update(trees_per_root=k, lanes=max(ag_lanes) + 1, pieces=pieces)
@@ -256,6 +277,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
 MAX_CHANNELS = 32     # the executor's channels
 MAX_LANES = 16        # lanes by default: half the channels, room for --instances 2
 TB_BUDGET = 64        # RCCL's tbs per GPU
+MAX_NODES = 4095      # the runtime parser's XML nodes per rank
 STEP_BUDGET = 21      # of the 64 steps per tb: room for --chunks up to 3 on top of the pieces
 MAX_PIECES = 48
 # pieces per transfer: 3 per hop of the tallest tree, at least 8 (the event model at 1 GiB: on a100:2x8,
@@ -339,6 +361,107 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
     return lane_of, pieces or max(1, min(MAX_PIECES, fill, STEP_BUDGET // (busiest * (3 if reduces else 1))))
 
 
+ALPHA_US = 5.0            # software cost of one message (collc's event model; NCCL's ~5 us per step)
+REF_BYTES = 1 << 30       # the message size the pieces are chosen for: large messages (1 GiB)
+CONN_STEPS = 48           # steps of one connection per tb: 3/4 of the runtime's 64 (nops on top)
+
+
+def best_pieces(fo: Forest, size: int = REF_BYTES, alpha_us: float = ALPHA_US) -> int:
+    """Pieces per tree chunk that minimise ``T(P) = T* + P alpha + 2 G / P`` (so ``P = sqrt(2 G / alpha)``).
+
+    Every piece costs its sender ``alpha``; fewer, larger pieces leave the links that the
+    forest fills to ``U b(e)`` (the tight ones, which need the whole model time T*) idle
+    longer while the pipeline fills and drains, since a piece is stored and forwarded whole.
+    For a tight link e, its fill is the earliest arrival of any of its trees (the
+    store-and-forward of one piece over the hops from the root, at each hop's link bandwidth)
+    and its drain the longest way on from it; ``G / P`` is the largest fill plus drain over
+    the tight links.  The factor 2: during fill and drain a piece shares its links with the
+    trees already flowing, about half of them on average.  ``size`` is the message size
+    the estimate is made at (1 GiB: the pieces matter for large messages only).
+
+    >>> from collc.topology import parse_spec
+    >>> best_pieces(forest(parse_spec("mi250:2"))), best_pieces(forest(parse_spec("a100:2x8")))
+    (39, 25)
+    """
+    net = fo.net
+    unit_bytes = size / (net.nranks * fo.k)
+    gbps = {e: float(c * net.unit) for e, c in net.cap.items()}
+    fill: dict[tuple[int, int], float] = {}
+    drain: dict[tuple[int, int], float] = {}
+    for t, used in zip(fo.trees, map_back(list(fo.trees), fo.logical)):
+        units = iter(used)
+        path_of: dict[tuple[int, int], tuple[int, ...]] = {}
+        for e in t.edges:           # map_back lists each edge's units in edge order
+            need, first = t.mult, None
+            while need > 0:
+                path, got = next(units)
+                first = first or path
+                need -= got
+            assert first is not None
+            path_of[e] = first
+        hop = {e: unit_bytes * t.mult / (1e3 * min(gbps[lk] for lk in zip(p, p[1:]))) for e, p in path_of.items()}
+        reach = {t.root: 0.0}
+        for p, c in t.edges:
+            reach[c] = reach[p] + hop[(p, c)]
+        below: dict[int, float] = {}
+        for p, c in reversed(t.edges):      # children before parents
+            below[p] = max(below.get(p, 0.0), hop[(p, c)] + below.get(c, 0.0))
+        for (p, c), path in path_of.items():
+            for lk in zip(path, path[1:]):
+                if fo.loads.get(lk) == fo.scaled.get(lk):
+                    fill[lk] = min(fill.get(lk, reach[p]), reach[p])
+                    drain[lk] = max(drain.get(lk, 0.0), below.get(c, 0.0))
+    g = max((fill[lk] + drain[lk] for lk in fill), default=0.0)
+    return max(1, round(math.sqrt(2 * g / alpha_us)))
+
+
+def lane_per_tree(trees: tuple[Tree, ...], n: int, pieces: int, chunks: int, instances: int, file_gpus: int,
+                  both_ways: bool = False, reduces: bool = False,
+                  rail: Callable[[int, int], int | None] | None = None) -> tuple[list[int], int] | None:
+    """A lane (channel) of its own for every tree, and up to ``pieces`` pieces, if the file
+    lowered with ``chunks`` and ``instances`` fits: lanes x instances <= 32 channels,
+    tbs x instances <= ``TB_BUDGET`` per rank (RCCL's 64), a connection's steps within
+    ``CONN_STEPS`` of a tb and a rank's steps within the parser's 4095 nodes; the pieces are
+    lowered until they fit, None when not even one piece does.  ``rail`` as in
+    :func:`plan_lanes`: a tree on one NIC rail gets a lane of that parity."""
+    parity: list[int | None] = []
+    for t in trees:
+        rails = {rail(p, c) for p, c in t.edges} - {None} if rail is not None else set()
+        parity.append(rails.pop() if len(rails) == 1 else None)
+    need = [sum(1 for r in parity if r == w) for w in (0, 1)]
+    nl = len(trees)
+    while (nl + 1) // 2 < need[0] or nl // 2 < need[1]:
+        nl += 1
+    if nl * instances > MAX_CHANNELS:
+        return None
+    free = {0: list(range(0, nl, 2)), 1: list(range(1, nl, 2))}
+    lane_of = [0] * len(trees)
+    for i in sorted(range(len(trees)), key=lambda i: (parity[i] is None, i)):
+        w = parity[i]
+        side = w if w is not None else (0 if len(free[0]) >= len(free[1]) else 1)
+        lane_of[i] = free[side].pop(0)
+    conns: dict[tuple[int, int, int, int], int] = {}
+    for i, t in enumerate(trees):
+        for p, c in t.edges:
+            ends = ((lane_of[i], p, c, 0), (lane_of[i], c, p, 1))
+            for key in ends + (((lane_of[i], c, p, 0), (lane_of[i], p, c, 1)) if both_ways else ()):
+                conns[key] = conns.get(key, 0) + 1
+    tbs = [1] * n
+    ops = [0] * n
+    for (_, rank, _, _), count in conns.items():
+        tbs[rank] += 1
+        ops[rank] += count
+    if max(tbs) * instances > TB_BUDGET:
+        return None
+    factor = chunks * (3 if reduces else 1)
+    pieces = min(pieces, CONN_STEPS // (max(conns.values(), default=1) * factor))
+    # the parser's nodes: <algo>, the file's <gpu>s, the tbs and the steps (local copies: 2 per instance)
+    while pieces >= 1 and parser_nodes(file_gpus, max(tbs) * instances,
+                                       instances * (max(ops) * pieces * factor + 2)) > MAX_NODES:
+        pieces -= 1
+    return (lane_of, pieces) if pieces >= 1 else None
+
+
 def _cut_text(fo: Forest) -> str:
     cut = sorted(v for v in fo.best.cut if v < fo.net.nranks)
     out = sum(c for (a, b), c in fo.net.cap.items() if a in fo.best.cut and b not in fo.best.cut) * fo.net.unit
@@ -390,8 +513,10 @@ register(Algorithm(
     params=(Param("k", str, "auto", "trees per root: auto (the best model algbw among k <= maxk, preferring "
                   "N k <= 32), opt, or an integer (fixed-k search)"),
             Param("maxk", int, DEFAULT_MAXK, "largest k that k=auto considers"),
-            Param("lanes", int, 0, "channels the trees spread over (0 = auto: up to 16 that fit 64 tbs per rank)"),
-            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto, up to 48)")),
+            Param("lanes", int, 0, "channels the trees spread over (0 = auto: a lane per tree when the file "
+                  "lowered with --chunks/--instances fits, else up to 16 that fit 64 tbs per rank)"),
+            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto: "
+                  "sqrt(2 G / alpha) with a lane per tree, see docs/forestcoll.md)")),
     example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",
     report=_report,
     pair_tbs=False,
