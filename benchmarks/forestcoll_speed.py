@@ -42,7 +42,7 @@ CASES = [
 
 def run_case(spec: str, k: str, pieces: str) -> dict[str, object]:
     from collc.driver import compile_xml
-    from collc.frontends.forestcoll import forest
+    from collc.frontends.forestcoll import DEFAULT_MAXK, forest
     from collc.ir.collective import CollKind
     from collc.topology import parse_spec
 
@@ -50,7 +50,7 @@ def run_case(spec: str, k: str, pieces: str) -> dict[str, object]:
     t0 = time.perf_counter()
     result = compile_xml(topo, "forestcoll", CollKind.ALLGATHER, params={"k": k, "pieces": pieces})
     total = time.perf_counter() - t0
-    fo = forest(topo, k)   # cached: the forest the build used
+    fo = forest(topo, k, DEFAULT_MAXK)   # cached (same arguments as the frontend's call): the build's forest
     stages = dict(fo.seconds)
     return {"total": total, "ok": result.report.ok, "k": fo.k, "algbw": float(fo.algbw), **stages,
             "rest": total - sum(stages.values()), "trees": len(fo.trees),
