@@ -159,6 +159,11 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             parsed = parse_xml(text, "<built>")
         if partial:
             report = _partial_report(parsed, dialect, ranks)
+        elif pair and not parsed.diagnostics and pairing_blocks(parsed.program, coll, opts):
+            # a paired layout that blocks fails the full check too, at many times the cost of
+            # this data-free run (the check then explains the deadlock): go straight to the next
+            timings["pairing"] = clock() - t4
+            continue
         else:
             report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
         t5 = clock()
@@ -267,8 +272,9 @@ def pairing_blocks(program: Program, coll: Collective, opts: LowerOptions) -> bo
     """Whether paired threadblocks can block in the executor model (no data, every rank), at
     the size the file check uses: its window's top (legacy: the runtime's default maxBytes).
     Paired tbs put a step's sends before its receives; when a step sends more pieces than a
-    connection holds, a cycle of such tbs can block.  Only a partial build asks (a full build
-    runs the full check instead, :func:`pairing_attempts`)."""
+    connection holds, a cycle of such tbs can block.  A partial build decides pairing with it
+    alone; a full build asks it before the full check, which stays the judge of what is kept
+    (:func:`pairing_attempts`)."""
     if not any(t.send >= 0 and t.recv >= 0 for g in program.gpus for t in g.tbs):
         return False
     lim = LIMITS[opts.dialect]
