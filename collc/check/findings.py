@@ -42,12 +42,11 @@ class Finding:
         return {"code": self.code, "severity": self.severity, "message": self.message}
 
 
-@dataclass
-class Report:
-    path: str
-    dialect: Dialect
-    findings: list[Finding] = field(default_factory=list)
-    info: dict[str, object] = field(default_factory=dict)
+class FindingList:
+    """What every report does with its findings (the MSCCL XML :class:`Report` and the plan
+    checker's ``PlanReport``)."""
+
+    findings: list[Finding]
 
     @property
     def ok(self) -> bool:
@@ -58,6 +57,14 @@ class Report:
 
     def add(self, code: str, message: str, severity: str = "error") -> None:
         self.findings.append(Finding(code, message, severity))
+
+
+@dataclass
+class Report(FindingList):
+    path: str
+    dialect: Dialect
+    findings: list[Finding] = field(default_factory=list)
+    info: dict[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "dialect": self.dialect.value, "ok": self.ok, "info": self.info,

@@ -8,29 +8,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from collc.check.findings import Finding
+from collc.check.findings import Finding, FindingList
 
 DIALECT = "mscclpp"
 
 
 @dataclass
-class PlanReport:
+class PlanReport(FindingList):
     path: str
     findings: list[Finding] = field(default_factory=list)
     info: dict[str, object] = field(default_factory=dict)
 
-    @property
-    def ok(self) -> bool:
-        return not any(f.severity == "error" for f in self.findings)
-
-    def errors(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "error"]
-
     def codes(self) -> list[str]:
         return sorted({f.code for f in self.errors()})
-
-    def add(self, code: str, message: str, severity: str = "error") -> None:
-        self.findings.append(Finding(code, message, severity))
 
     def to_json(self) -> dict[str, object]:
         return {"path": self.path, "dialect": DIALECT, "ok": self.ok, "info": self.info,

@@ -138,22 +138,17 @@ def check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool, op
             if not 0 <= t.chan < max(p.nchannels, 1):
                 rep.add("structure", f"{tw}: chan {t.chan} is outside 0..{p.nchannels - 1} (nchannels)")
                 fatal = True
-            if t.send >= 0:
-                key = (t.send, t.chan)
-                if key in send_use:
-                    rep.add("structure", f"{where}: tbs {send_use[key]} and {t.id} both send to {t.send} on "
+            for peer, use, per_chan, verb in ((t.send, send_use, per_chan_send, "send to"),
+                                              (t.recv, recv_use, per_chan_recv, "receive from")):
+                if peer < 0:
+                    continue
+                key = (peer, t.chan)
+                if key in use:
+                    rep.add("structure", f"{where}: tbs {use[key]} and {t.id} both {verb} {peer} on "
                                          f"chan {t.chan}; they would share one connection")
                     fatal = True
-                send_use[key] = t.id
-                per_chan_send.setdefault(t.chan, set()).add(t.send)
-            if t.recv >= 0:
-                key = (t.recv, t.chan)
-                if key in recv_use:
-                    rep.add("structure", f"{where}: tbs {recv_use[key]} and {t.id} both receive from {t.recv} "
-                                         f"on chan {t.chan}; they would share one connection")
-                    fatal = True
-                recv_use[key] = t.id
-                per_chan_recv.setdefault(t.chan, set()).add(t.recv)
+                use[key] = t.id
+                per_chan.setdefault(t.chan, set()).add(peer)
             if len(t.steps) > lim.max_steps_per_tb:
                 rep.add("limit", f"{tw}: {len(t.steps)} steps exceed the {dialect.value} limit of "
                                  f"{lim.max_steps_per_tb} per tb (nops included)")
