@@ -15,6 +15,7 @@ from collc.errors import ScheduleError
 from collc.frontends.forestcoll import best_pieces, forest, lane_per_tree
 from collc.frontends.forestcoll import splitting
 from collc.frontends.forestcoll.flow import Network, feasible, fixed_k, optimal
+from collc.frontends.forestcoll.lp import allreduce_lp, bottleneck_parts, partition_bound
 from collc.frontends.forestcoll.packing import Tree, check_forest, link_loads, map_back, pack_trees, shorten
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind
@@ -339,3 +340,52 @@ def test_cli_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "chosen k = 1, U = 7/150, model algbw 342.86 GB/s" in text
     assert "gives up 1.10% of the optimum" in text and "every rank but {" in text
     assert "simulated algbw" in text and out.exists()
+
+
+# ---------------------------------------------------------------------- allreduce LP (appendix E)
+@pytest.mark.parametrize("spec", ["a100:2x8", "mi250:2", "a100:4x8", str(HERE / "example_a.yaml"),
+                                  str(HERE / "example_b.yaml")])
+def test_partition_bound_pins_the_allreduce_lp_to_reduce_scatter_plus_allgather(spec: str) -> None:
+    """Appendix E's LP can do no better than reduce-scatter + allgather (N x* / 2) here, exactly:
+    the ranks split into complements of bottleneck cuts (single GPUs on a100:2x8, GCD packages
+    on mi250:2, boxes on a100:4x8) whose bound sum c(S_i) / (2 (m - 1)) is N x* / 2, and RS+AG
+    is a feasible point of the LP (each link halved between the in- and out-trees)."""
+    net = Network.of(parse_spec(spec))
+    opt = optimal(net)
+    parts = bottleneck_parts(net, opt.x_star)
+    assert sorted(r for p in parts for r in p) == list(range(net.nranks)) and len(parts) >= 2
+    assert partition_bound(net, parts) == opt.algbw(net) / 2
+    # any partition bounds the LP from above, hence never below RS+AG
+    halves = [list(range(net.nranks // 2)), list(range(net.nranks // 2, net.nranks))]
+    assert partition_bound(net, halves) >= opt.algbw(net) / 2
+
+
+def test_allreduce_lp_equals_reduce_scatter_plus_allgather_on_a100_2x8() -> None:
+    net = _net("a100:2x8")
+    opt = optimal(net)
+    lp = allreduce_lp(net)
+    rs_ag = opt.algbw(net) / 2                          # 173.33 GB/s
+    assert lp.value == pytest.approx(float(rs_ag), rel=1e-7)
+    assert lp.value <= float(partition_bound(net, bottleneck_parts(net, opt.x_star))) * (1 + 1e-9)
+    assert sum(lp.roots) == pytest.approx(lp.value, rel=1e-7)
+
+
+@pytest.mark.slow
+def test_allreduce_lp_equals_reduce_scatter_plus_allgather_on_mi250_2x16() -> None:
+    net = _net("mi250:2")
+    opt = optimal(net)
+    assert allreduce_lp(net).value == pytest.approx(float(opt.algbw(net) / 2), rel=1e-7)   # 177.07 GB/s
+
+
+def test_allreduce_lp_beats_reduce_scatter_plus_allgather_on_mi250_8_plus_8() -> None:
+    """On the 8+8 fabric the GCDs are unequal (packages 0-1 and 2-3 of a box have 3 xGMI links
+    out, 4-5 and 6-7 have 6): RS+AG's equal shards are held to the package cut (104 GB/s) while
+    the LP, free to give roots unequal amounts and to split each link unevenly, reaches the
+    boxes' IB bound (128 GB/s, exact by the partition into the two boxes)."""
+    net = _net("mi250:8+8")
+    opt = optimal(net)
+    lp = allreduce_lp(net)
+    boxes = partition_bound(net, [list(range(8)), list(range(8, 16))])
+    assert opt.algbw(net) / 2 == 104 and boxes == 128
+    assert lp.value == pytest.approx(float(boxes), rel=1e-7)
+    assert lp.value > 1.2 * float(opt.algbw(net) / 2)
