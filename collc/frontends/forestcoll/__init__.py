@@ -87,7 +87,7 @@ class Forest:
     logical: Logical
     loads: dict[tuple[int, int], int]      # trees crossing each physical link
     scaled: dict[tuple[int, int], int]     # floor(U b(e)): the trees each link may carry
-    seconds: tuple[tuple[str, float], ...] = ()   # time of each stage: search, split, pack, map
+    seconds: tuple[tuple[str, float], ...] = ()   # CPU time of each stage: search, split, pack, map
 
     @property
     def algbw(self) -> Fraction:
@@ -113,7 +113,7 @@ def applies(topology: Topology, kind: CollKind) -> str | None:
 @lru_cache(maxsize=16)
 def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> Forest:
     """Search, split, pack and map back; ``k`` is ``auto``, ``opt`` or an integer."""
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     net = Network.of(topology)
     best = optimal(net)
     if k == "opt":
@@ -145,17 +145,17 @@ def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> For
         if bad is not None:
             raise ScheduleError(f"forestcoll: k={chosen.k}: floor(U b) is not Eulerian at node {bad}; edge "
                                 f"splitting needs a bidirectional fabric (use k=opt)")
-    t1 = time.perf_counter()
+    t1 = time.process_time()
     logical = split_switches(net, scaled, chosen.k)
-    t2 = time.perf_counter()
+    t2 = time.process_time()
     trees = shorten(pack_trees(logical, chosen.k), logical)
-    t3 = time.perf_counter()
+    t3 = time.process_time()
     check_forest(trees, net.nranks, chosen.k)
     loads = link_loads(map_back(trees, logical))
     over = next((e for e, load in sorted(loads.items()) if load > scaled.get(e, 0)), None)
     if over is not None:   # pragma: no cover - splitting and packing guarantee it
         raise ScheduleError(f"forestcoll: link {over} carries {loads[over]} trees, above {scaled.get(over, 0)}")
-    seconds = (("search", t1 - t0), ("split", t2 - t1), ("pack", t3 - t2), ("map", time.perf_counter() - t3))
+    seconds = (("search", t1 - t0), ("split", t2 - t1), ("pack", t3 - t2), ("map", time.process_time() - t3))
     return Forest(net, best, chosen, tuple(trees), logical, loads, scaled, seconds)
 
 
