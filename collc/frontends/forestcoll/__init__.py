@@ -27,7 +27,9 @@ pipeline worse in the event model (on mi250:2 at 1 GiB k=1 models 320.00 GB/s an
 simulates 305.4 with a lane per tree, 241.1 on 16 shared lanes; k=3, 96 trees, models
 342.86 and simulates 160.8).  When the optimal k is not
 taken, ``--report`` prints the throughput given up (the paper's practice, section 4.5).
-``opt`` forces the optimal k; an integer forces that k.  ``lanes`` and ``pieces``
+``opt`` forces the optimal k; an integer forces that k.  ``allreduce=lp`` builds allreduce
+from appendix E's LP instead of reduce-scatter + allgather (:mod:`.lp`: unequal roots, each
+link split between in- and out-trees; above RS+AG in the model on mi250:8+8 only).  ``lanes`` and ``pieces``
 (0 = auto) set the channels the trees spread over and the pipelining pieces of each
 tree chunk.  When the caller passes the ``--chunks`` and ``--instances`` the schedule
 will be lowered with (the driver does, through the registry's ``@chunks`` /
@@ -62,6 +64,7 @@ from collc.compiler.limits import parser_nodes
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
 from collc.frontends.forestcoll.flow import Network, Optimum, fixed_k, optimal
+from collc.frontends.forestcoll.lp import LPForest, lp_forest
 from collc.frontends.forestcoll.packing import Tree, check_forest, link_loads, map_back, pack_trees, shorten
 from collc.frontends.forestcoll.splitting import Logical, split_switches
 from collc.frontends.registry import CHUNKS, FILE_GPUS, INSTANCES, Algorithm, Options, Param, register
@@ -69,7 +72,7 @@ from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
-__all__ = ["Forest", "forest", "applies", "build", "best_pieces", "lane_per_tree", "REFERENCE"]
+__all__ = ["Forest", "forest", "applies", "build", "best_pieces", "lane_per_tree", "lp_allreduce_forest", "REFERENCE"]
 
 REFERENCE = ("Zhao et al., ForestColl: Efficient Collective Communications on Heterogeneous Network Fabrics "
              "(arXiv 2402.06787), sections 4.1-4.5, Algorithms 1-5, Theorems 1, 8, 12, 14")
@@ -159,6 +162,12 @@ def forest(topology: Topology, k: str = "auto", maxk: int = DEFAULT_MAXK) -> For
     return Forest(net, best, chosen, tuple(trees), logical, loads, scaled, seconds)
 
 
+@lru_cache(maxsize=4)
+def lp_allreduce_forest(topology: Topology) -> LPForest:
+    """The forest of ``allreduce=lp`` (appendix E's LP, rounded and packed; cached)."""
+    return lp_forest(Network.of(topology))
+
+
 def _options(opts: Options) -> tuple[str, int]:
     k, maxk = opts.get("k", "auto"), opts.get("maxk", DEFAULT_MAXK)
     if not isinstance(k, str) or not isinstance(maxk, int):
@@ -179,13 +188,25 @@ def _offsets(trees: tuple[Tree, ...]) -> list[int]:
 def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     # the registry has checked `applies`; the forest / digraph construction below checks it again
     k_text, maxk = _options(opts)
-    fo = forest(topology, k_text, maxk)
-    symmetric = fo.net.bidirectional
-    n, k, kind = request.nranks, fo.k, request.kind
-    ag = fo.trees
-    rs = ag
-    if kind is not CollKind.ALLGATHER and not symmetric:
-        rs = forest(topology.transpose(), str(k), maxk).trees   # out-trees there, in-trees here
+    method = opts.get("allreduce", "rsag")
+    if method not in ("rsag", "lp"):
+        raise ScheduleError(f"forestcoll: allreduce={method!r} must be rsag or lp")
+    n, kind = request.nranks, request.kind
+    lpf = None
+    if method == "lp":
+        if kind is not CollKind.ALLREDUCE:
+            raise ScheduleError(f"forestcoll: allreduce=lp builds allreduce, not {kind.value}")
+        lpf = lp_allreduce_forest(topology)
+        ag, rs, per_root = lpf.bcast, lpf.reduce, lpf.roots
+        k = max(per_root)
+    else:
+        fo = forest(topology, k_text, maxk)
+        k = fo.k
+        per_root = (k,) * n
+        ag = fo.trees
+        rs = ag
+        if kind is not CollKind.ALLGATHER and not fo.net.bidirectional:
+            rs = forest(topology.transpose(), str(k), maxk).trees   # out-trees there, in-trees here
     offs_ag, offs_rs = _offsets(ag), _offsets(rs)
     lanes_opt, pieces_opt = opts.get("lanes", 0), opts.get("pieces", 0)
     if not isinstance(lanes_opt, int) or not isinstance(pieces_opt, int) or lanes_opt < 0 or pieces_opt < 0:
@@ -198,7 +219,9 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     chunks, instances, file_gpus = opts.get(CHUNKS), opts.get(INSTANCES), opts.get(FILE_GPUS, n)
     if lanes_opt == 0 and isinstance(chunks, int) and isinstance(instances, int) and isinstance(file_gpus, int):
         # the lowering's counts are known: a lane per tree and the estimate's pieces where they fit
-        want = pieces_opt or best_pieces(fo)
+        # (the LP's forest has no physical paths for the estimate: 3 pieces per hop, as plan_lanes)
+        want = pieces_opt or (best_pieces(fo) if lpf is None else
+                              max(MIN_PIECES, min(MAX_PIECES, PIECES_PER_HOP * max(t.height for t in ag + rs))))
         ag_plan = lane_per_tree(ag, n, want, chunks, instances, file_gpus, both, reduces, rail)
         rs_plan = ag_plan if rs is ag else lane_per_tree(rs, n, want, chunks, instances, file_gpus, both, True, rail)
         if pieces_opt and any(p is None or p[1] < pieces_opt for p in (ag_plan, rs_plan)):
@@ -212,14 +235,21 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     pieces = min(ag_pieces, rs_pieces)
     params = dict(opts)
     params.update(trees_per_root=k, lanes=max(ag_lanes) + 1, pieces=pieces)
+    if lpf is not None:
+        params.update(trees_per_root=",".join(map(str, per_root)), lanes=max(ag_lanes + rs_lanes) + 1)
     kk = k * pieces    # chunks per rank block: each tree's m chunks, cut into `pieces` transfers
+    # where each root's block starts (blocks of k_v pieces' chunks: equal but for the LP's roots)
+    base = [0] * n
+    for v in range(1, n):
+        base[v] = base[v - 1] + per_root[v - 1] * pieces
+    whole = base[-1] + per_root[-1] * pieces
 
     def blocks(t: Tree, off: int) -> list[tuple[range, range]]:
         """(chunks within the root's block, absolute chunks) of each piece of tree t."""
         out = []
         for j in range(pieces):
             lo = off * pieces + j * t.mult
-            out.append((range(lo, lo + t.mult), range(t.root * kk + lo, t.root * kk + lo + t.mult)))
+            out.append((range(lo, lo + t.mult), range(base[t.root] + lo, base[t.root] + lo + t.mult)))
         return out
 
     height = max(t.height for t in rs)
@@ -252,8 +282,8 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                     b.move(start + height - depth[c] + j, c, p, work, idx, O if to_root else work,
                            rel if to_root else idx, reduce=True, lane=rs_lanes[i])
     elif kind is CollKind.ALLREDUCE:
-        b = Builder(Collective(kind, n, n * kk, request.inplace))
-        start = prefix_copy(b, I, O, n * kk, range(n))
+        b = Builder(Collective(kind, n, whole, request.inplace))
+        start = prefix_copy(b, I, O, whole, range(n))
         for i, (t, off) in enumerate(zip(rs, offs_rs)):
             depth = t.depths()
             for j, (_, idx) in enumerate(blocks(t, off)):
@@ -263,12 +293,20 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         # height + j.  A transpose forest (one-way links) cuts a root's block into other pieces, so
         # a chunk may be reduced late in one and sent early in the other: its allgather then starts
         # once every piece is reduced.
+        # The LP's two forests cut a root's block differently too, but its broadcast pieces
+        # start as soon as their own chunks are reduced (the step after the last one is).
         ag_start = start + height + (0 if rs is ag else pieces - 1)
+        done: dict[int, int] = {}
+        if lpf is not None:
+            for t, off in zip(rs, offs_rs):
+                for j, (_, idx) in enumerate(blocks(t, off)):
+                    done.update((x, start + height - 1 + j) for x in idx)
         for i, (t, off) in enumerate(zip(ag, offs_ag)):
             depth = t.depths()
             for j, (_, idx) in enumerate(blocks(t, off)):
+                first = ag_start + j if lpf is None else max(done[x] for x in idx) + 1
                 for p, c in t.edges:
-                    b.move(ag_start + depth[p] + j, p, c, O, idx, O, idx, lane=ag_lanes[i])
+                    b.move(first + depth[p], p, c, O, idx, O, idx, lane=ag_lanes[i])
     else:  # pragma: no cover - applies() filters
         raise ScheduleError(f"forestcoll does not implement {kind.value}")
     return b.schedule("forestcoll", params, topology.name, REFERENCE)
@@ -498,7 +536,15 @@ def report_lines(fo: Forest) -> list[str]:
 
 def _report(topology: Topology, schedule: Schedule) -> list[str]:
     opts = dict(schedule.provenance.params)
-    return report_lines(forest(topology, opts.get("k", "auto"), int(opts.get("maxk", DEFAULT_MAXK))))
+    fo = forest(topology, opts.get("k", "auto"), int(opts.get("maxk", DEFAULT_MAXK)))
+    lines = report_lines(fo)
+    if opts.get("allreduce") == "lp":
+        lpf = lp_allreduce_forest(topology)
+        lines.append(f"forestcoll: allreduce=lp: LP optimum {lpf.lp.value:.2f} GB/s (reduce-scatter + allgather "
+                     f"{float(fo.best.algbw(fo.net)) / 2:.2f}); rounded to {sum(lpf.roots)} trees of "
+                     f"{lpf.y:.4g} GB/s, model algbw {lpf.algbw:.2f}; trees per root "
+                     f"{','.join(map(str, lpf.roots))}")
+    return lines
 
 
 register(Algorithm(
@@ -516,7 +562,9 @@ register(Algorithm(
             Param("lanes", int, 0, "channels the trees spread over (0 = auto: a lane per tree when the file "
                   "lowered with --chunks/--instances fits, else up to 16 that fit 64 tbs per rank)"),
             Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto: "
-                  "sqrt(2 G / alpha) with a lane per tree, see docs/forestcoll.md)")),
+                  "sqrt(2 G / alpha) with a lane per tree, see docs/forestcoll.md)"),
+            Param("allreduce", str, "rsag", "allreduce: rsag (reduce-scatter then allgather on one forest) or lp "
+                  "(appendix E's LP: unequal roots, each link split between in- and out-trees; docs/forestcoll.md)")),
     example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",
     report=_report,
     pair_tbs=False,

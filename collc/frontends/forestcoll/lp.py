@@ -38,8 +38,10 @@ import numpy as np
 
 from collc.errors import ScheduleError
 from collc.frontends.forestcoll.flow import FlowNet, Network
+from collc.frontends.forestcoll.packing import Tree, check_forest, pack_trees, shorten
+from collc.frontends.forestcoll.splitting import Logical
 
-__all__ = ["LPResult", "allreduce_lp", "partition_bound"]
+__all__ = ["LPResult", "LPForest", "allreduce_lp", "lp_forest", "partition_bound", "bottleneck_parts"]
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,8 @@ class LPResult:
 
     value: float
     roots: tuple[float, ...]
+    bcast: dict[tuple[int, int], float]      # L^B(u, t): the broadcast graph (GB/s)
+    reduce: dict[tuple[int, int], float]     # L^R(u, t): the reduce graph (GB/s)
 
 
 class _Cols:
@@ -153,7 +157,10 @@ def allreduce_lp(net: Network) -> LPResult:
                   method="highs")
     if res.status != 0:   # pragma: no cover - the LP is feasible (x = 0) and bounded (by b)
         raise ScheduleError(f"forestcoll: the allreduce LP failed on {net.name}: {res.message}")
-    return LPResult(float(-res.fun * net.unit), tuple(float(v * net.unit) for v in res.x[:n]))
+    unit = float(net.unit)
+    graphs = [{p: float(res.x[lcol[k] + i]) * unit for i, p in enumerate(pairs) if res.x[lcol[k] + i] > 0}
+              for k in range(2)]
+    return LPResult(float(-res.fun) * unit, tuple(float(v) * unit for v in res.x[:n]), graphs[0], graphs[1])
 
 
 def partition_bound(net: Network, parts: list[list[int]]) -> Fraction:
@@ -201,3 +208,68 @@ def bottleneck_parts(net: Network, x_star: Fraction) -> list[list[int]]:
         parts.append(part)
         covered.update(part)
     return parts
+
+
+@dataclass(frozen=True)
+class LPForest:
+    """An allreduce forest from the LP: out-trees (broadcast) and in-trees (reduce; stored as
+    out-trees of the transposed graph, an edge ``(p, c)`` carrying data ``c -> p``), with
+    ``roots[v]`` trees of ``y`` GB/s each rooted at v in both.  Model allreduce algbw
+    ``sum(roots) y``; the LP optimum it was rounded from is ``lp.value``."""
+
+    lp: LPResult
+    bcast: tuple[Tree, ...]
+    reduce: tuple[Tree, ...]
+    roots: tuple[int, ...]
+    y: float
+
+    @property
+    def algbw(self) -> float:
+        return sum(self.roots) * self.y
+
+
+def _holds(n: int, caps: dict[tuple[int, int], int], roots: tuple[int, ...]) -> bool:
+    """Theorem 1 with unequal roots: every rank t gets sum(roots) from s (``s -> v``: roots[v])."""
+    edges = list(caps) + [(n, v) for v in range(n) if roots[v] > 0]
+    values = list(caps.values()) + [r for r in roots if r > 0]
+    g = FlowNet(n + 1, edges, values)
+    need = sum(roots)
+    return all(g.flow(n, t) >= need for t in range(n))
+
+
+_EPS = 1e-7     # the LP solver's tolerance, relative: a value this close below an integer is that integer
+
+
+def lp_forest(net: Network, max_trees: int = 0) -> LPForest:
+    """Round the LP's optimum to trees and pack them (appendix E, last paragraph).
+
+    With ``K`` trees in all, each of ``y = X / K`` GB/s, root v gets ``floor(x_v / y)`` trees
+    and a logical edge ``floor(L(u, t) / y)`` trees; the smallest K (up to ``max_trees``,
+    default 4 N) whose rounding passes Theorem 1's test in both graphs (exact integer
+    max-flows) and loses the least throughput is packed: Bérczi-Frank with unequal roots on
+    the broadcast graph, and on the transpose of the reduce graph for the in-trees.
+    """
+    lp = allreduce_lp(net)
+    n = net.nranks
+    best: tuple[float, int, tuple[int, ...], dict[tuple[int, int], int], dict[tuple[int, int], int]] | None = None
+    for total in range(1, (max_trees or 4 * n) + 1):
+        y = lp.value / total
+        roots = tuple(int(x / y + _EPS) for x in lp.roots)
+        if sum(roots) == 0 or (best is not None and sum(roots) * y <= best[0] * (1 + _EPS)):
+            continue
+        bc = {e: int(v / y + _EPS) for e, v in lp.bcast.items() if int(v / y + _EPS) > 0}
+        rd = {(t, u): int(v / y + _EPS) for (u, t), v in lp.reduce.items() if int(v / y + _EPS) > 0}
+        if _holds(n, bc, roots) and _holds(n, rd, roots):
+            best = (sum(roots) * y, total, roots, bc, rd)
+            if sum(roots) * y >= lp.value * (1 - _EPS):
+                break
+    if best is None:
+        raise ScheduleError(f"forestcoll: no rounding of the allreduce LP on {net.name} holds its trees")
+    _, total, roots, bc, rd = best
+    forests = []
+    for caps in (bc, rd):
+        logical = Logical(n, dict(caps), {})
+        trees = shorten(pack_trees(logical, roots), logical)
+        check_forest(trees, n, roots)
+        forests.append(tuple(trees))
+    return LPForest(lp, forests[0], forests[1], roots, lp.value / total)

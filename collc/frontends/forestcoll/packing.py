@@ -118,8 +118,10 @@ class _Aux:
         return value - self.total
 
 
-def pack_trees(logical: Logical, k: int) -> list[Tree]:
+def pack_trees(logical: Logical, k: int | tuple[int, ...]) -> list[Tree]:
+    """``k`` trees per root, or ``k[v]`` at root v (appendix E's unequal roots; 0: none)."""
     n = logical.nranks
+    per = k if isinstance(k, tuple) else (k,) * n
     keys = sorted(logical.cap)
     eid = {e: i for i, e in enumerate(keys)}
     cap = np.array([logical.cap[e] for e in keys], dtype=np.int64)
@@ -128,9 +130,9 @@ def pack_trees(logical: Logical, k: int) -> list[Tree]:
     succ: list[list[int]] = [[] for _ in range(n)]
     for a, b in keys:
         succ[a].append(b)
-    queue: deque[_Growing] = deque(_Growing(v, [v], [], k) for v in range(n))
+    queue: deque[_Growing] = deque(_Growing(v, [v], [], per[v]) for v in range(n) if per[v] > 0)
     done: list[Tree] = []
-    big = int(cap.sum()) + n * k + 1
+    big = int(cap.sum()) + sum(per) + 1
     if big * (n + 1) > INT_LIMIT:
         raise ScheduleError("forestcoll: capacities too large for the int32 max-flow solver")
 
@@ -360,14 +362,15 @@ def link_loads(mapped: list[list[tuple[Path, int]]]) -> dict[Edge, int]:
     return load
 
 
-def check_forest(trees: list[Tree], n: int, k: int) -> None:
-    """Every tree spans all ranks with N-1 edges; multiplicities sum to k per root."""
+def check_forest(trees: list[Tree], n: int, k: int | tuple[int, ...]) -> None:
+    """Every tree spans all ranks with N-1 edges; multiplicities sum to k (or k[v]) per root."""
+    want = k if isinstance(k, tuple) else (k,) * n
     per_root = [0] * n
     for t in trees:
         verts = {t.root} | {c for _, c in t.edges}
         if len(t.edges) != n - 1 or verts != set(range(n)) or t.mult < 1:
             raise ScheduleError(f"forestcoll: a tree of root {t.root} does not span the {n} ranks")
         per_root[t.root] += t.mult
-    bad = [v for v in range(n) if per_root[v] != k]
+    bad = [v for v in range(n) if per_root[v] != want[v]]
     if bad:
-        raise ScheduleError(f"forestcoll: root {bad[0]} has {per_root[bad[0]]} trees, not k={k}")
+        raise ScheduleError(f"forestcoll: root {bad[0]} has {per_root[bad[0]]} trees, not k={want[bad[0]]}")

@@ -12,7 +12,7 @@ from collc.cli import main
 from collc.compiler.limits import Dialect
 from collc.driver import compile_xml
 from collc.errors import ScheduleError
-from collc.frontends.forestcoll import best_pieces, forest, lane_per_tree
+from collc.frontends.forestcoll import best_pieces, forest, lane_per_tree, lp_allreduce_forest
 from collc.frontends.forestcoll import splitting
 from collc.frontends.forestcoll.flow import Network, feasible, fixed_k, optimal
 from collc.frontends.forestcoll.lp import allreduce_lp, bottleneck_parts, partition_bound
@@ -370,13 +370,6 @@ def test_allreduce_lp_equals_reduce_scatter_plus_allgather_on_a100_2x8() -> None
     assert sum(lp.roots) == pytest.approx(lp.value, rel=1e-7)
 
 
-@pytest.mark.slow
-def test_allreduce_lp_equals_reduce_scatter_plus_allgather_on_mi250_2x16() -> None:
-    net = _net("mi250:2")
-    opt = optimal(net)
-    assert allreduce_lp(net).value == pytest.approx(float(opt.algbw(net) / 2), rel=1e-7)   # 177.07 GB/s
-
-
 def test_allreduce_lp_beats_reduce_scatter_plus_allgather_on_mi250_8_plus_8() -> None:
     """On the 8+8 fabric the GCDs are unequal (packages 0-1 and 2-3 of a box have 3 xGMI links
     out, 4-5 and 6-7 have 6): RS+AG's equal shards are held to the package cut (104 GB/s) while
@@ -384,8 +377,37 @@ def test_allreduce_lp_beats_reduce_scatter_plus_allgather_on_mi250_8_plus_8() ->
     boxes' IB bound (128 GB/s, exact by the partition into the two boxes)."""
     net = _net("mi250:8+8")
     opt = optimal(net)
-    lp = allreduce_lp(net)
+    lp = lp_allreduce_forest(parse_spec("mi250:8+8")).lp     # allreduce_lp(net), cached for the next test
     boxes = partition_bound(net, [list(range(8)), list(range(8, 16))])
     assert opt.algbw(net) / 2 == 104 and boxes == 128
     assert lp.value == pytest.approx(float(boxes), rel=1e-7)
     assert lp.value > 1.2 * float(opt.algbw(net) / 2)
+
+
+def test_allreduce_lp_option_builds_a_checked_allreduce_on_mi250_8_plus_8() -> None:
+    """``--param allreduce=lp``: the LP's optimum rounded to trees (unequal roots, in- and
+    out-trees on their own graphs within the rounded capacities), lowered and checked."""
+    topo = parse_spec("mi250:8+8")
+    lpf = lp_allreduce_forest(topo)
+    assert lpf.algbw == pytest.approx(lpf.lp.value, rel=1e-6) and lpf.algbw > 1.2 * 104
+    for trees, graph, flip in ((lpf.bcast, lpf.lp.bcast, False), (lpf.reduce, lpf.lp.reduce, True)):
+        check_forest(list(trees), 16, lpf.roots)
+        load: dict[tuple[int, int], int] = {}
+        for t in trees:
+            for p, c in t.edges:
+                e = (c, p) if flip else (p, c)         # an in-tree edge (p, c) carries c -> p
+                load[e] = load.get(e, 0) + t.mult
+        assert all(m * lpf.y <= graph.get(e, 0.0) * (1 + 1e-6) for e, m in load.items())
+    for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+        out = compile_xml(topo, "forestcoll", CollKind.ALLREDUCE, params={"allreduce": "lp"}, dialect=dialect)
+        assert out.report.ok, [f.message for f in out.report.errors()][:3]
+        assert out.program.nchannels <= 32 and max(len(g.tbs) for g in out.program.gpus) <= 64
+        assert dict(out.schedule.provenance.params)["trees_per_root"] == ",".join(map(str, lpf.roots))
+
+
+def test_allreduce_lp_option_is_for_allreduce_only() -> None:
+    topo = parse_spec("switch:4")
+    with pytest.raises(ScheduleError, match="builds allreduce, not allgather"):
+        build_schedule("forestcoll", topo, CollKind.ALLGATHER, params={"allreduce": "lp"})
+    with pytest.raises(ScheduleError, match="must be rsag or lp"):
+        build_schedule("forestcoll", topo, CollKind.ALLREDUCE, params={"allreduce": "x"})
