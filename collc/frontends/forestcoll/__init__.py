@@ -29,13 +29,14 @@ simulates 305.4 with a lane per tree, 241.1 on 16 shared lanes; k=3, 96 trees, m
 taken, ``--report`` prints the throughput given up (the paper's practice, section 4.5).
 ``opt`` forces the optimal k; an integer forces that k.  ``allreduce=lp`` builds allreduce
 from appendix E's LP instead of reduce-scatter + allgather (:mod:`.lp`: unequal roots, each
-link split between in- and out-trees; above RS+AG in the model on mi250:8+8 only).  ``lanes`` and ``pieces``
-(0 = auto) set the channels the trees spread over and the pipelining pieces of each
-tree chunk.  When the caller passes the ``--chunks`` and ``--instances`` the schedule
-will be lowered with (the driver does, through the registry's ``@chunks`` /
-``@instances`` options), the automatic choice gives every tree a lane of its own and
-:func:`best_pieces` pieces (``P = sqrt(2 G / alpha)``, the minimum of a fill/drain
-against per-message estimate) as far as the file that will be emitted allows
+link split between in- and out-trees; equal to RS+AG in the model on a100:2x8 and mi250:2,
+above it on mi250:8+8, docs/forestcoll.md).  ``lanes`` and ``pieces`` (0 = auto) set
+the channels the trees spread over and the pipelining pieces of each tree chunk.  When
+the caller passes the ``--chunks`` and ``--instances`` the schedule will be lowered with
+(the driver does, through the registry's ``@chunks`` / ``@instances`` options), the
+automatic choice gives every tree a lane of its own and :func:`best_pieces` pieces
+(``P = sqrt(2 G / alpha)``, the minimum of a fill/drain against per-message estimate) as
+far as the file that will be emitted allows
 (:func:`lane_per_tree`): mi250:2 at k=1, 32 lanes and 39 pieces, simulates 305.4 of
 320.00 GB/s at 1 GiB.  Otherwise (the counts unknown, or a lane per tree does not fit)
 :func:`plan_lanes` keeps room for ``--chunks`` up to 3 and ``--instances 2``.
