@@ -22,8 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-
-from lxml import etree  # type: ignore[import-untyped]
+from typing import TYPE_CHECKING
 
 from collc.compiler.limits import Dialect
 from collc.compiler.program import (Diagnostic, Gpu, ParsedFile, Program, Proto, Step, StepType,
@@ -31,6 +30,9 @@ from collc.compiler.program import (Diagnostic, Gpu, ParsedFile, Program, Proto,
 from collc.errors import EmitError
 from collc.inputs import MAX_XML_BYTES, check_program_size, read_input, show
 from collc.outputs import write_file
+
+if TYPE_CHECKING:
+    from lxml import etree  # type: ignore[import-untyped]
 
 ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
               "outofplace", "minBytes", "maxBytes")
@@ -290,29 +292,59 @@ def _quiet_int(raw: str | None) -> int:
         return 0
 
 
-def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
+# An ``<algo>`` line whose attributes lxml would read exactly as written: names without a
+# namespace, values of printable ASCII without entities or '<' (nothing to decode or normalize).
+_PLAIN_HEAD = re.compile(r'<algo((?: [A-Za-z_][A-Za-z0-9_.-]*="[ !#-%\'-;=-~]*")*)>\n')
+_PLAIN_ATTR = re.compile(r' ([A-Za-z_][A-Za-z0-9_.-]*)="([^"]*)"')
+
+
+def _plain_head(line: str) -> dict[str, str] | None:
+    """The attributes of a plain ``<algo ...>`` line, or None: duplicates (lxml rejects them,
+    and its message is the one to give) and ``xml...`` names (``xmlns`` is no attribute to
+    lxml) are left to lxml."""
+    m = _PLAIN_HEAD.fullmatch(line)
+    if m is None:
+        return None
+    pairs = _PLAIN_ATTR.findall(m.group(1))
+    attrs = dict(pairs)
+    if len(attrs) != len(pairs) or any(k.lower().startswith("xml") for k in attrs):
+        return None
+    return attrs
+
+
+def _lxml_root(text: str, path: str) -> etree._Element:
+    from lxml import etree  # only for files not in collc's own layout: a tenth of the start-up
+
     parser = etree.XMLParser(huge_tree=True, remove_comments=True, resolve_entities=False, no_network=True)
+    try:
+        return etree.fromstring(text.encode("utf-8"), parser)
+    except etree.XMLSyntaxError as exc:
+        raise EmitError(f"{path} is not well-formed XML: {exc}") from None
+
+
+def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
     canon: list[Gpu] | None = None
     first = text.find("\n")
     if text.startswith("<algo ") and text.endswith("\n</algo>\n") and first > 0:
         canon = _canonical_gpus(text[first + 1:-len("</algo>\n")])
+    root = None
     if canon is not None:
         head = text[:first + 1] + "</algo>\n"   # the body obeys the lexical rules by construction
         diags = lexical_check(head)
-        try:
-            root = etree.fromstring(head.encode("utf-8"), parser)
-        except etree.XMLSyntaxError as exc:
-            raise EmitError(f"{path} is not well-formed XML: {exc}") from None
+        plain = _plain_head(text[:first + 1])
+        if plain is None:
+            root = _lxml_root(head, path)
     else:
         diags = lexical_check(text)
-        try:
-            root = etree.fromstring(text.encode("utf-8"), parser)
-        except etree.XMLSyntaxError as exc:
-            raise EmitError(f"{path} is not well-formed XML: {exc}") from None
-    if root.tag != "algo":
-        raise EmitError(f"{path}: the first element is <{root.tag}>, expected <algo>")
+        root = _lxml_root(text, path)
+    if root is not None:
+        if root.tag != "algo":
+            raise EmitError(f"{path}: the first element is <{root.tag}>, expected <algo>")
+        attrs = {str(k): str(v) for k, v in root.attrib.items()}
+    else:
+        assert plain is not None
+        attrs = plain
     missing: list[tuple[str, str]] = []
-    attrs = {str(k): str(v) for k, v in root.attrib.items()}
     proto_raw = attrs.get("proto", "Simple")
     try:
         proto = Proto(proto_raw)
@@ -334,7 +366,7 @@ def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
             return None
 
     gpus: list[Gpu] = canon if canon is not None else []
-    for g in root.iterchildren("gpu"):
+    for g in root.iterchildren("gpu") if root is not None else ():   # (a canonical head has none)
         gid = _int(g, "id", "<gpu>", missing, diags)
         gpath = f"gpu {gid}"
         tbs: list[Threadblock] = []
