@@ -266,9 +266,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     from collc.backends.shards import WRAPPER, write_rank_shards, write_shards
     from collc.compiler.pipeline import default_jobs
     from collc.driver import compile_xml
-    from collc.sim.analysis import bus_bandwidth
-    from collc.sim.report import schedule_report
-    from collc.sim.runner import ModelParams, time_program
     from collc.topology import parse_spec
 
     if args.backend == "mscclpp":
@@ -336,6 +333,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         for line in _timing_lines(result.timings):
             print(line)
     if args.report:
+        from collc.sim.analysis import bus_bandwidth
+        from collc.sim.report import schedule_report
+        from collc.sim.runner import ModelParams, time_program
+
         for line in schedule_report(result.schedule, topo):
             print(line)
         if p.ngpus <= REPORT_SIM_RANKS:
@@ -508,6 +509,8 @@ def _timing_lines(timings: dict[str, float]) -> list[str]:
 
 
 def _bytes_arg(text: str, flag: str) -> int:
+    if text == "0":
+        return 0        # the default: no need to import the simulator's size parser
     from collc.sim.runner import parse_size
 
     try:
@@ -938,6 +941,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name in COMMAND_MODULES[args.command]:
             if name == "tqdm" and args.command == "build" and not sys.stderr.isatty():
                 continue       # build draws its bar on a terminal only
+            if name.startswith("collc.sim.") and args.command == "build" and not args.report:
+                continue       # build simulates only for --report
             importlib.import_module(name)
         with interrupt_handlers():
             return _run(args)

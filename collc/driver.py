@@ -18,16 +18,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml, to_xml
-from collc.backends.mscclpp import parse_plan, write_plan
 from collc.backends.shards import assemble
 from collc.check import Report, check_parsed, simulate, size_model
-from collc.check.plan_check import check_plan
 from collc.compiler.limits import LIMITS, Dialect
-from collc.compiler.oneside import PlanOptions, lower_plan
-from collc.compiler.oneside import refusal as plan_refusal
-from collc.compiler.plan import Plan, Protocol
 from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
 from collc.compiler.program import ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
@@ -37,6 +33,10 @@ from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
 from collc.topology import Topology
+
+if TYPE_CHECKING:
+    # the MSCCL++ modules are imported by compile_plan: an XML build does not load them
+    from collc.compiler.plan import Plan, Protocol
 
 # PyTorch calls allreduce/broadcast/reduce in place and the *_tensor collectives out of place.
 DEFAULT_INPLACE = {CollKind.ALLREDUCE: True, CollKind.BROADCAST: True, CollKind.REDUCE: True}
@@ -188,12 +188,20 @@ class CompiledPlan:
 
 def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None = None,
                  root: int | None = None, params: Mapping[str, str] | None = None, chunks: int = 1,
-                 instances: int = 1, protocol: Protocol = Protocol.SIMPLE, min_bytes: int = 0,
+                 instances: int = 1, protocol: Protocol | None = None, min_bytes: int = 0,
                  max_bytes: int = 0, name: str = "") -> CompiledPlan:
     """The MSCCL++ counterpart of ``compile_xml``: build and verify the Schedule, lower it to
     a one-sided plan (``collc.compiler.oneside``), print it, read the text back and check it.
 
-    Raise CollcError on impossible input (a collective the backend cannot express, a limit)."""
+    Raise CollcError on impossible input (a collective the backend cannot express, a limit);
+    ``protocol`` None is ``Protocol.SIMPLE``."""
+    from collc.backends.mscclpp import parse_plan, write_plan
+    from collc.compiler.oneside import PlanOptions, lower_plan
+    from collc.compiler.oneside import refusal as plan_refusal
+    from collc.compiler.plan import Protocol
+
+    if protocol is None:
+        protocol = Protocol.SIMPLE
     why = plan_refusal(kind)
     if why is not None:
         raise LoweringError(why)
@@ -228,6 +236,8 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
 
 def check_plan_text(plan: Plan) -> list[str]:
     """The plan checker's errors on ``plan`` (``collc.check``; one line each)."""
+    from collc.check.plan_check import check_plan
+
     return [f"[{f.code}] {f.message}" for f in check_plan(plan, "<built>").errors()]
 
 

@@ -25,7 +25,6 @@ directory stays readable by the other accounts of a cluster.
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import signal
 import stat
@@ -116,7 +115,7 @@ def discard_pending() -> None:
 def _temp_name(target: Path, tag: str) -> Path:
     """A hidden name next to ``target`` that fits the directory's name limit."""
     parent = target.parent if str(target.parent) else Path(".")
-    token = secrets.token_hex(4)
+    token = os.urandom(4).hex()    # what secrets.token_hex(4) returns, without its import
     room = max(0, 200 - len(tag) - len(token))
     stem = os.fsdecode(os.fsencode(target.name)[:room]) if room else ""
     return parent / f".{stem}.{token}.{tag}"

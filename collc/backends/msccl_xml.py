@@ -19,11 +19,11 @@ all (``EmitError``).
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
-
-from lxml import etree  # type: ignore[import-untyped]
+from typing import TYPE_CHECKING
 
 from collc.compiler.limits import Dialect
 from collc.compiler.program import (Diagnostic, Gpu, ParsedFile, Program, Proto, Step, StepType,
@@ -31,6 +31,9 @@ from collc.compiler.program import (Diagnostic, Gpu, ParsedFile, Program, Proto,
 from collc.errors import EmitError
 from collc.inputs import MAX_XML_BYTES, check_program_size, read_input, show
 from collc.outputs import write_file
+
+if TYPE_CHECKING:
+    from lxml import etree  # type: ignore[import-untyped]
 
 ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
               "outofplace", "minBytes", "maxBytes")
@@ -231,55 +234,72 @@ def read_xml(path: str | os.PathLike[str]) -> ParsedFile:
     return parse_xml(text, os.fspath(path))
 
 
-# The layout collc itself prints, one element per line: files in it are read by
-# regular expressions (several times faster than building an lxml tree for 10^6 steps);
-# anything else, or anything that does not nest properly, goes through lxml.
+# The layout collc itself prints, one element per line: files in it are read line by line
+# (several times faster than building an lxml tree for 10^6 steps); anything else, or
+# anything that does not nest properly, goes through lxml.
 _N = r"(0|[1-9][0-9]*)"
 _Z = r"(-?(?:0|[1-9][0-9]*))"
-_CANON_LINE = (rf'      <step s="{_N}" type="([a-z]+)" srcbuf="([a-z])" srcoff="{_Z}" dstbuf="([a-z])" '
-               rf'dstoff="{_Z}" cnt="{_N}" depid="{_Z}" deps="{_Z}" hasdep="{_N}"/>\n'
-               rf'|    <tb id="{_N}" send="{_Z}" recv="{_Z}" chan="{_N}">\n'
-               rf'|    (</tb>)\n'
-               rf'|  <gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chunks="{_N}">\n'
-               rf'|  (</gpu>)\n'
-               r'|([^\n]*\n)')     # any other line: not the canonical layout
-_CANON_ITEMS = re.compile(_CANON_LINE)
+_STEP_LINE = re.compile(rf'      <step s="{_N}" type="([a-z]+)" srcbuf="([a-z])" srcoff="{_Z}" dstbuf="([a-z])" '
+                        rf'dstoff="{_Z}" cnt="{_N}" depid="{_Z}" deps="{_Z}" hasdep="{_N}"/>')
+_TB_LINE = re.compile(rf'    <tb id="{_N}" send="{_Z}" recv="{_Z}" chan="{_N}">')
+_GPU_LINE = re.compile(rf'  <gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chunks="{_N}">')
+_STEP_START = "      <step "
 
 
-def _canonical_gpus(body: str) -> list[Gpu] | None:
-    """The ``<gpu>`` elements of a body in collc's own layout, or None if it is not in it."""
+def _canonical_gpus(body: str, cache: dict[str, Step] | None = None) -> list[Gpu] | None:
+    """The ``<gpu>`` elements of a body in collc's own layout, or None if it is not in it.
+
+    A step line seen before (in this body, or in ``cache`` when the caller shares one between
+    files) gives the same (immutable) Step: a schedule repeats its step lines many times over
+    (7 to 15 times in Swing and ring files), and a dictionary look-up is a fraction of reading
+    ten integers and building the object."""
     gpus: list[Gpu] = []
-    tbs: list[Threadblock] = []
     steps: list[Step] = []
-    gpu: tuple[str, ...] | None = None
-    tb: tuple[str, ...] | None = None
+    gpu: tuple[int, ...] | None = None
+    tbs: list[Threadblock] = []
+    tb: tuple[int, ...] | None = None
     types = _STEP_TYPES
-    for m in _CANON_ITEMS.findall(body):
-        if m[0]:
-            if tb is None or m[1] not in types:
-                return None
-            steps.append(Step(int(m[0]), types[m[1]], m[2], int(m[3]), m[4], int(m[5]), int(m[6]), int(m[7]),
-                              int(m[8]), int(m[9])))
-        elif m[10]:
-            if gpu is None or tb is not None:
-                return None
-            tb = m[10:14]
-        elif m[14]:
+    seen: dict[str, Step] = {} if cache is None else cache
+    known = seen.get
+    step_line, add = _STEP_LINE.fullmatch, steps.append
+    lines = body.split("\n")
+    if lines.pop() != "":
+        return None                 # the body ends with a newline (the caller cut "</algo>" off)
+    for line in lines:
+        st = known(line)
+        if st is not None:
             if tb is None:
                 return None
-            tbs.append(Threadblock(int(tb[0]), int(tb[1]), int(tb[2]), int(tb[3]), tuple(steps)))
-            tb, steps = None, []
-        elif m[15]:
-            if gpu is not None:
+            add(st)
+        elif line.startswith(_STEP_START):
+            m = step_line(line)
+            if m is None or tb is None or m[2] not in types:
                 return None
-            gpu = m[15:19]
-        elif m[20]:
-            return None
-        else:
+            st = Step(int(m[1]), types[m[2]], m[3], int(m[4]), m[5], int(m[6]), int(m[7]), int(m[8]),
+                      int(m[9]), int(m[10]))
+            seen[line] = st
+            add(st)
+        elif line == "    </tb>":
+            if tb is None:
+                return None
+            tbs.append(Threadblock(tb[0], tb[1], tb[2], tb[3], tuple(steps)))
+            tb = None
+            steps.clear()
+        elif line == "  </gpu>":
             if gpu is None or tb is not None:
                 return None
-            gpus.append(Gpu(int(gpu[0]), int(gpu[1]), int(gpu[2]), int(gpu[3]), tuple(tbs)))
+            gpus.append(Gpu(gpu[0], gpu[1], gpu[2], gpu[3], tuple(tbs)))
             gpu, tbs = None, []
+        elif (m := _TB_LINE.fullmatch(line)) is not None:
+            if gpu is None or tb is not None:
+                return None
+            tb = (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
+        elif (m := _GPU_LINE.fullmatch(line)) is not None:
+            if gpu is not None:
+                return None
+            gpu = (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
+        else:
+            return None
     return gpus if gpu is None else None
 
 
@@ -290,29 +310,72 @@ def _quiet_int(raw: str | None) -> int:
         return 0
 
 
-def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
+# An ``<algo>`` line whose attributes lxml would read exactly as written: names without a
+# namespace, values of printable ASCII without entities or '<' (nothing to decode or normalize).
+_PLAIN_HEAD = re.compile(r'<algo((?: [A-Za-z_][A-Za-z0-9_.-]*="[ !#-%\'-;=-~]*")*)>\n')
+_PLAIN_ATTR = re.compile(r' ([A-Za-z_][A-Za-z0-9_.-]*)="([^"]*)"')
+
+
+def _plain_head(line: str) -> dict[str, str] | None:
+    """The attributes of a plain ``<algo ...>`` line, or None: duplicates (lxml rejects them,
+    and its message is the one to give) and ``xml...`` names (``xmlns`` is no attribute to
+    lxml) are left to lxml."""
+    m = _PLAIN_HEAD.fullmatch(line)
+    if m is None:
+        return None
+    pairs = _PLAIN_ATTR.findall(m.group(1))
+    attrs = dict(pairs)
+    if len(attrs) != len(pairs) or any(k.lower().startswith("xml") for k in attrs):
+        return None
+    return attrs
+
+
+def _lxml_root(text: str, path: str) -> etree._Element:
+    from lxml import etree  # only for files not in collc's own layout: a tenth of the start-up
+
     parser = etree.XMLParser(huge_tree=True, remove_comments=True, resolve_entities=False, no_network=True)
+    try:
+        return etree.fromstring(text.encode("utf-8"), parser)
+    except etree.XMLSyntaxError as exc:
+        raise EmitError(f"{path} is not well-formed XML: {exc}") from None
+
+
+def parse_xml(text: str, path: str = "<string>", step_cache: dict[str, Step] | None = None) -> ParsedFile:
+    """Read XML text (``path`` names it in messages).  ``step_cache``: a dictionary shared by the
+    calls for several files of one program (a shard directory), so that a step line met in an
+    earlier file is not read again (see :func:`_canonical_gpus`)."""
+    enabled = gc.isenabled()
+    gc.disable()        # a file makes 10^5-10^6 objects and no cycle: collections find nothing
+    try:
+        return _parse_xml(text, path, step_cache)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> ParsedFile:
     canon: list[Gpu] | None = None
     first = text.find("\n")
     if text.startswith("<algo ") and text.endswith("\n</algo>\n") and first > 0:
-        canon = _canonical_gpus(text[first + 1:-len("</algo>\n")])
+        canon = _canonical_gpus(text[first + 1:-len("</algo>\n")], step_cache)
+    root = None
     if canon is not None:
         head = text[:first + 1] + "</algo>\n"   # the body obeys the lexical rules by construction
         diags = lexical_check(head)
-        try:
-            root = etree.fromstring(head.encode("utf-8"), parser)
-        except etree.XMLSyntaxError as exc:
-            raise EmitError(f"{path} is not well-formed XML: {exc}") from None
+        plain = _plain_head(text[:first + 1])
+        if plain is None:
+            root = _lxml_root(head, path)
     else:
         diags = lexical_check(text)
-        try:
-            root = etree.fromstring(text.encode("utf-8"), parser)
-        except etree.XMLSyntaxError as exc:
-            raise EmitError(f"{path} is not well-formed XML: {exc}") from None
-    if root.tag != "algo":
-        raise EmitError(f"{path}: the first element is <{root.tag}>, expected <algo>")
+        root = _lxml_root(text, path)
+    if root is not None:
+        if root.tag != "algo":
+            raise EmitError(f"{path}: the first element is <{root.tag}>, expected <algo>")
+        attrs = {str(k): str(v) for k, v in root.attrib.items()}
+    else:
+        assert plain is not None
+        attrs = plain
     missing: list[tuple[str, str]] = []
-    attrs = {str(k): str(v) for k, v in root.attrib.items()}
     proto_raw = attrs.get("proto", "Simple")
     try:
         proto = Proto(proto_raw)
@@ -334,7 +397,7 @@ def parse_xml(text: str, path: str = "<string>") -> ParsedFile:
             return None
 
     gpus: list[Gpu] = canon if canon is not None else []
-    for g in root.iterchildren("gpu"):
+    for g in root.iterchildren("gpu") if root is not None else ():   # (a canonical head has none)
         gid = _int(g, "id", "<gpu>", missing, diags)
         gpath = f"gpu {gid}"
         tbs: list[Threadblock] = []

@@ -27,13 +27,15 @@ from pathlib import Path
 from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml
 from collc.compiler.program import Diagnostic, ParsedFile
 from collc.compiler.limits import Dialect
-from collc.compiler.program import Gpu, Program
+from collc.compiler.program import Gpu, Program, Step
 from collc.errors import EmitError
 from collc.inputs import MAX_RANKS, MAX_XML_BYTES, check_program_size, output_dir, read_input, show
 from collc.outputs import discard, new_temp_dir, publish_dir, write_file, write_into
 
 WRAPPER = "run-with-msccl.sh"
 _RANK_DIR = re.compile(r"rank-(\d+)\Z")
+#: Distinct step lines :func:`read_shards` keeps between files (about 200 bytes each).
+MAX_SEEN_STEPS = 1 << 18
 
 
 def wrapper_script(dialect: Dialect, filename: str) -> str:
@@ -126,6 +128,7 @@ def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
                         f"collc handles")
     parts: list[ParsedFile] = []
     extra: list[Diagnostic] = []
+    seen: dict[str, Step] = {}      # step lines already read: ranks repeat each other's lines
     for rank, d in rank_dirs:
         files = sorted(p for p in d.iterdir() if p.is_file())
         if len(files) != 1:
@@ -137,7 +140,9 @@ def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
             text = read_input(files[0], MAX_XML_BYTES, EmitError).decode("utf-8")
         except UnicodeDecodeError:
             raise EmitError(f"{show(files[0])} is not a text file") from None
-        part = parse_xml(text, f"rank-{rank}/{files[0].name}")
+        part = parse_xml(text, f"rank-{rank}/{files[0].name}", seen)
+        if len(seen) > MAX_SEEN_STEPS:
+            seen.clear()
         if [g.id for g in part.program.gpus] != [rank]:
             extra.append(Diagnostic(f"rank-{rank}", f"holds <gpu> ids {[g.id for g in part.program.gpus][:8]}, "
                                                     f"expected exactly [{rank}]"))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from collc.check.findings import Report
-from collc.check.opstream import OpStream
+from collc.check.opstream import OpStream, unique
 from collc.check.runtime_model import F_RECV, F_SEND
 from collc.compiler.program import Program
 
@@ -23,7 +23,7 @@ def all_match(p: Program, ops: OpStream) -> bool:
     out_key = (gpu * span + ops.tb_send) * cspan + chan    # (sender, receiver, chan) of each tb's sends
     in_key = (ops.tb_recv * span + gpu) * cspan + chan     # and of its receives
     senders, receivers = out_key[ops.tb_send >= 0], in_key[ops.tb_recv >= 0]
-    if len(np.unique(senders)) != len(senders) or len(np.unique(receivers)) != len(receivers):
+    if len(unique(senders)) != len(senders) or len(unique(receivers)) != len(receivers):
         return False
     flags = ops.flags
     sends, recvs = (flags & F_SEND) != 0, (flags & F_RECV) != 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from collc.check.opstream import BUFFERS, TYPES, OpStream
+from collc.check.opstream import BUFFERS, TYPES, OpStream, unique
 from collc.compiler.program import READS_SRC, WRITES_DST, Program
 from collc.ir.collective import Buffer, Collective
 
@@ -49,7 +49,7 @@ def shared_slot_tbs(p: Program, coll: Collective, ops: OpStream, most: int) -> d
         if total > most:
             return None
         g0, batch = g1, 2 * batch
-    every = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
+    every = unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
     return {int(idx): n for n, idx in enumerate(every.tolist())}
 
 
@@ -74,7 +74,7 @@ def _chosen(ops: OpStream, rows: slice, ids: np.ndarray, pbuf: np.ndarray, base:
     lo_k = (r_ * len(BUFFERS) + b_) * span + lo_          # intervals in one key space per (gpu, buffer)
     hi_k = lo_k + n_
     # segments: the key space cut at every interval end; every slot of a segment has the same users
-    cuts = np.unique(np.concatenate((lo_k, hi_k)))
+    cuts = unique(np.concatenate((lo_k, hi_k)))
     s0 = np.searchsorted(cuts, lo_k)
     nseg = np.searchsorted(cuts, hi_k) - s0
     ends = np.cumsum(nseg)
@@ -87,5 +87,5 @@ def _chosen(ops: OpStream, rows: slice, ids: np.ndarray, pbuf: np.ndarray, base:
     bad_seg = np.zeros(len(cuts), dtype=bool)
     bad_seg[seg_s[starts]] = (np.minimum.reduceat(who_s, starts) != np.maximum.reduceat(who_s, starts)) & \
         np.logical_or.reduceat(wrote_s, starts)
-    out: np.ndarray = np.unique(who[bad_seg[seg]])
+    out: np.ndarray = unique(who[bad_seg[seg]])
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from collc.check.findings import MAX_LISTED, Loc, Report
-from collc.check.opstream import BAD_BUFFER, OP_FLAGS, TYPES, OpStream
+from collc.check.opstream import BAD_BUFFER, OP_FLAGS, TYPES, OpStream, unique
 from collc.check.runtime_model import F_RECV, F_SEND
 from collc.compiler.limits import LIMITS, Dialect, Limits, parser_nodes
 from collc.compiler.program import READS_SRC, WRITES_DST, Program, StepType, Threadblock
@@ -42,7 +42,7 @@ def suspect_tbs(p: Program, ops: OpStream, lim: Limits) -> np.ndarray | None:
     out = np.zeros(nt, dtype=bool)
     total = int(ops.tb_start[-1])
     # rows in batches of whole tbs (about 2^20 rows each: bounded temporaries at 4096 ranks)
-    cuts = np.unique(ops.tb_start[np.searchsorted(ops.tb_start, np.arange(0, total, 1 << 20), side="right") - 1])
+    cuts = unique(ops.tb_start[np.searchsorted(ops.tb_start, np.arange(0, total, 1 << 20), side="right") - 1])
     for r0, r1 in zip(cuts.tolist(), cuts[1:].tolist() + [total]):
         rows = slice(r0, r1)
         tb, op, cnt = ops.tb[rows], ops.op[rows], ops.count[rows]

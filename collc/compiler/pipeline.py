@@ -28,7 +28,6 @@ which is how ``collc build --shard-per-rank --ranks A-B`` builds one node's shar
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
@@ -358,7 +357,11 @@ def _worker_signals() -> None:
 
 def workers(jobs: int, nranks: int) -> int:
     """The worker processes ``jobs`` gives for ``nranks`` ranks (1: the passes run in this process)."""
-    if jobs <= 1 or nranks < PARALLEL_MIN_RANKS or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs <= 1 or nranks < PARALLEL_MIN_RANKS:
+        return 1
+    import multiprocessing  # here: most builds run in this process, and the import costs start-up
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return jobs
 
@@ -378,6 +381,8 @@ def _rank_results(job: _Job, jobs: int) -> Iterator[_RankResult]:
     size = max(1, -(-n // (jobs * 8)))
     blocks = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
     _JOB = job
+    import multiprocessing
+
     try:
         with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
             for block in pool.imap(_lower_block, blocks):

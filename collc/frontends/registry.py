@@ -123,7 +123,8 @@ def register(alg: Algorithm) -> Algorithm:
 
 
 def get(name: str) -> Algorithm:
-    _load()
+    if name not in REGISTRY:
+        _load(name)
     if name not in REGISTRY:
         raise ScheduleError(f"unknown algorithm {name!r} (known: {', '.join(sorted(REGISTRY))})")
     return REGISTRY[name]
@@ -182,8 +183,16 @@ def frontend_modules() -> list[str]:
                   if m.name not in HELPER_MODULES and not m.name.startswith("_"))
 
 
-def _load() -> None:
+def _load(wanted: str | None = None) -> None:
     """Import every frontend module once; each registers its algorithms at import.  The
-    modules are found in the package, so a new family is one new module (no list to edit)."""
-    for name in frontend_modules():
+    modules are found in the package, so a new family is one new module (no list to edit).
+    With ``wanted``, first the module of that name (``-`` read as ``_``): when it registers
+    ``wanted`` the others stay unloaded (a build needs one family; all of them cost start-up)."""
+    modules = frontend_modules()
+    guess = None if wanted is None else wanted.replace("-", "_")
+    if guess in modules:
+        importlib.import_module(f"collc.frontends.{guess}")
+        if wanted in REGISTRY:
+            return
+    for name in modules:
         importlib.import_module(f"collc.frontends.{name}")

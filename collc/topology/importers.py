@@ -39,8 +39,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from lxml import etree  # type: ignore[import-untyped]
+if TYPE_CHECKING:
+    from lxml import etree  # type: ignore[import-untyped]
 
 from collc.errors import TopologyError
 from collc.inputs import MAX_TOPOLOGY_BYTES, output_file, read_input, show
@@ -452,6 +454,8 @@ def _kind(text: str) -> str:
 
 
 def _parse_xml(text: str, label: str) -> etree._Element:
+    from lxml import etree  # imported here: every command loads this module (the nccl: family)
+
     try:
         return etree.fromstring(text.encode("utf-8"), etree.XMLParser(remove_comments=True))
     except etree.XMLSyntaxError as exc:
