@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml, to_xml
-from collc.backends.shards import assemble
+from collc.backends.shards import assemble, parse_texts
 from collc.check import Report, check_parsed, simulate, size_model
 from collc.compiler.limits import LIMITS, Dialect
 from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
@@ -154,7 +154,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         t4 = clock()
         tell("check")
         if shards is not None:
-            parsed = assemble(parse_xml(t, f"<rank {r}>") for r, t in shards.items())
+            parsed = assemble(parse_texts((f"<rank {r}>", t) for r, t in shards.items()))
         else:
             parsed = parse_xml(text, "<built>")
         if partial:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,6 +36,17 @@ WRAPPER = "run-with-msccl.sh"
 _RANK_DIR = re.compile(r"rank-(\d+)\Z")
 #: Distinct step lines :func:`read_shards` keeps between files (about 200 bytes each).
 MAX_SEEN_STEPS = 1 << 18
+
+
+def parse_texts(texts: Iterable[tuple[str, str]], seen: dict[str, Step] | None = None) -> Iterator[ParsedFile]:
+    """Parse ``(name, text)`` shard texts one at a time, sharing one Step per distinct step line
+    between them through ``seen`` (bounded: memory and time at thousands of ranks)."""
+    seen = {} if seen is None else seen
+    for name, text in texts:
+        part = parse_xml(text, name, seen)
+        if len(seen) > MAX_SEEN_STEPS:
+            seen.clear()
+        yield part
 
 
 def wrapper_script(dialect: Dialect, filename: str) -> str:
@@ -140,9 +151,7 @@ def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
             text = read_input(files[0], MAX_XML_BYTES, EmitError).decode("utf-8")
         except UnicodeDecodeError:
             raise EmitError(f"{show(files[0])} is not a text file") from None
-        part = parse_xml(text, f"rank-{rank}/{files[0].name}", seen)
-        if len(seen) > MAX_SEEN_STEPS:
-            seen.clear()
+        part = next(parse_texts([(f"rank-{rank}/{files[0].name}", text)], seen))
         if [g.id for g in part.program.gpus] != [rank]:
             extra.append(Diagnostic(f"rank-{rank}", f"holds <gpu> ids {[g.id for g in part.program.gpus][:8]}, "
                                                     f"expected exactly [{rank}]"))
