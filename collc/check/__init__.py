@@ -7,6 +7,7 @@ backend.  One module per concern:
 ``matching``       send/receive sequences of every connection agree
 ``runtime_model``  slicing into pieces and FIFO slots (shared with ``collc.sim.event``)
 ``executor``       the executor simulation (deadlock, data, races)
+``kernel``         the same simulation compiled (numba) for large runs without symbolic data or races
 ``data``, ``races`` the postconditions on the final buffers and the race-check support
 ``checker``        :func:`check_program` / :func:`check_parsed`: all of the above
 ``plan_*``         the MSCCL++ plan checker: report, reader rules and limits, executor simulation

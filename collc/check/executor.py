@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from collc.check import kernel
 from collc.check.data import numeric_postcondition, postcondition
 from collc.check.findings import MAX_LISTED
 from collc.check.opstream import OpStream
@@ -156,13 +157,39 @@ def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
 
 def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
              races: bool = True, race_budget: int = 25_000_000, numeric: bool = False, seed: int = 1,
-             ops: OpStream | None = None) -> SimResult:
+             ops: OpStream | None = None, kernel_min_steps: int | None = None) -> SimResult:
     """Run the executor model once; data and race tracking are optional (deadlock only is cheap).
 
     ``numeric``: carry random 64-bit values summed modulo 2^64 instead of symbolic
     contribution sets (for programs too large for the exact check); no reduction-order check.
     ``ops``: the program's op stream, if the caller has it already.
+    A large run with no data or numeric data and no race to track goes to the compiled
+    kernel (:mod:`collc.check.kernel`; ``kernel_min_steps`` overrides what "large" means,
+    ``kernel.worth_it`` decides by default); a numeric run that blocks or whose data go
+    wrong is repeated here for the messages.
     """
+    ntbs = sum(len(g.tbs) for g in p.gpus)
+    race_list: list[str] = []
+    interesting: dict[int, int] = {}
+    if races:
+        # race tracking: vector clocks over tbs that share a slot with another tb
+        if ops is None:
+            ops = OpStream.of(p)
+        found = shared_slot_tbs(p, coll, ops, race_budget // max(1, ntbs))
+        if found is None:
+            race_list.append(f"race check skipped: more than {race_budget // max(1, ntbs)} shared-slot tbs "
+                             f"x {ntbs} tbs exceeds the exact-check budget of {race_budget} tb-pairs")
+        else:
+            interesting = found
+    if (not data or numeric) and not (data and interesting):
+        nsteps = len(ops.tb) if ops is not None else sum(len(t.steps) for g in p.gpus for t in g.tbs)
+        if kernel.worth_it(nsteps) if kernel_min_steps is None else nsteps >= kernel_min_steps:
+            lay = kernel.layout(p, ops)
+            res = kernel.run(p, coll, model, lay, data, seed) if lay is not None else None
+            if res is not None and not data:
+                return SimResult(res.finished, res.blocked, [], race_list, [], res.pieces)
+            if res is not None and res.finished and res.data_ok:
+                return SimResult(True, [], [], race_list, [], res.pieces)
     gpus = {g.id: g for g in p.gpus}
     tbs: dict[tuple[int, int], _Tb] = {}
     order: list[_Tb] = []
@@ -176,7 +203,6 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     dom = ExactDomain(coll.nranks)
     mem: dict[tuple[int, str], Any] = {}   # list of node ids (exact) or NumVec (numeric)
     data_errors: list[str] = []
-    race_list: list[str] = []
 
     amap = {(g.id, b.value): (pb.value, base) for g in p.gpus for b in Buffer
             for pb, base in [coll.alias(g.id, b)]}
@@ -204,15 +230,6 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             else:
                 mem[(g.id, pb)][base:base + c] = dom.leaves(g.id, c)
 
-    # ---- race tracking: vector clocks over tbs that share a slot with another tb
-    interesting: dict[int, int] = {}
-    if races:
-        found = shared_slot_tbs(p, coll, ops if ops is not None else OpStream.of(p), race_budget // max(1, len(order)))
-        if found is None:
-            race_list.append(f"race check skipped: more than {race_budget // max(1, len(order))} shared-slot tbs "
-                             f"x {len(order)} tbs exceeds the exact-check budget of {race_budget} tb-pairs")
-        else:
-            interesting = found
     k_dim = len(interesting)
     clocks: list[np.ndarray | None] = [np.zeros(k_dim, dtype=np.int32) if k_dim else None for _ in order]
     last_write: dict[tuple[int, str, int], tuple[int, int]] = {}

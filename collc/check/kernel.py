@@ -1,0 +1,647 @@
+"""The executor simulation as a compiled kernel (docs/runtime-model.md, "The simulation").
+
+The same model as :func:`collc.check.executor.simulate`, step for step: every tb runs its
+steps in document order, a dependency waits for the target's published flag, each
+(sender, receiver, chan) is a FIFO of runs of pieces (slots used, partial pops), a sender
+may run ahead of a receiver parked on a plain receive (the hand-off rule), and the
+runnable queue and the wait lists are served in the same order.  It runs over the arrays
+of :class:`collc.check.opstream.OpStream` and, for the numeric data check, over one flat
+array of 64-bit values per run (every GPU's physical buffers end to end) with payloads
+snapshotted at send time into a pool sized by the sum of the send counts.
+
+It answers only the cheap questions: finished or not, how many pieces moved, and, with
+numeric data, whether any data error occurred.  Everything else (exact data, races, the
+text of a data error) stays with the Python model, which remains the reference.
+numba is imported on the first call only, so small builds never pay for it.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from collc.check.data import numeric_postcondition
+from collc.check.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream
+from collc.check.runtime_model import F_LOCAL, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
+from collc.compiler.program import Program, StepType
+from collc.ir.collective import Buffer, Collective
+from collc.ir.symbolic import NumVec, leaf_at
+
+#: Total steps from which :func:`collc.check.executor.simulate` takes the kernel when it has
+#: not run in this process yet: below it, loading numba and the cached kernel (about 0.85 CPU s) costs
+#: more than the Python model (5-13 us per step) takes.
+KERNEL_MIN_STEPS = 150_000
+#: The same once the kernel has run in this process (its set-up then costs about a microsecond a step).
+KERNEL_WARM_MIN_STEPS = 5_000
+#: The same when numba has nowhere to cache the kernel: compiling it costs about 8 CPU s.
+KERNEL_UNCACHED_MIN_STEPS = 1_500_000
+
+_OP = {t: i for i, t in enumerate(TYPES)}
+_I32 = np.iinfo(np.int32)
+_SEND, _CPY, _RE = _OP[StepType.SEND], _OP[StepType.COPY], _OP[StepType.REDUCE]
+
+# kernel status
+OK, BLOCKED, DATA_ERROR = 0, 1, 2
+# why a tb waits (final state)
+W_DEP, W_RECV, W_SPACE = 1, 2, 3
+
+
+# =========================================================================== the kernel
+def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: Any, nkeys: int, nconn: int,
+                   st_flags: Any, st_op: Any, st_cnt: Any, st_dep: Any, st_deps: Any, st_hasdep: Any,
+                   mac: int, nslots: int, ps: Any,
+                   data: bool, tb_base: Any, st_sbuf: Any, st_soff: Any, st_dbuf: Any, st_doff: Any,
+                   mem_v: Any, mem_ok: Any, npool: int, ntmp: int) -> Any:
+    """The scheduling loop of ``executor.simulate`` over arrays (compiled by :func:`_compiled`).
+
+    Per tb: ``tb_in``/``tb_out`` connection ids (-1: none), ``tb_rx`` the tb receiving on its
+    out connection (-1: none), ``tb_key`` its flag's wait-list key; connection ``c`` waits for
+    data on key ``nkeys + c`` and for space on ``nkeys + nconn + c``.  Per step: ``st_dep`` the
+    tb whose flag it waits for (-1: none).  With ``data``: ``tb_base[t, b]`` is where buffer
+    ``b`` of tb ``t``'s GPU starts in ``mem_v``/``mem_ok``, and the payloads in flight live in
+    a pool of ``npool`` chunks at first, compacted (and grown) when full.
+    Returns (status, pieces, pc, waits, flag, avail).
+    """
+    ntbs = len(tb_in)
+    full = ps[mac]
+    # tb state; pc is a row of the step arrays
+    pc = tb_start[:-1].copy()
+    piece = np.zeros(ntbs, dtype=np.int64)
+    ready = np.zeros(ntbs, dtype=np.bool_)
+    flag = np.full(ntbs, -1, dtype=np.int64)
+    waits = np.zeros(ntbs, dtype=np.int8)
+    # connections: a queue of runs each (pieces left, pool position, tail chunks)
+    avail = np.zeros(nconn, dtype=np.int64)
+    used = np.zeros(nconn, dtype=np.int64)
+    c_head = np.full(nconn, -1, dtype=np.int64)
+    c_tail = np.full(nconn, -1, dtype=np.int64)
+    cap = 2 * nconn + 64
+    r_n = np.zeros(cap, dtype=np.int64)
+    r_pos = np.zeros(cap, dtype=np.int64)
+    r_tail = np.zeros(cap, dtype=np.int64)
+    r_next = np.full(cap, -1, dtype=np.int64)
+    free = 0                          # runs [free, cap) never used; freed runs go on a free list
+    free_list = -1
+    # one intrusive list per wait key and one runnable queue (a tb is in at most one of them)
+    nxt = np.full(ntbs, -1, dtype=np.int64)
+    k_head = np.full(nkeys + 2 * nconn, -1, dtype=np.int64)
+    k_tail = np.full(nkeys + 2 * nconn, -1, dtype=np.int64)
+    q_head = 0 if ntbs else -1
+    q_tail = ntbs - 1
+    for t in range(ntbs - 1):
+        nxt[t] = t + 1
+    pool_v = np.zeros(npool if data else 0, dtype=np.uint64)
+    pool_ok = np.zeros(npool if data else 0, dtype=np.bool_)
+    cursor = 0
+    tmp_v = np.zeros(ntmp if data else 0, dtype=np.uint64)
+    tmp_ok = np.zeros(ntmp if data else 0, dtype=np.bool_)
+    total = 0
+
+    while q_head >= 0:
+        t = q_head
+        q_head = nxt[t]
+        if q_head < 0:
+            q_tail = -1
+        nxt[t] = -1
+        end = tb_start[t + 1]
+        while pc[t] < end:
+            row = pc[t]
+            if not ready[t]:
+                target = st_dep[row]
+                if target >= 0 and flag[target] < st_deps[row]:
+                    waits[t] = 1
+                    key = tb_key[target]
+                    if k_tail[key] < 0:
+                        k_head[key] = t
+                    else:
+                        nxt[k_tail[key]] = t
+                    k_tail[key] = t
+                    break
+                ready[t] = True
+            fl = st_flags[row]
+            cnt = st_cnt[row]
+            n_pieces = 1 if fl & 4 else (cnt + mac - 1) // mac
+            k = n_pieces - piece[t]
+            cin = tb_in[t]
+            cout = tb_out[t]
+            if fl & 1:
+                if avail[cin] < k:
+                    k = avail[cin]
+                    if k == 0:
+                        waits[t] = 2
+                        key = nkeys + cin
+                        if k_tail[key] < 0:
+                            k_head[key] = t
+                        else:
+                            nxt[k_tail[key]] = t
+                        k_tail[key] = t
+                        break
+            if fl & 2:
+                room = nslots - used[cout]
+                fits = room // full
+                if fits < k:
+                    last = n_pieces - 1
+                    if piece[t] + fits == last:
+                        # only the step's last piece can be smaller than a full one
+                        if ps[cnt - last * mac] <= room - fits * full:
+                            fits += 1
+                    # the hand-off rule (executor.simulate)
+                    rx = tb_rx[t]
+                    if rx >= 0 and ready[rx] and pc[rx] < tb_start[rx + 1] and st_flags[pc[rx]] & 32:
+                        rx_left = (st_cnt[pc[rx]] + mac - 1) // mac - piece[rx] - avail[cout]
+                        if rx_left > fits:
+                            fits = rx_left
+                    if fits < k:
+                        k = fits
+                    if k <= 0:
+                        waits[t] = 3
+                        key = nkeys + nconn + cout
+                        if k_tail[key] < 0:
+                            k_head[key] = t
+                        else:
+                            nxt[k_tail[key]] = t
+                        k_tail[key] = t
+                        break
+            lo = piece[t] * mac
+            hi = cnt if fl & 4 else min(cnt, (piece[t] + k) * mac)
+            n = hi - lo
+            if fl & 1:
+                got = 0
+                j = k
+                while j > 0:
+                    r = c_head[cin]
+                    rn = r_n[r]
+                    take = min(j, rn)
+                    if take == rn:
+                        m = (rn - 1) * mac + r_tail[r]
+                        used[cin] -= (rn - 1) * full + ps[r_tail[r]]
+                        c_head[cin] = r_next[r]
+                        if c_head[cin] < 0:
+                            c_tail[cin] = -1
+                        r_next[r] = free_list
+                        free_list = r
+                    else:
+                        m = take * mac
+                        used[cin] -= take * full
+                        r_n[r] = rn - take
+                    if data:
+                        if got + m > ntmp:
+                            return DATA_ERROR, total, pc, waits, flag, avail
+                        p0 = r_pos[r]
+                        for x in range(m):
+                            tmp_v[got + x] = pool_v[p0 + x]
+                            tmp_ok[got + x] = pool_ok[p0 + x]
+                        r_pos[r] = p0 + m
+                    got += m
+                    avail[cin] -= take
+                    j -= take
+                key = nkeys + nconn + cin
+                if k_head[key] >= 0:
+                    if q_tail < 0:
+                        q_head = k_head[key]
+                    else:
+                        nxt[q_tail] = k_head[key]
+                    q_tail = k_tail[key]
+                    k_head[key] = -1
+                    k_tail[key] = -1
+                if data and got != n:
+                    return DATA_ERROR, total, pc, waits, flag, avail
+            if data:
+                op = st_op[row]
+                src0 = tb_base[t, st_sbuf[row]] + st_soff[row]
+                dst0 = tb_base[t, st_dbuf[row]] + st_doff[row]
+                src = src0 + lo
+                dst = dst0 + lo
+                if fl & 64:           # combine what arrived with src
+                    for x in range(n):
+                        tmp_v[x] = mem_v[src + x] + tmp_v[x]
+                        tmp_ok[x] = mem_ok[src + x] and tmp_ok[x]
+                        if not tmp_ok[x]:
+                            return DATA_ERROR, total, pc, waits, flag, avail
+                elif op == 7:         # re: dst + src
+                    for x in range(n):
+                        tmp_v[x] = mem_v[dst + x] + mem_v[src + x]
+                        tmp_ok[x] = mem_ok[dst + x] and mem_ok[src + x]
+                        if not tmp_ok[x]:
+                            return DATA_ERROR, total, pc, waits, flag, avail
+                elif op == 6:         # cpy (through tmp: the ranges may overlap)
+                    for x in range(n):
+                        tmp_v[x] = mem_v[src + x]
+                        tmp_ok[x] = mem_ok[src + x]
+                if op == 6 and src0 == dst0:
+                    pass              # in place the copy is onto itself: no write
+                elif fl & 16:
+                    for x in range(n):
+                        mem_v[dst + x] = tmp_v[x]
+                        mem_ok[dst + x] = tmp_ok[x]
+            if fl & 2:
+                if data and cursor + n > len(pool_v):
+                    # compact: the payloads still in flight to the front, in pool order
+                    nlive = 0
+                    for c in range(nconn):
+                        r = c_head[c]
+                        while r >= 0:
+                            nlive += 1
+                            r = r_next[r]
+                    live = np.empty(nlive, dtype=np.int64)
+                    nlive = 0
+                    for c in range(nconn):
+                        r = c_head[c]
+                        while r >= 0:
+                            live[nlive] = r
+                            nlive += 1
+                            r = r_next[r]
+                    cursor = 0
+                    for i in np.argsort(r_pos[live]):
+                        r = live[i]
+                        m = (r_n[r] - 1) * mac + r_tail[r]
+                        p0 = r_pos[r]
+                        for x in range(m):
+                            pool_v[cursor + x] = pool_v[p0 + x]
+                            pool_ok[cursor + x] = pool_ok[p0 + x]
+                        r_pos[r] = cursor
+                        cursor += m
+                    if 2 * (cursor + n) > len(pool_v):
+                        size = max(2 * len(pool_v), 2 * (cursor + n))
+                        pool_v2 = np.zeros(size, dtype=np.uint64)
+                        pool_ok2 = np.zeros(size, dtype=np.bool_)
+                        pool_v2[:cursor] = pool_v[:cursor]
+                        pool_ok2[:cursor] = pool_ok[:cursor]
+                        pool_v, pool_ok = pool_v2, pool_ok2
+                if free_list >= 0:
+                    r = free_list
+                    free_list = r_next[r]
+                else:
+                    if free == cap:
+                        cap *= 2
+                        r_n2 = np.zeros(cap, dtype=np.int64)
+                        r_pos2 = np.zeros(cap, dtype=np.int64)
+                        r_tail2 = np.zeros(cap, dtype=np.int64)
+                        r_next2 = np.full(cap, -1, dtype=np.int64)
+                        r_n2[:free] = r_n[:free]
+                        r_pos2[:free] = r_pos[:free]
+                        r_tail2[:free] = r_tail[:free]
+                        r_next2[:free] = r_next[:free]
+                        r_n, r_pos, r_tail, r_next = r_n2, r_pos2, r_tail2, r_next2
+                    r = free
+                    free += 1
+                tail = n - (k - 1) * mac
+                r_n[r] = k
+                r_tail[r] = tail
+                r_pos[r] = cursor
+                r_next[r] = -1
+                if c_tail[cout] < 0:
+                    c_head[cout] = r
+                else:
+                    r_next[c_tail[cout]] = r
+                c_tail[cout] = r
+                avail[cout] += k
+                used[cout] += (k - 1) * full + ps[tail]
+                if data:
+                    if st_op[row] == 0:   # s: a snapshot of src at send time
+                        src = tb_base[t, st_sbuf[row]] + st_soff[row] + lo
+                        for x in range(n):
+                            pool_v[cursor + x] = mem_v[src + x]
+                            pool_ok[cursor + x] = mem_ok[src + x]
+                    else:
+                        for x in range(n):
+                            pool_v[cursor + x] = tmp_v[x]
+                            pool_ok[cursor + x] = tmp_ok[x]
+                    cursor += n
+                key = nkeys + cout
+                if k_head[key] >= 0:
+                    if q_tail < 0:
+                        q_head = k_head[key]
+                    else:
+                        nxt[q_tail] = k_head[key]
+                    q_tail = k_tail[key]
+                    k_head[key] = -1
+                    k_tail[key] = -1
+            total += k
+            piece[t] += k
+            if piece[t] >= n_pieces:
+                key = tb_key[t]
+                if st_hasdep[row]:
+                    flag[t] = row - tb_start[t]
+                    if k_head[key] >= 0:
+                        if q_tail < 0:
+                            q_head = k_head[key]
+                        else:
+                            nxt[q_tail] = k_head[key]
+                        q_tail = k_tail[key]
+                        k_head[key] = -1
+                        k_tail[key] = -1
+                piece[t] = 0
+                ready[t] = False
+                pc[t] = row + 1
+                if row + 1 >= end:
+                    # waiters on a finished tb re-check once and then block for good
+                    if k_head[key] >= 0:
+                        if q_tail < 0:
+                            q_head = k_head[key]
+                        else:
+                            nxt[q_tail] = k_head[key]
+                        q_tail = k_tail[key]
+                        k_head[key] = -1
+                        k_tail[key] = -1
+    status = OK
+    for t in range(ntbs):
+        if pc[t] < tb_start[t + 1]:
+            status = BLOCKED
+            break
+    return status, total, pc, waits, flag, avail
+
+
+_KERNEL: Callable[..., Any] | None = None
+_NO_NUMBA = False
+_CACHED = False      # numba keeps the compiled kernel on disk
+_RAN = False         # the kernel ran in this process (its set-up is paid)
+
+
+def _compiled() -> Callable[..., Any] | None:
+    """The kernel compiled by numba (imported here, on first use; None without numba).  Its
+    machine code is cached next to this module, or when that directory is read-only in
+    numba's user cache directory (or ``NUMBA_CACHE_DIR``); with no writable place at all it
+    is compiled in memory, once per process."""
+    global _KERNEL, _NO_NUMBA, _CACHED
+    if _KERNEL is None and not _NO_NUMBA:
+        try:
+            import numba
+        except ImportError:
+            _NO_NUMBA = True
+            return None
+        try:
+            _KERNEL = numba.njit(cache=True, nogil=True)(_kernel_source)
+            _CACHED = True
+        except RuntimeError:      # numba found no writable cache directory
+            _KERNEL = numba.njit(cache=False, nogil=True)(_kernel_source)
+    return _KERNEL
+
+
+def worth_it(nsteps: int) -> bool:
+    """Whether a run of ``nsteps`` steps should take the kernel: from :data:`KERNEL_MIN_STEPS`
+    while it has not run in this process, from :data:`KERNEL_WARM_MIN_STEPS` once it has, and
+    from :data:`KERNEL_UNCACHED_MIN_STEPS` when it would have to be compiled first."""
+    if _RAN:
+        return nsteps >= KERNEL_WARM_MIN_STEPS
+    if nsteps < KERNEL_MIN_STEPS or _compiled() is None:
+        return False
+    return _CACHED or nsteps >= KERNEL_UNCACHED_MIN_STEPS
+
+
+# =========================================================================== preparation
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """The program's part of the kernel's input: independent of placement and size."""
+
+    ops: OpStream
+    tb_in: np.ndarray
+    tb_out: np.ndarray
+    tb_rx: np.ndarray
+    tb_key: np.ndarray
+    nkeys: int
+    nconn: int
+    flags: np.ndarray
+    op: np.ndarray
+    cnt: np.ndarray
+    dep: np.ndarray
+    deps: np.ndarray
+    hasdep: np.ndarray
+    tb_name: dict[tuple[int, int], int]    # (gpu, tb id) -> the tb the Python model finds under it
+    gpu_row: np.ndarray                    # per tb: its GPU's position in p.gpus
+
+
+_LAYOUTS: dict[int, tuple[weakref.ref[Program], _Layout | None]] = {}
+
+
+def layout(p: Program, ops: OpStream | None) -> _Layout | None:
+    """The program's arrays for the kernel (cached while ``p`` lives); None when the program
+    has something the Python model treats specially (a non-local step of no chunks, a send
+    or receive on a tb without that peer, two GPUs with one id): it then runs in Python."""
+    hit = _LAYOUTS.get(id(p))
+    if hit is not None and hit[0]() is p:
+        return hit[1]
+    out = _make_layout(p, ops if ops is not None else OpStream.of(p))
+    key = id(p)
+
+    def forget(_: weakref.ref[Program]) -> None:
+        _LAYOUTS.pop(key, None)
+
+    _LAYOUTS[key] = (weakref.ref(p, forget), out)
+    return out
+
+
+def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
+    ids = [g.id for g in p.gpus]
+    if len(set(ids)) != len(ids):
+        return None
+    flags = OP_FLAGS[ops.op]
+    cnt = ops.count
+    tb = ops.tb
+    nonlocal_ = (flags & F_LOCAL) == 0
+    if np.any(nonlocal_ & (cnt < 1)) or (len(cnt) and int(cnt.max()) > _I32.max):
+        return None
+    if np.any(((flags & F_RECV) != 0) & (ops.tb_recv[tb] < 0)) or np.any(((flags & F_SEND) != 0) & (ops.tb_send[tb] < 0)):
+        return None
+    ntbs = ops.ntbs
+    gpu, tid, send, recv, chan = (ops.tb_gpu.tolist(), ops.tb_id.tolist(), ops.tb_send.tolist(),
+                                  ops.tb_recv.tolist(), ops.tb_chan.tolist())
+    # the Python model's dictionaries: the last tb listed under a key wins
+    names: dict[tuple[int, int], int] = {}
+    conns: dict[tuple[int, int, int], int] = {}
+    receiver: dict[tuple[int, int, int], int] = {}
+    tb_in = np.full(ntbs, -1, dtype=np.int64)
+    tb_out = np.full(ntbs, -1, dtype=np.int64)
+    for k in range(ntbs):
+        names[(gpu[k], tid[k])] = k
+        if send[k] >= 0:
+            tb_out[k] = conns.setdefault((gpu[k], send[k], chan[k]), len(conns))
+        if recv[k] >= 0:
+            key = (recv[k], gpu[k], chan[k])
+            tb_in[k] = conns.setdefault(key, len(conns))
+            receiver[key] = k
+    keys: dict[int, int] = {}
+    tb_key = np.array([keys.setdefault(names[(gpu[k], tid[k])], len(keys)) for k in range(ntbs)], dtype=np.int64)
+    tb_rx = np.array([receiver.get((gpu[k], send[k], chan[k]), -1) if send[k] >= 0 else -1 for k in range(ntbs)],
+                     dtype=np.int64)
+    # the tb each step waits for (-1: none): a dependency on an earlier step of its own tb
+    # holds by program order, and one on a tb the GPU does not have holds too
+    depid = ops.depid.astype(np.int64)
+    deps = ops.deps.astype(np.int64)
+    row_gpu = ops.tb_gpu[tb]
+    waits = (depid >= 0) & ~((depid == ops.tb_id[tb]) & (deps < ops.step))
+    dep = np.full(len(depid), -1, dtype=np.int64)
+    if names and waits.any():
+        name_keys = np.array(list(names), dtype=np.int64).reshape(-1, 2)
+        name_vals = np.array(list(names.values()), dtype=np.int64)
+        lo_g, lo_t = name_keys.min(axis=0)
+        span = int(name_keys[:, 1].max() - lo_t + 1)
+        packed = (name_keys[:, 0] - lo_g) * span + (name_keys[:, 1] - lo_t)
+        order = np.argsort(packed)
+        packed, name_vals = packed[order], name_vals[order]
+        w = np.flatnonzero(waits)
+        inside = (depid[w] >= lo_t) & (depid[w] < lo_t + span)
+        want = (row_gpu[w] - lo_g) * span + (depid[w] - lo_t)
+        at = np.minimum(np.searchsorted(packed, want), len(packed) - 1)
+        hit = inside & (packed[at] == want)
+        dep[w[hit]] = name_vals[at[hit]]
+    gpu_pos = {g: i for i, g in enumerate(ids)}
+    gpu_row = np.array([gpu_pos[g] for g in gpu], dtype=np.int64)
+    # narrow per-step arrays (5 million steps at 4096 ranks); a flag never reaches 2^31, so
+    # clipping ``deps`` there keeps every comparison with it
+    return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, len(keys), len(conns), flags.astype(np.uint8),
+                   ops.op.astype(np.int8), cnt.astype(np.int32), dep.astype(np.int32),
+                   np.clip(deps, _I32.min, _I32.max).astype(np.int32), (ops.hasdep != 0).astype(np.int8),
+                   names, gpu_row)
+
+
+@dataclass
+class KernelResult:
+    finished: bool
+    pieces: int
+    data_ok: bool
+    blocked: list[str]
+
+
+def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: bool, seed: int,
+        pool: int = 0) -> KernelResult | None:
+    """Simulate ``p`` once with the kernel: deadlock only, or with numeric data (``numeric``).
+
+    ``blocked`` explains a deadlock in the words of ``executor.simulate`` (data off only);
+    ``data_ok`` is False when a data error occurred (the caller reruns the Python model for
+    its messages).  None when the numeric data check does not fit the kernel (an operand
+    outside its buffer, an unknown buffer): the Python model handles those.  ``pool``: the
+    payload pool's first size in chunks (0: one that rarely needs to grow; tests make it tiny
+    so that it is compacted and grown).
+    """
+    global _RAN
+    kernel = _compiled()
+    if kernel is None:
+        return None
+    ops = lay.ops
+    ps = np.array([model.piece_slots(c) for c in range(model.mac + 1)], dtype=np.int64)
+    mem_v = np.zeros(1, dtype=np.uint64)
+    mem_ok = np.zeros(1, dtype=np.bool_)
+    tb_base = np.zeros((1, len(BUFFERS) + 1), dtype=np.int64)
+    soff = doff = np.zeros(1, dtype=np.int32)
+    npool = ntmp = 0
+    mem: dict[tuple[int, str], Any] = {}
+    amap: dict[tuple[int, str], tuple[str, int]] = {}
+    if numeric:
+        memory = _memory(p, coll, lay, seed)
+        if memory is None:
+            return None
+        mem_v, mem_ok, tb_base, soff, doff, mem, amap = memory
+        # the pool holds what is in flight; it starts at a size that rarely needs to grow
+        sends = int(lay.cnt[(lay.flags & F_SEND) != 0].sum(dtype=np.int64))
+        ntmp = int(lay.cnt.max(initial=0)) + model.mac + 1
+        npool = pool or max(1, min(sends, max(1 << 20, 8 * lay.nconn, 4 * ntmp)))
+    status, pieces, pc, waits, flag, avail = kernel(
+        ops.tb_start.astype(np.int64), lay.tb_in, lay.tb_out, lay.tb_rx, lay.tb_key, lay.nkeys, lay.nconn,
+        lay.flags, lay.op, lay.cnt, lay.dep, lay.deps, lay.hasdep, model.mac, model.slots, ps,
+        numeric, tb_base, ops.srcbuf.astype(np.int8, copy=False), soff,
+        ops.dstbuf.astype(np.int8, copy=False), doff, mem_v, mem_ok, npool, ntmp)
+    _RAN = True
+    if status == DATA_ERROR:
+        return KernelResult(True, int(pieces), False, [])
+    if status == BLOCKED:
+        return KernelResult(False, int(pieces), True, [] if numeric else _blocked(lay, pc, waits, flag, avail))
+    if numeric:
+        errors: list[str] = []
+        numeric_postcondition(coll, mem, amap, {g.id: g for g in p.gpus}, seed, errors)
+        if errors:
+            return KernelResult(True, int(pieces), False, [])
+    return KernelResult(True, int(pieces), True, [])
+
+
+def _memory(p: Program, coll: Collective, lay: _Layout, seed: int) -> tuple[Any, ...] | None:
+    """Every GPU's physical buffers end to end with the inputs set, where each tb's buffers
+    start in them, and the steps' offsets as int32; None when a step's operand lies outside
+    its buffer (the Python model's slicing then decides what happens)."""
+    ops = lay.ops
+    c = coll.input_chunks
+    ngpu = len(p.gpus)
+    start = np.zeros((ngpu, len(BUFFERS)), dtype=np.int64)    # flat start of each physical buffer
+    size = np.zeros((ngpu, len(BUFFERS)), dtype=np.int64)
+    pb = np.zeros((ngpu, len(BUFFERS)), dtype=np.int64)       # logical buffer -> physical buffer
+    base = np.zeros((ngpu, len(BUFFERS)), dtype=np.int64)
+    amap: dict[tuple[int, str], tuple[str, int]] = {}
+    at = 0
+    for gi, g in enumerate(p.gpus):
+        for b, name in enumerate(BUFFERS):
+            phys, off = coll.alias(g.id, Buffer(name))
+            amap[(g.id, name)] = (phys.value, off)
+            pb[gi, b], base[gi, b] = BUFFERS.index(phys.value), off
+        # only the buffers the runtime really allocates (executor.simulate)
+        for b, want in enumerate((max(g.i_chunks, c), max(g.o_chunks, coll.output_chunks), g.s_chunks)):
+            size[gi, pb[gi, b]] = max(size[gi, pb[gi, b]], base[gi, b] + want)
+        for b in range(len(BUFFERS)):
+            start[gi, b] = at
+            at += int(size[gi, b])
+    mem_v = np.zeros(at, dtype=np.uint64)
+    mem_ok = np.zeros(at, dtype=np.bool_)
+    first = start[np.arange(ngpu), pb[:, 0]] + base[:, 0]
+    ids = np.array([g.id for g in p.gpus], dtype=np.uint64)
+    step = max(1, (1 << 20) // max(c, 1))          # GPUs at a time: bounded temporaries
+    for g0 in range(0, ngpu, step):
+        g1 = min(ngpu, g0 + step)
+        idx = (first[g0:g1, None] + np.arange(c, dtype=np.int64)[None, :]).ravel()
+        mem_v[idx] = leaf_at(seed, np.repeat(ids[g0:g1], c), np.tile(np.arange(c, dtype=np.uint64), g1 - g0))
+        mem_ok[idx] = True
+    # where each tb's logical buffers start (column len(BUFFERS): an unknown buffer, never used)
+    g_of = lay.gpu_row
+    tb_base = np.zeros((len(g_of), len(BUFFERS) + 1), dtype=np.int64)
+    tb_end = np.zeros((len(g_of), len(BUFFERS) + 1), dtype=np.int64)
+    for b in range(len(BUFFERS)):
+        phys = pb[g_of, b]
+        tb_base[:, b] = start[g_of, phys] + base[g_of, b]
+        tb_end[:, b] = start[g_of, phys] + size[g_of, phys]
+    # every operand a step uses must lie inside its physical buffer (rows in batches)
+    for r0 in range(0, len(ops.tb), 1 << 20):
+        rows = slice(r0, r0 + (1 << 20))
+        fl, op, cnt, tb = lay.flags[rows], ops.op[rows], lay.cnt[rows], ops.tb[rows]
+        for bufs, offs, used in ((ops.srcbuf[rows], ops.srcoff[rows], ((fl & F_READ) != 0) | (op == _RE)),
+                                 (ops.dstbuf[rows], ops.dstoff[rows], ((fl & F_WRITE) != 0) | (op == _RE))):
+            code = bufs.astype(np.int64)
+            if np.any(used & ((code < 0) | (code >= len(BUFFERS)) | (cnt < 0) | (offs < 0) | (offs > _I32.max))):
+                return None
+            code = np.clip(code, 0, len(BUFFERS))
+            if np.any(used & (tb_base[tb, code] + offs + cnt > tb_end[tb, code])):
+                return None
+    # the offsets of steps that use no operand do not matter
+    soff, doff = (np.clip(offs, 0, _I32.max).astype(np.int32, copy=False) for offs in (ops.srcoff, ops.dstoff))
+    mem: dict[tuple[int, str], Any] = {}
+    for gi, g in enumerate(p.gpus):
+        for b in sorted(set(pb[gi].tolist())):     # the buffers the runtime allocates
+            a, n = int(start[gi, b]), int(size[gi, b])
+            mem[(g.id, BUFFERS[b])] = NumVec(mem_v[a:a + n], mem_ok[a:a + n])
+    return mem_v, mem_ok, tb_base, soff, doff, mem, amap
+
+
+def _blocked(lay: _Layout, pc: np.ndarray, waits: np.ndarray, flag: np.ndarray, avail: np.ndarray) -> list[str]:
+    """The blocked tbs in the words of ``executor.simulate`` (its ``_why``)."""
+    ops = lay.ops
+    out: list[str] = []
+    for t in np.flatnonzero(pc < ops.tb_start[1:]).tolist():
+        row = int(pc[t])
+        gid, tid = int(ops.tb_gpu[t]), int(ops.tb_id[t])
+        head = f"gpu {gid} tb {tid} step {row - int(ops.tb_start[t])} ({TYPES[int(ops.op[row])].value}): "
+        w = int(waits[t])
+        if w == W_DEP:
+            a, b = int(ops.depid[row]), int(ops.deps[row])
+            target = lay.tb_name.get((gid, a))
+            why = f"waits for tb {a} step {b} (flag {int(flag[target]) if target is not None else -1})"
+        elif w == W_RECV:
+            why = f"waits to receive from gpu {int(ops.tb_recv[t])} on chan {int(ops.tb_chan[t])}"
+        elif w == W_SPACE:
+            held = int(avail[lay.tb_out[t]]) if lay.tb_out[t] >= 0 else 0
+            why = f"waits for space to send to gpu {int(ops.tb_send[t])} on chan {int(ops.tb_chan[t])} ({held} pieces in flight)"
+        else:
+            why = "blocked"
+        out.append(head + why)
+    return out
+

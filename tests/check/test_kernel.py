@@ -1,0 +1,208 @@
+"""The compiled executor kernel against the Python model (collc.check.executor.simulate).
+
+Property: on every program -- golden files, corpus files, programs the driver builds on small
+topologies, and mutations of them that deadlock or compute wrong data -- at any buffering and
+message size, the kernel and the Python model agree on whether the run finishes, how many
+pieces moved, why each tb is blocked (data off), and whether the numeric data check passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from collc.backends.msccl_xml import parse_xml, read_xml
+from collc.check import check_program, kernel
+from collc.check.checker import _collective_of, _placements, _roots
+from collc.check.executor import SimResult, simulate
+from collc.check.runtime_model import SizeModel, buffering_model, size_model
+from collc.compiler.limits import Dialect
+from collc.compiler.program import Program, Proto, Step, StepType, Threadblock
+from collc.driver import compile_xml
+from collc.errors import CollcError
+from collc.ir.collective import CollKind, Collective
+from collc.topology import parse_spec
+from tests._corpus import corpus_files
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+PYTHON_ONLY = 1 << 62      # kernel_min_steps that keeps every run in Python
+BUILDS: tuple[tuple[str, str, CollKind, dict[str, Any]], ...] = (("ring:8", "ring", CollKind.ALLREDUCE, {}), ("ring:4", "ring", CollKind.ALLREDUCE, {"chunks": 3}),
+          ("ring:6", "ring", CollKind.ALLGATHER, {"proto": Proto.LL}),
+          ("hypercube:3", "recursive-halving-doubling", CollKind.REDUCESCATTER, {}),
+          ("hypercube:3", "recursive-halving-doubling", CollKind.ALLREDUCE, {"instances": 2}),
+          ("torus:4x4", "multitree", CollKind.ALLGATHER, {}), ("torus:4x4", "swing", CollKind.ALLREDUCE, {}),
+          ("switch:8", "direct", CollKind.ALLTOALL, {}), ("switch:8", "double-binary-tree", CollKind.ALLREDUCE, {}),
+          ("ring:5", "ring", CollKind.ALLREDUCE, {"inplace": False, "chunks": 2}))
+
+
+def _sound(p: Program) -> bool:
+    """Whether the checker would simulate ``p`` (structurally sound, a collective it knows)."""
+    try:
+        CollKind.parse(p.coll)
+    except CollcError:
+        return False
+    rep = check_program(p, Dialect.EXECUTOR)
+    return not any(f.message.startswith("simulation skipped") for f in rep.findings)
+
+
+@lru_cache(maxsize=None)
+def programs() -> tuple[tuple[str, Program, Collective], ...]:
+    out: list[tuple[str, Program, Collective]] = []
+    progs: list[tuple[str, Program]] = [(str(f.relative_to(GOLDEN)), read_xml(f).program)
+                                        for f in sorted(GOLDEN.rglob("*.xml"))]
+    for f in corpus_files():
+        try:
+            progs.append((f.name, read_xml(f).program))
+        except CollcError:
+            continue
+    for spec, alg, kind, opts in BUILDS:
+        text = compile_xml(parse_spec(spec), alg, kind, **opts).text
+        progs.append((f"{alg}-{spec}-{kind.value}", parse_xml(text).program))
+    for name, p in progs:
+        if not _sound(p):
+            continue
+        kind = CollKind.parse(p.coll)
+        for inplace in _placements(p, Dialect.EXECUTOR):
+            try:
+                coll = _collective_of(p, inplace, _roots(p, kind, None)[0])
+            except CollcError:
+                continue
+            out.append((f"{name}:{'in' if inplace else 'out'}", p, coll))
+    return tuple(out)
+
+
+def _models(p: Program) -> list[SizeModel]:
+    sizes: list[int | None] = [None, 1024, 65536, 1 << 20, 1 << 26]
+    return [size_model(p.proto, p.nchunksperloop, n) for n in sizes] + [buffering_model(k) for k in (1, 2, 3, 8)]
+
+
+# ------------------------------------------------------------------ mutations
+def _edit_tb(p: Program, g: int, t: int, tb: Threadblock) -> Program:
+    gpu = p.gpus[g]
+    tbs = gpu.tbs[:t] + (tb,) + gpu.tbs[t + 1:]
+    return replace(p, gpus=p.gpus[:g] + (replace(gpu, tbs=tbs),) + p.gpus[g + 1:])
+
+
+def _pick(p: Program, a: int, b: int) -> tuple[int, int] | None:
+    """A (gpu, tb) with steps, chosen by two draws."""
+    cands = [(g, t) for g, gpu in enumerate(p.gpus) for t, tb in enumerate(gpu.tbs) if tb.steps]
+    return cands[(a * 7919 + b) % len(cands)] if cands else None
+
+
+def mutate(p: Program, how: str, a: int, b: int) -> Program:
+    where = _pick(p, a, b)
+    if where is None or how == "none":
+        return p
+    g, t = where
+    tb = p.gpus[g].tbs[t]
+    i = b % len(tb.steps)
+    if how == "drop":             # a lost step: its peer waits forever or gets too much
+        return _edit_tb(p, g, t, replace(tb, steps=tb.steps[:i] + tb.steps[i + 1:]))
+    if how == "cycle":            # two tbs of one GPU wait for each other's last step
+        others = [u for u, o in enumerate(p.gpus[g].tbs) if u != t and o.steps]
+        if not others:
+            return p
+        u = others[a % len(others)]
+        ob = p.gpus[g].tbs[u]
+        steps = list(tb.steps)
+        steps[0] = replace(steps[0], depid=ob.id, deps=len(ob.steps) - 1)
+        steps[-1] = replace(steps[-1], hasdep=1)
+        osteps = list(ob.steps)
+        osteps[0] = replace(osteps[0], depid=tb.id, deps=len(steps) - 1)
+        osteps[-1] = replace(osteps[-1], hasdep=1)
+        q = _edit_tb(p, g, t, replace(tb, steps=tuple(steps)))
+        return _edit_tb(q, g, u, replace(ob, steps=tuple(osteps)))
+    if how == "depend":           # a dependency on some step of another tb (may or may not block)
+        ob = p.gpus[g].tbs[a % len(p.gpus[g].tbs)]
+        j = a % max(1, len(ob.steps))
+        steps = list(tb.steps)
+        steps[i] = replace(steps[i], depid=ob.id, deps=j)
+        q = _edit_tb(p, g, t, replace(tb, steps=tuple(steps)))
+        if ob.steps:
+            u = p.gpus[g].tbs.index(ob)
+            ob2 = q.gpus[g].tbs[u]
+            marked = ob2.steps[:j] + (replace(ob2.steps[j], hasdep=1),) + ob2.steps[j + 1:]
+            q = _edit_tb(q, g, u, replace(ob2, steps=marked))
+        return q
+    if how == "retype":           # same connections, different data: a wrong sum or a lost write
+        swap = {StepType.RECV_REDUCE_SEND: StepType.RECV_COPY_SEND, StepType.RECV_COPY_SEND: StepType.RECV_REDUCE_SEND,
+                StepType.RECV_REDUCE_COPY: StepType.RECV, StepType.RECV: StepType.RECV_REDUCE_COPY,
+                StepType.COPY: StepType.NOP, StepType.RECV_REDUCE_COPY_SEND: StepType.RECV_COPY_SEND}
+        s = tb.steps[i]
+        new = swap.get(s.type, s.type)
+        return _edit_tb(p, g, t, replace(tb, steps=tb.steps[:i] + (replace(s, type=new),) + tb.steps[i + 1:]))
+    if how == "shorter":          # one step moves a chunk less than its peer expects
+        s = tb.steps[i]
+        if s.cnt < 2:
+            return p
+        return _edit_tb(p, g, t, replace(tb, steps=tb.steps[:i] + (replace(s, cnt=s.cnt - 1),) + tb.steps[i + 1:]))
+    raise AssertionError(how)
+
+
+MUTATIONS = ("none", "drop", "cycle", "depend", "retype", "shorter")
+
+
+def _agree(p: Program, coll: Collective, model: SizeModel, pool: int = 0) -> tuple[SimResult, kernel.KernelResult | None]:
+    lay = kernel.layout(p, None)
+    py = simulate(p, coll, model, data=False, races=False, kernel_min_steps=PYTHON_ONLY)
+    if lay is None:
+        return py, None
+    k = kernel.run(p, coll, model, lay, False, 1)
+    assert k is not None
+    assert (k.finished, k.pieces, k.blocked) == (py.finished, py.pieces, py.blocked)
+    num = simulate(p, coll, model, data=True, numeric=True, races=False, kernel_min_steps=PYTHON_ONLY)
+    kn = kernel.run(p, coll, model, lay, True, 1, pool)
+    if kn is not None:
+        clean = num.finished and not num.data_errors
+        assert (kn.finished and kn.data_ok) == clean, num.data_errors[:3]
+        if clean:
+            assert kn.pieces == num.pieces
+    return py, k
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.sampled_from(MUTATIONS), st.integers(0, 1000), st.integers(0, 1000),
+       st.integers(0, 8), st.sampled_from([0, 1, 5]))
+def test_kernel_agrees_with_the_python_model(which: int, how: str, a: int, b: int, m: int, pool: int) -> None:
+    """``pool``: the payload pool's first size (1 and 5 make the kernel compact and grow it)."""
+    progs = programs()
+    _, p, coll = progs[which % len(progs)]
+    q = mutate(p, how, a, b)
+    _agree(q, coll, _models(q)[m], pool)
+
+
+def test_the_property_covers_kernel_runs_deadlocks_and_data_errors() -> None:
+    """The cases above exercise the kernel itself, and include deadlocks and wrong data."""
+    progs = programs()
+    assert len(progs) >= 40
+    blocked = wrong = 0
+    for n, (_, p, coll) in enumerate(progs):
+        for how in MUTATIONS:
+            q = mutate(p, how, n, 3 * n + 1)
+            lay = kernel.layout(q, None)
+            assert lay is not None or how in ("drop", "shorter")
+            py, k = _agree(q, coll, buffering_model(1 + n % 4))
+            blocked += not py.finished
+            if lay is not None:
+                kn = kernel.run(q, coll, size_model(q.proto, q.nchunksperloop, None), lay, True, 1)
+                wrong += kn is not None and kn.finished and not kn.data_ok
+    assert blocked >= 20 and wrong >= 10
+
+
+def test_simulate_through_the_kernel_returns_what_python_returns() -> None:
+    """``simulate`` with the kernel forced: the same SimResult, race warnings and fallbacks included."""
+    for name, p, coll in programs():
+        for model in (size_model(p.proto, p.nchunksperloop, None), buffering_model(1)):
+            for kw in ({"data": False, "races": False}, {"numeric": True}, {"numeric": True, "race_budget": 1}):
+                assert simulate(p, coll, model, kernel_min_steps=0, **kw) == \
+                    simulate(p, coll, model, kernel_min_steps=PYTHON_ONLY, **kw), name
+
+
+def test_small_runs_stay_in_python() -> None:
+    assert not kernel.worth_it(kernel.KERNEL_WARM_MIN_STEPS - 1)
+    assert kernel.KERNEL_WARM_MIN_STEPS < kernel.KERNEL_MIN_STEPS < kernel.KERNEL_UNCACHED_MIN_STEPS
