@@ -19,8 +19,10 @@ from collc.compiler.scratch import Interval, Kind, RankOp
 from collc.compiler.segments import Partition
 from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
 from collc.ir.collective import Buffer, Collective
+from collc.ir.records import fast_init
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Item:
     """One future XML step: an op, possibly fused with the send that follows it."""

@@ -30,6 +30,7 @@ from enum import Enum
 
 from collc.errors import LoweringError
 from collc.ir.collective import Buffer, Collective
+from collc.ir.records import fast_init
 from collc.ir.schedule import Op, Schedule, Transfer
 
 Slot = tuple[str, int]
@@ -43,6 +44,7 @@ class Kind(str, Enum):
     REDUCE = "re"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RankOp:
     rank: int
@@ -66,24 +68,32 @@ class RankOp:
     wr: tuple[Interval, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        src = ((self.srcbuf, self.srcoff, self.srcoff + self.cnt),)
-        dst: tuple[Interval, ...] = () if self.kind is Kind.SEND else \
-            ((self.dstbuf, self.dstoff, self.dstoff + self.cnt),)
-        if self.kind is Kind.SEND or self.kind is Kind.COPY:
-            rd: tuple[Interval, ...] = src
-        elif self.kind is Kind.REDUCE:
-            rd = src + dst
+        kind = self.kind
+        if kind is Kind.SEND:
+            rd: tuple[Interval, ...] = ((self.srcbuf, self.srcoff, self.srcoff + self.cnt),)
+            dst: tuple[Interval, ...] = ()
         else:
-            rd = dst if self.reduce else ()
-        object.__setattr__(self, "pos", (self.step, self.phase) + self.key)
-        object.__setattr__(self, "rd", rd)
-        object.__setattr__(self, "wr", dst)
+            dst = ((self.dstbuf, self.dstoff, self.dstoff + self.cnt),)
+            if kind is Kind.RECV:
+                rd = dst if self.reduce else ()
+            else:
+                src = ((self.srcbuf, self.srcoff, self.srcoff + self.cnt),)
+                rd = src if kind is Kind.COPY else src + dst
+        # the derived fields through their slots (a frozen dataclass's setattr is slow; see records)
+        _SET_POS(self, (self.step, self.phase) + self.key)
+        _SET_RD(self, rd)
+        _SET_WR(self, dst)
 
     def reads(self) -> list[Slot]:
         return expand_slots(self.rd)
 
     def writes(self) -> list[Slot]:
         return expand_slots(self.wr)
+
+
+_SET_POS = RankOp.__dict__["pos"].__set__
+_SET_RD = RankOp.__dict__["rd"].__set__
+_SET_WR = RankOp.__dict__["wr"].__set__
 
 
 def expand_slots(intervals: tuple[Interval, ...]) -> list[Slot]:

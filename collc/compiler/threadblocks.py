@@ -31,8 +31,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from collc.compiler.scratch import Kind, OpPlan, RankOp
+from collc.ir.records import fast_init
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ChannelOp:
     op: RankOp

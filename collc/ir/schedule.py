@@ -39,6 +39,7 @@ from enum import Enum
 
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, Collective
+from collc.ir.records import fast_init
 
 # Chunk index lists are ranges when contiguous (cheap at 1024 ranks), else tuples.
 Slots = range | tuple[int, ...]
@@ -65,6 +66,7 @@ class Op(str, Enum):
     REDUCE = "reduce"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Transfer:
     step: int
