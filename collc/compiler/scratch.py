@@ -185,13 +185,31 @@ def expand(schedule: Schedule) -> OpPlan:
                 out.append((pb, i, 1))
         return out
 
+    copy_kind, reduce_op = Kind.COPY, Op.REDUCE
     for step_no, transfers in enumerate(schedule.steps):
-        # slots read by this step's transfers, per rank, as merged intervals
+        # slots read by this step's transfers, per rank, as merged intervals; each transfer's
+        # physical runs are computed once (a range is one run)
         reads = _Intervals()
+        runs: list[tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
+        has_local = False
         for t in transfers:
-            for b, i, c in phys_runs(t.src, t.src_buf, t.src_idx):
-                reads.add(t.src, b, i, i + c)
-        has_local = any(t.is_local for t in transfers)
+            src = t.src
+            sidx, didx = t.src_idx, t.dst_idx
+            if type(sidx) is range:
+                pb, b0 = aliases[src][t.src_buf]
+                srcs = [(pb, b0 + sidx.start, len(sidx))]
+            else:
+                srcs = phys_runs(src, t.src_buf, sidx)
+            if type(didx) is range:
+                pb, b0 = aliases[t.dst][t.dst_buf]
+                dsts = [(pb, b0 + didx.start, len(didx))]
+            else:
+                dsts = phys_runs(t.dst, t.dst_buf, didx)
+            runs.append((srcs, dsts))
+            for b, i, c in srcs:
+                reads.add(src, b, i, i + c)
+            if src == t.dst:
+                has_local = True
         read_now: dict[int, set[Slot]] = {}
         written_now: dict[int, set[Slot]] = {}
         if has_local:
@@ -203,38 +221,39 @@ def expand(schedule: Schedule) -> OpPlan:
         for number, t in enumerate(transfers):
             key = (step_no, number)
             chunk = t.src_idx[0]
-            srcs = phys_runs(t.src, t.src_buf, t.src_idx)
-            dsts = phys_runs(t.dst, t.dst_buf, t.dst_idx)
-            if t.is_local:
+            srcs, dsts = runs[number]
+            src, dst, lane = t.src, t.dst, t.lane
+            if src == dst:
                 _local(t, step_no, srcs, dsts, read_now, written_now, ops, key, chunk)
                 continue
+            count = len(t.src_idx)
             # sender side
             if len(srcs) == 1:
                 sbuf, soff, _ = srcs[0]
             else:
-                sbuf, soff = "s", alloc(t.src, t.count)
+                sbuf, soff = "s", alloc(src, count)
                 pos = soff
                 for b, i, c in srcs:
-                    ops.append(RankOp(t.src, step_no, 0, Kind.COPY, -1, t.lane, b, i, "s", pos, c, False,
+                    ops.append(RankOp(src, step_no, 0, copy_kind, -1, lane, b, i, "s", pos, c, False,
                                       key + (pos,), chunk))
                     pos += c
-            ops.append(RankOp(t.src, step_no, 1, Kind.SEND, t.dst, t.lane, sbuf, soff, sbuf, soff, t.count,
+            ops.append(RankOp(src, step_no, 1, Kind.SEND, dst, lane, sbuf, soff, sbuf, soff, count,
                               False, key, chunk))
             # receiver side
-            clash = any(reads.overlaps(t.dst, b, i, i + c) for b, i, c in dsts)
-            reduce = t.op is Op.REDUCE
+            clash = any(reads.overlaps(dst, b, i, i + c) for b, i, c in dsts)
+            reduce = t.op is reduce_op
             if len(dsts) == 1 and not clash:
                 b, i, _ = dsts[0]
-                ops.append(RankOp(t.dst, step_no, 2, Kind.RECV, t.src, t.lane, b, i, b, i, t.count, reduce,
+                ops.append(RankOp(dst, step_no, 2, Kind.RECV, src, lane, b, i, b, i, count, reduce,
                                   key, chunk))
                 continue
-            base = alloc(t.dst, t.count)
-            ops.append(RankOp(t.dst, step_no, 2, Kind.RECV, t.src, t.lane, "s", base, "s", base, t.count,
+            base = alloc(dst, count)
+            ops.append(RankOp(dst, step_no, 2, Kind.RECV, src, lane, "s", base, "s", base, count,
                               False, key, chunk))
             pos = base
             for b, i, c in dsts:
-                kind = Kind.REDUCE if reduce else Kind.COPY
-                ops.append(RankOp(t.dst, step_no, 3, kind, -1, t.lane, "s", pos, b, i, c, False,
+                kind = Kind.REDUCE if reduce else copy_kind
+                ops.append(RankOp(dst, step_no, 3, kind, -1, lane, "s", pos, b, i, c, False,
                                   key + (pos,), chunk))
                 pos += c
     return OpPlan(coll, tuple(ops), tuple(scratch_top), schedule.provenance.algorithm)
