@@ -90,15 +90,26 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     last_send: dict[int, tuple[int, int, int]] = {}
     prev_send: dict[int, tuple[int, int, int]] = {}
     sends = SENDS
+    recv_before: dict[tuple[int, int], dict[int, int]] = {}
     items_of = [tb.items for tb in tbs]
     for position, tb_i, it_i in order:
         item = items_of[tb_i][it_i]
         need: dict[int, int] = {}
         if sync and item.type in sends and tbs[tb_i].send in sync:
-            for (t, lane), (at, idx) in recv_at.items():
-                k = bisect_left(at, item.op.step)
-                if t != tb_i and lane == item.op.lane and k:
-                    need[t] = max(need.get(t, -1), idx[k - 1])
+            # per other tb: its last receive of the lane before this step (the same for every
+            # send of a (lane, step): worked out once)
+            lane_step = (item.op.lane, item.op.step)
+            before = recv_before.get(lane_step)
+            if before is None:
+                lane, step = lane_step
+                before = {}
+                for (t, rlane), (at, idx) in recv_at.items():
+                    if rlane == lane:
+                        k = bisect_left(at, step)
+                        if k:
+                            before[t] = max(before.get(t, -1), idx[k - 1])
+                recv_before[lane_step] = before
+            need = {t: i for t, i in before.items() if t != tb_i}
         if reply and item.type in sends and tbs[tb_i].send in reply:
             got = answer.get((tbs[tb_i].send, item.op.lane, item.op.step))
             if got is not None and got[0] != tb_i:
