@@ -13,19 +13,18 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from collc.compiler.program import StepType
 from collc.compiler.scratch import Interval, Kind, RankOp
 from collc.compiler.segments import Partition
 from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
 from collc.ir.collective import Buffer, Collective
-from collc.ir.records import fast_init
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One future XML step: an op, possibly fused with the send that follows it."""
+class Item(NamedTuple):
+    """One future XML step: an op, possibly fused with the send that follows it (immutable;
+    a named tuple because lowering builds one per op and tuples are the cheapest to build)."""
 
     type: StepType
     op: RankOp
@@ -68,11 +67,6 @@ def _single(op: RankOp) -> Item:
     return Item(t, op, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt, op.rd, op.wr)
 
 
-def _candidate(cur: RankOp, nxt: RankOp | None) -> bool:
-    return (nxt is not None and cur.kind is Kind.RECV and nxt.kind is Kind.SEND
-            and (cur.dstbuf, cur.dstoff, cur.cnt) == (nxt.srcbuf, nxt.srcoff, nxt.cnt))
-
-
 def fuse(plan: TbPlan) -> FusedPlan:
     coll = plan.plan.collective
     return FusedPlan(plan, tuple(fuse_rank(coll, rank, tbs) for rank, tbs in enumerate(plan.tbs)))
@@ -80,7 +74,8 @@ def fuse(plan: TbPlan) -> FusedPlan:
 
 def fuse_rank(coll: Collective, rank: int, tbs: tuple[PlannedTb, ...]) -> tuple[FusedTb, ...]:
     """Fusion of one rank's tbs (the pass works rank by rank)."""
-    # candidate pairs, per tb the index of the receive of each (what _candidate says, inlined: hot loop)
+    # candidate pairs, per tb the index of the receive of each: a receive followed by a send of
+    # exactly the slots it wrote
     recv_kind, send_kind = Kind.RECV, Kind.SEND
     at: list[list[int]] = []
     cands: list[RankOp] = []

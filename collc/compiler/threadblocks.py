@@ -29,14 +29,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from collc.compiler.scratch import Kind, OpPlan, RankOp
-from collc.ir.records import fast_init
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
-class ChannelOp:
+class ChannelOp(NamedTuple):
+    """An op with its channel (immutable; a named tuple: one is built per op)."""
+
     op: RankOp
     chan: int
 
