@@ -134,7 +134,8 @@ class _Intervals:
 
     def add(self, rank: int, buf: str, lo: int, hi: int) -> None:
         self._raw.setdefault((rank, buf), []).append((lo, hi))
-        self._merged.pop((rank, buf), None)
+        if self._merged:             # (expand adds a step's intervals before any query)
+            self._merged.pop((rank, buf), None)
 
     def overlaps(self, rank: int, buf: str, lo: int, hi: int) -> bool:
         key = (rank, buf)
@@ -246,10 +247,13 @@ def expand(schedule: Schedule) -> OpPlan:
             ops.append(RankOp(src, step_no, 1, Kind.SEND, dst, lane, sbuf, soff, sbuf, soff, count,
                               False, key, chunk))
             # receiver side
-            clash = any(reads.overlaps(dst, b, i, i + c) for b, i, c in dsts)
             reduce = t.op is reduce_op
+            if len(dsts) == 1:
+                b, i, c = dsts[0]
+                clash = reads.overlaps(dst, b, i, i + c)
+            else:
+                clash = any(reads.overlaps(dst, b, i, i + c) for b, i, c in dsts)
             if len(dsts) == 1 and not clash:
-                b, i, _ = dsts[0]
                 ops.append(RankOp(dst, step_no, 2, Kind.RECV, src, lane, b, i, b, i, count, reduce,
                                   key, chunk))
                 continue
