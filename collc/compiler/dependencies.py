@@ -62,7 +62,8 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     rank's connections in ``step_reply``."""
     order = sorted(((item.op.pos, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                     for it_i, item in enumerate(tb.items)))
-    part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
+    part = Partition({iv for tb in tbs for item in tb.items for ivs in (item.reads, item.writes)
+                      for iv in ivs})
     # per segment (all its slots alike): the last writer and, per tb, the last reader since
     last_writer: list[tuple[int, int] | None] = [None] * len(part)
     readers: list[dict[int, int]] = [{} for _ in range(len(part))]

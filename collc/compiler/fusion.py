@@ -122,7 +122,8 @@ class _Timeline:
     sorted positions and whether each access is a pure write (writes without reading)."""
 
     def __init__(self, tbs: tuple[PlannedTb, ...], cands: list[RankOp]) -> None:
-        self.part = part = Partition(iv for tb in tbs for c in tb.ops for iv in c.op.rd + c.op.wr)
+        self.part = part = Partition({iv for tb in tbs for c in tb.ops for ivs in (c.op.rd, c.op.wr)
+                                      for iv in ivs})
         segs = part.table        # every interval of an op is one the partition was built from
         wanted = bytearray(len(part))
         for cand in cands:
