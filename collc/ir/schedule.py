@@ -49,6 +49,8 @@ def make_slots(indices: Iterable[int]) -> Slots:
     """Normalize chunk indices: a ``range`` when contiguous and ascending."""
     if type(indices) is range and indices.step == 1:
         return indices
+    if type(indices) is list and len(indices) == 1:    # one chunk: what most frontends pass
+        return range(indices[0], indices[0] + 1)
     items = tuple(indices)
     n = len(items)
     # contiguous: the ends n-1 apart, and (beyond two) equal to the range they span (one C compare)
@@ -145,9 +147,11 @@ class Schedule:
         for t in ordered:
             if not (0 <= t.src < n and 0 <= t.dst < n):
                 raise ScheduleError(f"rank out of range 0..{n - 1} in {t}")
-            for buf, idx in ((t.src_buf, t.src_idx), (t.dst_buf, t.dst_idx)):
-                if _highest(idx) >= sizes[buf]:
-                    raise ScheduleError(f"chunk {max(idx)} beyond buffer {buf.value} of {sizes[buf]} chunks in {t}")
+            if _highest(t.src_idx) >= sizes[t.src_buf] or _highest(t.dst_idx) >= sizes[t.dst_buf]:
+                for buf, idx in ((t.src_buf, t.src_idx), (t.dst_buf, t.dst_idx)):
+                    if _highest(idx) >= sizes[buf]:
+                        raise ScheduleError(f"chunk {max(idx)} beyond buffer {buf.value} of {sizes[buf]} chunks "
+                                            f"in {t}")
         nsteps = ordered[-1].step + 1 if ordered else 0    # sorted by step first
         groups: list[list[Transfer]] = [[] for _ in range(nsteps)]
         for t in ordered:
