@@ -41,11 +41,14 @@ def fast_init(cls: type[T]) -> type[T]:
     body: list[str] = []
     env: dict[str, Any] = {}
     for k, f in enumerate(fields(cls)):   # type: ignore[arg-type]
-        if not f.init:
-            continue
-        if f.default_factory is not MISSING:  # pragma: no cover - the IR records use plain defaults
+        if f.default_factory is not MISSING:
             raise TypeError(f"fast_init: field {f.name} of {cls.__name__} has a default factory")
         env[f"_set{k}"] = cls.__dict__[f.name].__set__
+        if not f.init:
+            if f.default is not MISSING:      # set as the generated __init__ would; else __post_init__ does
+                env[f"_def{k}"] = f.default
+                body.append(f"    _set{k}(self, _def{k})")
+            continue
         if f.default is MISSING:
             params.append(f.name)
         else:
