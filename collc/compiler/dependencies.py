@@ -62,7 +62,8 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     rank's connections in ``step_reply``."""
     order = sorted(((item.op.pos, tb_i, it_i) for tb_i, tb in enumerate(tbs)
                     for it_i, item in enumerate(tb.items)))
-    part = Partition(iv for tb in tbs for item in tb.items for iv in item.reads + item.writes)
+    part = Partition({iv for tb in tbs for item in tb.items for ivs in (item.reads, item.writes)
+                      for iv in ivs})
     # per segment (all its slots alike): the last writer and, per tb, the last reader since
     last_writer: list[tuple[int, int] | None] = [None] * len(part)
     readers: list[dict[int, int]] = [{} for _ in range(len(part))]
@@ -89,19 +90,32 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     # ordered_sends, per send peer: (step, tb, item) of the latest send to it, and the latest one of an earlier step
     last_send: dict[int, tuple[int, int, int]] = {}
     prev_send: dict[int, tuple[int, int, int]] = {}
+    sends = SENDS
+    recv_before: dict[tuple[int, int], dict[int, int]] = {}
+    items_of = [tb.items for tb in tbs]
     for position, tb_i, it_i in order:
-        item = tbs[tb_i].items[it_i]
+        item = items_of[tb_i][it_i]
         need: dict[int, int] = {}
-        if sync and item.type in SENDS and tbs[tb_i].send in sync:
-            for (t, lane), (at, idx) in recv_at.items():
-                k = bisect_left(at, item.op.step)
-                if t != tb_i and lane == item.op.lane and k:
-                    need[t] = max(need.get(t, -1), idx[k - 1])
-        if reply and item.type in SENDS and tbs[tb_i].send in reply:
+        if sync and item.type in sends and tbs[tb_i].send in sync:
+            # per other tb: its last receive of the lane before this step (the same for every
+            # send of a (lane, step): worked out once)
+            lane_step = (item.op.lane, item.op.step)
+            before = recv_before.get(lane_step)
+            if before is None:
+                lane, step = lane_step
+                before = {}
+                for (t, rlane), (at, idx) in recv_at.items():
+                    if rlane == lane:
+                        k = bisect_left(at, step)
+                        if k:
+                            before[t] = max(before.get(t, -1), idx[k - 1])
+                recv_before[lane_step] = before
+            need = {t: i for t, i in before.items() if t != tb_i}
+        if reply and item.type in sends and tbs[tb_i].send in reply:
             got = answer.get((tbs[tb_i].send, item.op.lane, item.op.step))
             if got is not None and got[0] != tb_i:
                 need[got[0]] = max(need.get(got[0], -1), got[1])
-        if ordered_sends and item.type in SENDS:
+        if ordered_sends and item.type in sends:
             peer, step = tbs[tb_i].send, position[0]
             last = last_send.get(peer)
             if last is not None and last[0] < step:
@@ -110,48 +124,64 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
             if prev is not None and prev[1] != tb_i:
                 need[prev[1]] = max(need.get(prev[1], -1), prev[2])
             last_send[peer] = (step, tb_i, it_i)
-        rsegs = [g for iv in item.reads for g in segs[iv]]
-        wsegs = [g for iv in item.writes for g in segs[iv]]
-        for g in rsegs:
-            w = last_writer[g]
-            if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
-                need[w[0]] = w[1]
-        for g in wsegs:
-            w = last_writer[g]
-            if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
-                need[w[0]] = w[1]
-            for t, i in readers[g].items():
-                if t != tb_i and need.get(t, -1) < i:
-                    need[t] = i
-        for g in rsegs:
-            readers[g][tb_i] = it_i      # items of a tb come in increasing order
-        for g in wsegs:
-            last_writer[g] = (tb_i, it_i)
-            readers[g] = {}
-        sat = satisfied[tb_i]
-        kept = {t: i for t, i in need.items() if sat.get(t, -1) < i}
-        sat.update(kept)
-        if kept:
-            deps[(tb_i, it_i)] = kept
+        # RAW on the last writer; WAW and WAR on the last writer and every reader since
+        reads, writes = item.reads, item.writes
+        for iv in reads:
+            for g in segs[iv]:
+                w = last_writer[g]
+                if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
+                    need[w[0]] = w[1]
+        for iv in writes:
+            for g in segs[iv]:
+                w = last_writer[g]
+                if w is not None and w[0] != tb_i and need.get(w[0], -1) < w[1]:
+                    need[w[0]] = w[1]
+                for t, i in readers[g].items():
+                    if t != tb_i and need.get(t, -1) < i:
+                        need[t] = i
+        for iv in reads:
+            for g in segs[iv]:
+                readers[g][tb_i] = it_i      # items of a tb come in increasing order
+        if writes:
+            me = (tb_i, it_i)
+            for iv in writes:
+                for g in segs[iv]:
+                    last_writer[g] = me
+                    readers[g] = {}
+        if need:
+            sat = satisfied[tb_i]
+            kept = {t: i for t, i in need.items() if sat.get(t, -1) < i}
+            if kept:
+                sat.update(kept)
+                deps[(tb_i, it_i)] = kept
     # step index of each item after inserting nops
     index: list[list[int]] = []
     for tb_i, tb in enumerate(tbs):
         pos, idx = 0, []
         for it_i in range(len(tb.items)):
-            pos += max(0, len(deps.get((tb_i, it_i), {})) - 1)
+            d = deps.get((tb_i, it_i))
+            if d is not None and len(d) > 1:
+                pos += len(d) - 1
             idx.append(pos)
             pos += 1
         index.append(idx)
     targets = {(t, index[t][i]) for d in deps.values() for t, i in d.items()}
     out_tbs: list[Threadblock] = []
+    nop = StepType.NOP
     for tb_i, tb in enumerate(tbs):
         steps: list[Step] = []
         for it_i, item in enumerate(tb.items):
-            dl = sorted((t, index[t][i]) for t, i in deps.get((tb_i, it_i), {}).items())
+            d = deps.get((tb_i, it_i))
+            if d is None:
+                n = len(steps)
+                steps.append(Step(n, item.type, item.srcbuf, item.srcoff, item.dstbuf, item.dstoff,
+                                  item.cnt, -1, -1, 1 if (tb_i, n) in targets else 0))
+                continue
+            dl = sorted((t, index[t][i]) for t, i in d.items())
             for dep_tb, dep_step in dl[:-1]:
-                steps.append(Step(len(steps), StepType.NOP, "i", -1, "o", -1, 0, dep_tb, dep_step,
+                steps.append(Step(len(steps), nop, "i", -1, "o", -1, 0, dep_tb, dep_step,
                                   int((tb_i, len(steps)) in targets)))
-            depid, dep_s = dl[-1] if dl else (-1, -1)
+            depid, dep_s = dl[-1]
             steps.append(Step(len(steps), item.type, item.srcbuf, item.srcoff, item.dstbuf, item.dstoff,
                               item.cnt, depid, dep_s, int((tb_i, len(steps)) in targets)))
         out_tbs.append(Threadblock(tb_i, tb.send, tb.recv, tb.chan, tuple(steps)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from collc.compiler.program import StepType
 from collc.compiler.scratch import Interval, Kind, RankOp
@@ -21,9 +22,9 @@ from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
 from collc.ir.collective import Buffer, Collective
 
 
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One future XML step: an op, possibly fused with the send that follows it."""
+class Item(NamedTuple):
+    """One future XML step: an op, possibly fused with the send that follows it (immutable;
+    a named tuple because lowering builds one per op and tuples are the cheapest to build)."""
 
     type: StepType
     op: RankOp
@@ -66,11 +67,6 @@ def _single(op: RankOp) -> Item:
     return Item(t, op, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt, op.rd, op.wr)
 
 
-def _candidate(cur: RankOp, nxt: RankOp | None) -> bool:
-    return (nxt is not None and cur.kind is Kind.RECV and nxt.kind is Kind.SEND
-            and (cur.dstbuf, cur.dstoff, cur.cnt) == (nxt.srcbuf, nxt.srcoff, nxt.cnt))
-
-
 def fuse(plan: TbPlan) -> FusedPlan:
     coll = plan.plan.collective
     return FusedPlan(plan, tuple(fuse_rank(coll, rank, tbs) for rank, tbs in enumerate(plan.tbs)))
@@ -78,26 +74,45 @@ def fuse(plan: TbPlan) -> FusedPlan:
 
 def fuse_rank(coll: Collective, rank: int, tbs: tuple[PlannedTb, ...]) -> tuple[FusedTb, ...]:
     """Fusion of one rank's tbs (the pass works rank by rank)."""
+    # candidate pairs, per tb the index of the receive of each: a receive followed by a send of
+    # exactly the slots it wrote
+    recv_kind, send_kind = Kind.RECV, Kind.SEND
+    at: list[list[int]] = []
+    cands: list[RankOp] = []
+    for tb in tbs:
+        ks: list[int] = []
+        ops = [c.op for c in tb.ops]
+        for k in range(len(ops) - 1):
+            cur = ops[k]
+            if cur.kind is recv_kind:
+                nxt = ops[k + 1]
+                if (nxt.kind is send_kind and cur.dstoff == nxt.srcoff and cur.cnt == nxt.cnt
+                        and cur.dstbuf == nxt.srcbuf):
+                    ks.append(k)
+                    cands.append(cur)
+        at.append(ks)
     # the access timeline is needed only for slots that a candidate pair moves
-    cands = [a.op for tb in tbs for a, b in zip(tb.ops, tb.ops[1:]) if _candidate(a.op, b.op)]
     tl = _Timeline(tbs, cands) if cands else None
     pb, base = coll.alias(rank, Buffer.OUTPUT)
     outs = coll.obligated_outputs(rank)
     out_iv = (pb.value, base + outs.start, base + outs.stop)
     fused_tbs: list[FusedTb] = []
-    for tb in tbs:
-        items: list[Item] = []
-        ops = tb.ops
-        k = 0
-        while k < len(ops):
-            cur = ops[k].op
-            nxt = ops[k + 1].op if k + 1 < len(ops) else None
-            if nxt is not None and tl is not None and _candidate(cur, nxt) and tl.quiet_between(cur, nxt):
-                items.append(_fused(cur, nxt, tl, out_iv))
-                k += 2
-                continue
-            items.append(_single(cur))
-            k += 1
+    for tb, ks in zip(tbs, at):
+        ops = [c.op for c in tb.ops]
+        if not ks or tl is None:
+            items = [_single(op) for op in ops]
+        else:
+            items = []
+            fuse_at = set(ks)
+            k, n = 0, len(ops)
+            while k < n:
+                cur = ops[k]
+                if k in fuse_at and tl.quiet_between(cur, ops[k + 1]):
+                    items.append(_fused(cur, ops[k + 1], tl, out_iv))
+                    k += 2
+                    continue
+                items.append(_single(cur))
+                k += 1
         fused_tbs.append(FusedTb(tb.send, tb.recv, tb.chan, tuple(items)))
     return tuple(fused_tbs)
 
@@ -107,24 +122,36 @@ class _Timeline:
     sorted positions and whether each access is a pure write (writes without reading)."""
 
     def __init__(self, tbs: tuple[PlannedTb, ...], cands: list[RankOp]) -> None:
-        self.part = part = Partition(iv for tb in tbs for c in tb.ops for iv in c.op.rd + c.op.wr)
+        self.part = part = Partition({iv for tb in tbs for c in tb.ops for ivs in (c.op.rd, c.op.wr)
+                                      for iv in ivs})
         segs = part.table        # every interval of an op is one the partition was built from
-        wanted = [False] * len(part)
+        wanted = bytearray(len(part))
         for cand in cands:
             for iv in cand.wr:
                 for g in segs[iv]:
-                    wanted[g] = True
+                    wanted[g] = 1
+        # per interval: its wanted segments (most intervals have none, and many repeat)
+        hits = {iv: tuple(g for g in r if wanted[g]) for iv, r in segs.items()}
         acc: dict[int, list[tuple[tuple[int, ...], bool]]] = {}
         for tb in tbs:
             for c in tb.ops:
                 op = c.op
-                read = {g for iv in op.rd for g in segs[iv] if wanted[g]}
-                for g in read:
-                    acc.setdefault(g, []).append((op.pos, False))
-                for iv in op.wr:
-                    for g in segs[iv]:
-                        if wanted[g] and g not in read:
-                            acc.setdefault(g, []).append((op.pos, True))
+                rd, wr = op.rd, op.wr
+                read: set[int] | tuple[int, ...] = ()
+                if rd:
+                    read = hits[rd[0]] if len(rd) == 1 else {g for iv in rd for g in hits[iv]}
+                    for g in read:
+                        lst = acc.get(g)
+                        if lst is None:
+                            acc[g] = lst = []
+                        lst.append((op.pos, False))
+                for iv in wr:
+                    for g in hits[iv]:
+                        if g not in read:
+                            lst = acc.get(g)
+                            if lst is None:
+                                acc[g] = lst = []
+                            lst.append((op.pos, True))
         self.positions: dict[int, list[tuple[int, ...]]] = {}
         self.pure_write: dict[int, list[bool]] = {}
         for g, lst in acc.items():
@@ -134,9 +161,10 @@ class _Timeline:
 
     def quiet_between(self, recv: RankOp, send: RankOp) -> bool:
         """No other access to the received slots between the receive and the send."""
-        lo, hi = order_key(recv), order_key(send)
+        lo, hi = recv.pos, send.pos
+        segs = self.part.table
         for iv in recv.wr:
-            for g in self.part.segments(iv):
+            for g in segs[iv]:
                 positions = self.positions[g]
                 i = bisect_right(positions, lo)
                 if i < len(positions) and positions[i] < hi:

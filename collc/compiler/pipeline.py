@@ -527,12 +527,18 @@ def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
     A lower bound on the tb program (nops and unfused pairs come on top); ``lower``
     doubles further if the real program still exceeds the limit.
     """
-    remote = [op for op in plan.ops if op.kind is Kind.SEND or op.kind is Kind.RECV]
+    if most <= 1:
+        return 1          # no choice to make
+    send, recv = Kind.SEND, Kind.RECV
+    remote = [op for op in plan.ops if op.kind is send or op.kind is recv]
     if not remote:
         return 1
-    conn: dict[tuple[int, int, int, bool], int] = {}
-    ids = np.fromiter((conn.setdefault((op.rank, op.peer, op.lane, op.kind is Kind.SEND), len(conn))
-                       for op in remote), dtype=np.int64, count=len(remote))
+    # a connection's id: any number unique to (rank, peer, lane, direction) will do
+    n = plan.collective.nranks
+    lanes = 1 + max(op.lane for op in remote)
+    ids = np.fromiter((((op.rank * n + op.peer) * lanes + op.lane) * 2 + (op.kind is send) for op in remote),
+                      dtype=np.int64, count=len(remote))
+    ids = np.unique(ids, return_inverse=True)[1].astype(np.int64)
     chunks = np.fromiter((op.chunk for op in remote), dtype=np.int64, count=len(remote))
     groups = 1
     while groups < most:

@@ -50,8 +50,8 @@ def split_chunks(schedule: Schedule, parts: int = 1, instances: int = 1) -> Sche
         for piece in range(m):
             inst = piece // parts
             sl = slice(piece * size, (piece + 1) * size)
-            out.append(replace(t, src_idx=make_slots(src[sl]), dst_idx=make_slots(dst[sl]),
-                               lane=inst * lanes + t.lane))
+            out.append(Transfer(t.step, t.src, t.dst, t.src_buf, make_slots(src[sl]), t.dst_buf,
+                                make_slots(dst[sl]), t.op, inst * lanes + t.lane))
     coll = replace(schedule.collective, chunk_factor=schedule.collective.chunk_factor * m)
     params = schedule.provenance.params + (("chunks", str(parts)), ("instances", str(instances)))
     pairs = tuple((rank, inst * lanes + lane, a, b) for inst in range(instances)
@@ -101,6 +101,7 @@ def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:
         src, dst = t.src_idx, t.dst_idx    # a range slices into ranges, in O(1)
         bounds = [t.count * k // parts for k in range(parts + 1)]
         for a, b in zip(bounds, bounds[1:]):
-            out.append(replace(t, src_idx=make_slots(src[a:b]), dst_idx=make_slots(dst[a:b])))
+            out.append(Transfer(t.step, t.src, t.dst, t.src_buf, make_slots(src[a:b]), t.dst_buf,
+                                make_slots(dst[a:b]), t.op, t.lane))
     return Schedule(schedule.collective, tuple(out), schedule.provenance, schedule.scratch_chunks,
                     schedule.tb_pairs, schedule.step_sync, schedule.ordered_sends, schedule.step_reply)

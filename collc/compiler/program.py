@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from collc.ir.collective import CollKind
+from collc.ir.records import fast_init
 
 
 class StepType(str, Enum):
@@ -67,6 +68,7 @@ class Proto(str, Enum):
     LL128 = "LL128"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Step:
     s: int
@@ -81,6 +83,7 @@ class Step:
     hasdep: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Threadblock:
     id: int
@@ -90,6 +93,7 @@ class Threadblock:
     steps: tuple[Step, ...]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Gpu:
     id: int

@@ -25,8 +25,9 @@ require.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
+from typing import Any, NamedTuple
 
 from collc.errors import LoweringError
 from collc.ir.collective import Buffer, Collective
@@ -43,8 +44,7 @@ class Kind(str, Enum):
     REDUCE = "re"
 
 
-@dataclass(frozen=True, slots=True)
-class RankOp:
+class _RankOpFields(NamedTuple):
     rank: int
     step: int
     phase: int
@@ -61,23 +61,39 @@ class RankOp:
     chunk: int           # first logical chunk moved (channel hashing)
     # derived once, used by every later pass: the logical position, and the slots read and
     # written as (buffer, lo, hi) intervals (compact: a 4096-rank program has 10^8 chunk slots)
-    pos: tuple[int, ...] = field(init=False, repr=False, compare=False)
-    rd: tuple[Interval, ...] = field(init=False, repr=False, compare=False)
-    wr: tuple[Interval, ...] = field(init=False, repr=False, compare=False)
+    pos: tuple[int, ...]
+    rd: tuple[Interval, ...]
+    wr: tuple[Interval, ...]
 
-    def __post_init__(self) -> None:
-        src = ((self.srcbuf, self.srcoff, self.srcoff + self.cnt),)
-        dst: tuple[Interval, ...] = () if self.kind is Kind.SEND else \
-            ((self.dstbuf, self.dstoff, self.dstoff + self.cnt),)
-        if self.kind is Kind.SEND or self.kind is Kind.COPY:
-            rd: tuple[Interval, ...] = src
-        elif self.kind is Kind.REDUCE:
-            rd = src + dst
+
+class RankOp(_RankOpFields):
+    """One rank's op, immutable.  A named tuple rather than a frozen dataclass: lowering builds
+    one per message end (10^6 at 1024 ranks) and a tuple is several times cheaper to build.
+    Built from its first 14 fields; ``pos``, ``rd`` and ``wr`` are derived from them."""
+
+    __slots__ = ()
+
+    def __new__(cls, rank: int, step: int, phase: int, kind: Kind, peer: int, lane: int, srcbuf: str,
+                srcoff: int, dstbuf: str, dstoff: int, cnt: int, reduce: bool, key: tuple[int, ...],
+                chunk: int) -> RankOp:
+        if kind is Kind.SEND:
+            rd: tuple[Interval, ...] = ((srcbuf, srcoff, srcoff + cnt),)
+            dst: tuple[Interval, ...] = ()
         else:
-            rd = dst if self.reduce else ()
-        object.__setattr__(self, "pos", (self.step, self.phase) + self.key)
-        object.__setattr__(self, "rd", rd)
-        object.__setattr__(self, "wr", dst)
+            dst = ((dstbuf, dstoff, dstoff + cnt),)
+            if kind is Kind.RECV:
+                rd = dst if reduce else ()
+            else:
+                src = ((srcbuf, srcoff, srcoff + cnt),)
+                rd = src if kind is Kind.COPY else src + dst
+        return tuple.__new__(cls, (rank, step, phase, kind, peer, lane, srcbuf, srcoff, dstbuf, dstoff, cnt,
+                                   reduce, key, chunk, (step, phase) + key, rd, dst))
+
+    def __getnewargs__(self) -> tuple[Any, ...]:   # pickling rebuilds from the 14 given fields
+        return tuple(self[:14])
+
+    def __repr__(self) -> str:
+        return "RankOp(" + ", ".join(f"{f}={v!r}" for f, v in zip(self._fields[:14], self)) + ")"
 
     def reads(self) -> list[Slot]:
         return expand_slots(self.rd)
@@ -118,7 +134,8 @@ class _Intervals:
 
     def add(self, rank: int, buf: str, lo: int, hi: int) -> None:
         self._raw.setdefault((rank, buf), []).append((lo, hi))
-        self._merged.pop((rank, buf), None)
+        if self._merged:             # (expand adds a step's intervals before any query)
+            self._merged.pop((rank, buf), None)
 
     def overlaps(self, rank: int, buf: str, lo: int, hi: int) -> bool:
         key = (rank, buf)
@@ -175,13 +192,31 @@ def expand(schedule: Schedule) -> OpPlan:
                 out.append((pb, i, 1))
         return out
 
+    copy_kind, reduce_op = Kind.COPY, Op.REDUCE
     for step_no, transfers in enumerate(schedule.steps):
-        # slots read by this step's transfers, per rank, as merged intervals
+        # slots read by this step's transfers, per rank, as merged intervals; each transfer's
+        # physical runs are computed once (a range is one run)
         reads = _Intervals()
+        runs: list[tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
+        has_local = False
         for t in transfers:
-            for b, i, c in phys_runs(t.src, t.src_buf, t.src_idx):
-                reads.add(t.src, b, i, i + c)
-        has_local = any(t.is_local for t in transfers)
+            src = t.src
+            sidx, didx = t.src_idx, t.dst_idx
+            if type(sidx) is range:
+                pb, b0 = aliases[src][t.src_buf]
+                srcs = [(pb, b0 + sidx.start, len(sidx))]
+            else:
+                srcs = phys_runs(src, t.src_buf, sidx)
+            if type(didx) is range:
+                pb, b0 = aliases[t.dst][t.dst_buf]
+                dsts = [(pb, b0 + didx.start, len(didx))]
+            else:
+                dsts = phys_runs(t.dst, t.dst_buf, didx)
+            runs.append((srcs, dsts))
+            for b, i, c in srcs:
+                reads.add(src, b, i, i + c)
+            if src == t.dst:
+                has_local = True
         read_now: dict[int, set[Slot]] = {}
         written_now: dict[int, set[Slot]] = {}
         if has_local:
@@ -193,38 +228,42 @@ def expand(schedule: Schedule) -> OpPlan:
         for number, t in enumerate(transfers):
             key = (step_no, number)
             chunk = t.src_idx[0]
-            srcs = phys_runs(t.src, t.src_buf, t.src_idx)
-            dsts = phys_runs(t.dst, t.dst_buf, t.dst_idx)
-            if t.is_local:
+            srcs, dsts = runs[number]
+            src, dst, lane = t.src, t.dst, t.lane
+            if src == dst:
                 _local(t, step_no, srcs, dsts, read_now, written_now, ops, key, chunk)
                 continue
+            count = len(t.src_idx)
             # sender side
             if len(srcs) == 1:
                 sbuf, soff, _ = srcs[0]
             else:
-                sbuf, soff = "s", alloc(t.src, t.count)
+                sbuf, soff = "s", alloc(src, count)
                 pos = soff
                 for b, i, c in srcs:
-                    ops.append(RankOp(t.src, step_no, 0, Kind.COPY, -1, t.lane, b, i, "s", pos, c, False,
+                    ops.append(RankOp(src, step_no, 0, copy_kind, -1, lane, b, i, "s", pos, c, False,
                                       key + (pos,), chunk))
                     pos += c
-            ops.append(RankOp(t.src, step_no, 1, Kind.SEND, t.dst, t.lane, sbuf, soff, sbuf, soff, t.count,
+            ops.append(RankOp(src, step_no, 1, Kind.SEND, dst, lane, sbuf, soff, sbuf, soff, count,
                               False, key, chunk))
             # receiver side
-            clash = any(reads.overlaps(t.dst, b, i, i + c) for b, i, c in dsts)
-            reduce = t.op is Op.REDUCE
+            reduce = t.op is reduce_op
+            if len(dsts) == 1:
+                b, i, c = dsts[0]
+                clash = reads.overlaps(dst, b, i, i + c)
+            else:
+                clash = any(reads.overlaps(dst, b, i, i + c) for b, i, c in dsts)
             if len(dsts) == 1 and not clash:
-                b, i, _ = dsts[0]
-                ops.append(RankOp(t.dst, step_no, 2, Kind.RECV, t.src, t.lane, b, i, b, i, t.count, reduce,
+                ops.append(RankOp(dst, step_no, 2, Kind.RECV, src, lane, b, i, b, i, count, reduce,
                                   key, chunk))
                 continue
-            base = alloc(t.dst, t.count)
-            ops.append(RankOp(t.dst, step_no, 2, Kind.RECV, t.src, t.lane, "s", base, "s", base, t.count,
+            base = alloc(dst, count)
+            ops.append(RankOp(dst, step_no, 2, Kind.RECV, src, lane, "s", base, "s", base, count,
                               False, key, chunk))
             pos = base
             for b, i, c in dsts:
-                kind = Kind.REDUCE if reduce else Kind.COPY
-                ops.append(RankOp(t.dst, step_no, 3, kind, -1, t.lane, "s", pos, b, i, c, False,
+                kind = Kind.REDUCE if reduce else copy_kind
+                ops.append(RankOp(dst, step_no, 3, kind, -1, lane, "s", pos, b, i, c, False,
                                   key + (pos,), chunk))
                 pos += c
     return OpPlan(coll, tuple(ops), tuple(scratch_top), schedule.provenance.algorithm)

@@ -49,8 +49,13 @@ class Partition:
             n += len(cuts) - 1
             self._owner.extend([b] * (len(cuts) - 1))
         self._n = n
-        # ops reuse the same intervals many times: look each one up once
-        self._memo: dict[Interval, range] = {iv: self._lookup(iv) for iv in ivs}
+        # ops reuse the same intervals many times: look each one up once (both ends are cuts:
+        # a dict from cut to segment number does it without bisecting)
+        seg_at = {b: {c: self._base[b] + k for k, c in enumerate(cuts)} for b, cuts in self._cuts.items()}
+        self._memo: dict[Interval, range] = {}
+        for iv in ivs:
+            at = seg_at[iv[0]]
+            self._memo[iv] = range(at[iv[1]], at[iv[2]])
 
     def __len__(self) -> int:
         return self._n

@@ -28,13 +28,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from collc.compiler.scratch import Kind, OpPlan, RankOp
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelOp:
+class ChannelOp(NamedTuple):
+    """An op with its channel (immutable; a named tuple: one is built per op)."""
+
     op: RankOp
     chan: int
 
@@ -72,17 +74,21 @@ def assign_channels(plan: OpPlan, groups: int, spread: int = 1) -> list[ChannelO
 def peer_spread(ops: Iterable[RankOp], nranks: int) -> int:
     """Channels each channel group is split into so that no rank has more than
     :data:`PEERS_PER_CHANNEL` send or receive peers on one channel (1 when none has)."""
-    peers: dict[tuple[int, int, bool], set[int]] = defaultdict(set)
-    for op in ops:
-        if op.kind is Kind.SEND or op.kind is Kind.RECV:
-            peers[(op.rank, op.lane, op.kind is Kind.SEND)].add(op.peer)
-    if max(map(len, peers.values()), default=0) <= PEERS_PER_CHANNEL:
+    send, recv = Kind.SEND, Kind.RECV
+    # distinct (rank, lane, direction, peer), then peers per (rank, lane, direction)
+    links = {(op.rank, op.lane, op.kind is send, op.peer) for op in ops if op.kind is send or op.kind is recv}
+    per_side: dict[tuple[int, int, bool], int] = defaultdict(int)
+    for rank, lane, sending, _ in links:
+        per_side[(rank, lane, sending)] += 1
+    if max(per_side.values(), default=0) <= PEERS_PER_CHANNEL:
         return 1
     return -(-(nranks - 1) // PEERS_PER_CHANNEL)
 
 
 def channel_ops(ops: Iterable[RankOp], groups: int, spread: int = 1, nranks: int = 1) -> list[ChannelOp]:
     if spread == 1:
+        if groups == 1:
+            return [ChannelOp(op, op.lane) for op in ops]
         return [ChannelOp(op, op.lane * groups + op.chunk % groups) for op in ops]
     out = []
     for op in ops:
@@ -113,25 +119,30 @@ def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
     matching.
     """
     # a message's local gather/scatter copies follow the message's channel
+    send_kind, recv_kind = Kind.SEND, Kind.RECV
     msg_chan: dict[tuple[int, ...], int] = {}
-    for c in chops:
-        if c.op.kind in (Kind.SEND, Kind.RECV):
-            msg_chan[c.op.key] = c.chan
     send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
     recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    local: list[ChannelOp] = []
-    attached: dict[tuple[str, int, int], list[ChannelOp]] = defaultdict(list)
+    rest: list[ChannelOp] = []
     for c in chops:
         op = c.op
-        if op.kind is Kind.SEND:
+        if op.kind is send_kind:
+            msg_chan[op.key] = c.chan
             send_ops[(op.peer, c.chan)].append(c)
-        elif op.kind is Kind.RECV:
+        elif op.kind is recv_kind:
+            msg_chan[op.key] = c.chan
             recv_ops[(op.peer, c.chan)].append(c)
-        elif op.key[:2] in msg_chan:
-            role = "send" if op.phase == 0 else "recv"
-            attached[(role, op.key[0], op.key[1])].append(replace(c, chan=msg_chan[op.key[:2]]))
         else:
-            local.append(replace(c, chan=0))
+            rest.append(c)
+    local: list[ChannelOp] = []
+    attached: dict[tuple[str, int, int], list[ChannelOp]] = defaultdict(list)
+    for c in rest:
+        op = c.op
+        if op.key[:2] in msg_chan:
+            role = "send" if op.phase == 0 else "recv"
+            attached[(role, op.key[0], op.key[1])].append(ChannelOp(op, msg_chan[op.key[:2]]))
+        else:
+            local.append(ChannelOp(op, 0))
     if not pair:
         pairs: dict[tuple[int, int], int] = {}
     elif hints:
@@ -149,20 +160,28 @@ def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
     for (speer, chan), ops in sorted(send_ops.items()):
         if (speer, chan) not in used_send:
             tbs.append(_tb(speer, -1, chan, ops, attached))
-    local.sort(key=lambda c: c.op.pos)
+    local.sort(key=_pos)
     for start in range(0, len(local), LOCAL_TB_OPS):  # several local tbs if there are many
         tbs.append(PlannedTb(-1, -1, 0, tuple(local[start:start + LOCAL_TB_OPS])))
     tbs.sort(key=lambda t: (t.chan, t.send, t.recv, t.ops[0].op.pos if t.ops else ()))
     return tuple(tbs)
 
 
+def _pos(c: ChannelOp) -> tuple[int, ...]:
+    return c.op.pos
+
+
 def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
         attached: dict[tuple[str, int, int], list[ChannelOp]]) -> PlannedTb:
     allops = list(ops)
-    for c in ops:
-        role = "send" if c.op.kind is Kind.SEND else "recv"
-        allops.extend(attached.get((role, c.op.key[0], c.op.key[1]), []))
-    return PlannedTb(send, recv, chan, tuple(sorted(allops, key=lambda c: c.op.pos)))
+    if attached:
+        send_kind = Kind.SEND
+        for c in ops:
+            key = c.op.key
+            more = attached.get(("send" if c.op.kind is send_kind else "recv", key[0], key[1]))
+            if more:
+                allops.extend(more)
+    return PlannedTb(send, recv, chan, tuple(sorted(allops, key=_pos)))
 
 
 def _hinted_pairs(send_ops: dict[tuple[int, int], list[ChannelOp]],

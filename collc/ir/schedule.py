@@ -39,6 +39,7 @@ from enum import Enum
 
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, Collective
+from collc.ir.records import fast_init
 
 # Chunk index lists are ranges when contiguous (cheap at 1024 ranks), else tuples.
 Slots = range | tuple[int, ...]
@@ -46,12 +47,22 @@ Slots = range | tuple[int, ...]
 
 def make_slots(indices: Iterable[int]) -> Slots:
     """Normalize chunk indices: a ``range`` when contiguous and ascending."""
-    if isinstance(indices, range) and indices.step == 1:
+    if type(indices) is range and indices.step == 1:
         return indices
+    if type(indices) is list and len(indices) == 1:    # one chunk: what most frontends pass
+        return range(indices[0], indices[0] + 1)
     items = tuple(indices)
-    if items and all(b - a == 1 for a, b in zip(items, items[1:])):
+    n = len(items)
+    # contiguous: the ends n-1 apart, and (beyond two) equal to the range they span (one C compare)
+    if n and items[-1] - items[0] == n - 1 and (n <= 2 or items == tuple(range(items[0], items[0] + n))):
         return range(items[0], items[-1] + 1)
     return items
+
+
+def _highest(idx: Slots) -> int:
+    if isinstance(idx, range):   # max() would walk the whole range
+        return idx[-1] if idx.step > 0 else idx[0]
+    return max(idx)
 
 
 def _lowest(idx: Slots) -> int:
@@ -65,6 +76,7 @@ class Op(str, Enum):
     REDUCE = "reduce"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Transfer:
     step: int
@@ -80,11 +92,15 @@ class Transfer:
     def __post_init__(self) -> None:
         if self.step < 0 or self.lane < 0:
             raise ScheduleError(f"negative step or lane in {self}")
-        if len(self.src_idx) != len(self.dst_idx) or len(self.src_idx) == 0:
+        s, d = self.src_idx, self.dst_idx
+        n = len(s)
+        if n != len(d) or n == 0:
             raise ScheduleError(f"transfer needs equal, non-empty source and destination chunk lists: {self}")
-        if _lowest(self.src_idx) < 0 or _lowest(self.dst_idx) < 0:
+        # a range of step 1 (what make_slots gives) starts at its lowest index
+        if ((s.start if type(s) is range and s.step == 1 else _lowest(s)) < 0
+                or (d.start if type(d) is range and d.step == 1 else _lowest(d)) < 0):
             raise ScheduleError(f"negative chunk index in {self}")
-        if self.src == self.dst and self.src_buf == self.dst_buf and set(self.src_idx) & set(self.dst_idx):
+        if self.src == self.dst and self.src_buf == self.dst_buf and set(s) & set(d):
             raise ScheduleError(f"local transfer onto its own chunks: {self}")
 
     @property
@@ -131,10 +147,12 @@ class Schedule:
         for t in ordered:
             if not (0 <= t.src < n and 0 <= t.dst < n):
                 raise ScheduleError(f"rank out of range 0..{n - 1} in {t}")
-            for buf, idx in ((t.src_buf, t.src_idx), (t.dst_buf, t.dst_idx)):
-                if max(idx) >= sizes[buf]:
-                    raise ScheduleError(f"chunk {max(idx)} beyond buffer {buf.value} of {sizes[buf]} chunks in {t}")
-            nsteps = max(nsteps, t.step + 1)
+            if _highest(t.src_idx) >= sizes[t.src_buf] or _highest(t.dst_idx) >= sizes[t.dst_buf]:
+                for buf, idx in ((t.src_buf, t.src_idx), (t.dst_buf, t.dst_idx)):
+                    if _highest(idx) >= sizes[buf]:
+                        raise ScheduleError(f"chunk {max(idx)} beyond buffer {buf.value} of {sizes[buf]} chunks "
+                                            f"in {t}")
+        nsteps = ordered[-1].step + 1 if ordered else 0    # sorted by step first
         groups: list[list[Transfer]] = [[] for _ in range(nsteps)]
         for t in ordered:
             groups[t.step].append(t)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from collc.compiler.pipelining import split_chunks
 from collc.errors import ScheduleError, VerifyError
+from collc.frontends.registry import build_schedule
+from collc.ir import verify
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Op, Provenance, Schedule, Transfer, make_slots
 from collc.ir.verify import verify_schedule
@@ -196,3 +199,43 @@ def test_transfer_properties() -> None:
     x = t(0, 1, 1, I, [0, 1], S, [2, 3], REDUCE)
     assert x.count == 2 and x.is_local and x.op is REDUCE
     assert x.sort_key() == (0, 0, 1, 1, 0, 2)
+
+
+# ---------------------------------------------------------------------- whole-transfer steps
+def _variants(s: Schedule) -> list[Schedule]:
+    """The schedule and broken copies: one transfer dropped, one reduce doubled, one copy doubled."""
+    out = [s]
+    xs = list(s.transfers)
+    for k in (0, len(xs) // 3, len(xs) - 1):
+        out.append(Schedule(s.collective, tuple(xs[:k] + xs[k + 1:]), s.provenance, s.scratch_chunks))
+    for op in (REDUCE, COPY):
+        picked = [x for x in xs if x.op is op]
+        if picked:
+            out.append(Schedule(s.collective, tuple(xs + [picked[len(picked) // 2]]), s.provenance,
+                                s.scratch_chunks))
+    return out
+
+
+def _outcome(s: Schedule) -> str | None:
+    try:
+        verify_schedule(s, data_check="exact")
+    except VerifyError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("algorithm,spec", [("recursive-halving-doubling", "hypercube:3"), ("swing", "torus:4x4"),
+                                            ("ring", "ring:4")])
+def test_sliced_steps_reach_the_chunk_by_chunk_verdicts(algorithm: str, spec: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step applied a transfer at a time (list slices) gives the same verdict and message
+    as the chunk-by-chunk pass, on correct schedules and on broken ones."""
+    topo = parse_spec(spec)
+    base = build_schedule(algorithm, topo, CollKind.ALLREDUCE, True, None, None, gpus_per_file=topo.nranks,
+                          chunks=1, instances=1)
+    for s in _variants(base) + _variants(split_chunks(base, 4)):
+        monkeypatch.setattr(verify, "SLICED", 10 ** 9)
+        slow = _outcome(s)
+        monkeypatch.setattr(verify, "SLICED", 0)
+        assert _outcome(s) == slow
+    assert _outcome(base) is None and _outcome(_variants(base)[1]) is not None
