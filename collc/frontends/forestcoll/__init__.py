@@ -30,7 +30,8 @@ taken, ``--report`` prints the throughput given up (the paper's practice, sectio
 ``opt`` forces the optimal k; an integer forces that k.  ``allreduce=lp`` builds allreduce
 from appendix E's LP instead of reduce-scatter + allgather (:mod:`.lp`: unequal roots, each
 link split between in- and out-trees; equal to RS+AG in the model on a100:2x8 and mi250:2,
-above it on mi250:8+8, docs/forestcoll.md).  ``lanes`` and ``pieces`` (0 = auto) set
+above it on mi250:8+8, docs/forestcoll.md; its two forests get lanes together from
+:func:`lp_lanes`).  ``lanes`` and ``pieces`` (0 = auto) set
 the channels the trees spread over and the pipelining pieces of each tree chunk.  When
 the caller passes the ``--chunks`` and ``--instances`` the schedule will be lowered with
 (the driver does, through the registry's ``@chunks`` / ``@instances`` options), the
@@ -73,7 +74,8 @@ from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
-__all__ = ["Forest", "forest", "applies", "build", "best_pieces", "lane_per_tree", "lp_allreduce_forest", "REFERENCE"]
+__all__ = ["Forest", "forest", "applies", "build", "best_pieces", "lane_per_tree", "lp_lanes", "lp_allreduce_forest",
+           "REFERENCE"]
 
 REFERENCE = ("Zhao et al., ForestColl: Efficient Collective Communications on Heterogeneous Network Fabrics "
              "(arXiv 2402.06787), sections 4.1-4.5, Algorithms 1-5, Theorems 1, 8, 12, 14")
@@ -223,8 +225,14 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         # (the LP's forest has no physical paths for the estimate: 3 pieces per hop, as plan_lanes)
         want = pieces_opt or (best_pieces(fo) if lpf is None else
                               max(MIN_PIECES, min(MAX_PIECES, PIECES_PER_HOP * max(t.height for t in ag + rs))))
-        ag_plan = lane_per_tree(ag, n, want, chunks, instances, file_gpus, both, reduces, rail)
-        rs_plan = ag_plan if rs is ag else lane_per_tree(rs, n, want, chunks, instances, file_gpus, both, True, rail)
+        if lpf is None:
+            ag_plan = lane_per_tree(ag, n, want, chunks, instances, file_gpus, both, reduces, rail)
+            rs_plan = ag_plan if rs is ag else lane_per_tree(rs, n, want, chunks, instances, file_gpus, both, True,
+                                                             rail)
+        else:
+            joint = lp_lanes(ag, rs, n, want, chunks, instances, file_gpus)
+            if joint is not None:
+                ag_plan, rs_plan = (joint[0], joint[2]), (joint[1], joint[2])
         if pieces_opt and any(p is None or p[1] < pieces_opt for p in (ag_plan, rs_plan)):
             ag_plan = None      # the pieces the user asked for, on the budgeted lanes
     if ag_plan is not None and rs_plan is not None:
@@ -403,6 +411,7 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
 ALPHA_US = 5.0            # software cost of one message (collc's event model; NCCL's ~5 us per step)
 REF_BYTES = 1 << 30       # the message size the pieces are chosen for: large messages (1 GiB)
 CONN_STEPS = 48           # steps of one connection per tb: 3/4 of the runtime's 64 (nops on top)
+LP_TB_STEPS = 64          # the runtime's steps per tb, for lp_lanes' measured 2 steps per transfer
 
 
 def best_pieces(fo: Forest, size: int = REF_BYTES, alpha_us: float = ALPHA_US) -> int:
@@ -499,6 +508,76 @@ def lane_per_tree(trees: tuple[Tree, ...], n: int, pieces: int, chunks: int, ins
                                        instances * (max(ops) * pieces * factor + 2)) > MAX_NODES:
         pieces -= 1
     return (lane_of, pieces) if pieces >= 1 else None
+
+
+def lp_lanes(bcast: tuple[Tree, ...], reduce: tuple[Tree, ...], n: int, pieces: int, chunks: int, instances: int,
+             file_gpus: int) -> tuple[list[int], list[int], int] | None:
+    """Lanes for the two forests of ``allreduce=lp`` together, and up to ``pieces`` pieces.
+
+    The LP's trees are one-way (a broadcast edge ``p -> c`` only sends down, a reduce edge
+    only up), so a lane's tbs on a rank are its distinct (peer, direction) pairs over both
+    forests, counted together against ``TB_BUDGET`` (RCCL's 64) and the lanes against the 32
+    channels, each times ``instances``.  The 49 trees of mi250:8+8 do not fit a lane each:
+    they go greedily (most chunks first) to the lane where they share a connection with the
+    fewest transfers already on it (those serialise in its tb), then add the fewest tbs, then
+    the emptiest, on the most lanes (up to 32) whose tbs fit (12 there, 63 tbs).  The
+    pieces are lowered to a power of two until a connection's steps fit ``LP_TB_STEPS`` and a
+    rank's the parser's nodes, as in :func:`lane_per_tree`; None when not even one piece fits.
+    On mi250:8+8 at 1 GiB (event model): 75.74 GB/s, against 27.79 on the budgeted lanes with
+    1 piece and 39.67 for the default allreduce (RS+AG); docs/forestcoll.md.
+    """
+    trees = [(t, False) for t in bcast] + [(t, True) for t in reduce]
+    order = sorted(range(len(trees)), key=lambda i: (-trees[i][0].mult, i))
+
+    def keys(i: int) -> list[tuple[int, int, int]]:
+        t, up = trees[i]
+        out = []
+        for p, c in t.edges:
+            a, z = (c, p) if up else (p, c)           # data a -> z
+            out += [(a, z, 0), (z, a, 1)]
+        return out
+
+    def assign(nl: int) -> tuple[list[int], dict[tuple[int, int, int, int], int]]:
+        lane_of = [0] * len(trees)
+        conns: dict[tuple[int, int, int, int], int] = {}
+        size = [0] * nl
+        for i in order:
+            ks = keys(i)
+            best = min(range(nl), key=lambda ln: (max(conns.get((ln,) + k, 0) for k in ks),
+                                                  sum((ln,) + k not in conns for k in ks), size[ln], ln))
+            lane_of[i] = best
+            size[best] += 1
+            for k in ks:
+                conns[(best,) + k] = conns.get((best,) + k, 0) + 1
+        return lane_of, conns
+
+    nl = min(len(trees), MAX_CHANNELS // instances)
+    while nl >= 1:
+        lane_of, conns = assign(nl)
+        tbs = [1] * n
+        ops = [0] * n
+        for (_, rank, _, _), count in conns.items():
+            tbs[rank] += 1
+            ops[rank] += count
+        if max(tbs) * instances <= TB_BUDGET:
+            break
+        nl -= 1
+    if nl < 1:
+        return None
+    # under 2 steps per transfer on the busiest tb once fused (mi250:8+8, 12 lanes, 8 pieces:
+    # 4 transfers a piece on the busiest connection, 54 steps), so the runtime's 64 steps per tb
+    # hold 2 per transfer, where plan_lanes budgets 3 within 48
+    factor = chunks * 2
+    got = min(pieces, LP_TB_STEPS // (max(conns.values(), default=1) * factor))
+    # a power of two: the LP's roots hold sum(roots) x pieces chunks (64 x P on mi250:8+8), and
+    # the runtime takes the file only for sizes the chunk count divides
+    got = 1 << (got.bit_length() - 1) if got >= 1 else 0
+    while got >= 1 and parser_nodes(file_gpus, max(tbs) * instances,
+                                    instances * (max(ops) * got * factor + 2)) > MAX_NODES:
+        got //= 2
+    if got < 1:
+        return None
+    return lane_of[:len(bcast)], lane_of[len(bcast):], got
 
 
 def _cut_text(fo: Forest) -> str:
