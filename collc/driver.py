@@ -144,6 +144,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             blocked = pairing_blocks(lowered.program, coll, opts)
             timings["pairing"] = clock() - a
             if blocked:
+                del lowered      # not alive while the next layout is lowered (memory at 4096 ranks)
                 continue
         header = replace(lowered.program, gpus=())
         t3 = clock() - lowered.emit_seconds
@@ -163,6 +164,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             # a paired layout that blocks fails the full check too, at many times the cost of
             # this data-free run (the check then explains the deadlock): go straight to the next
             timings["pairing"] = clock() - t4
+            del lowered, shards, text, parsed      # as above: the next attempt starts from the schedule alone
             continue
         else:
             report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
