@@ -51,6 +51,24 @@ W_DEP, W_RECV, W_SPACE = 1, 2, 3
 
 
 # =========================================================================== the kernel
+def _wake_source(key: int, k_head: Any, k_tail: Any, nxt: Any, q_head: int, q_tail: int) -> tuple[int, int]:
+    """Move the wait list of ``key`` to the end of the runnable queue (as ``runnable.extend(w)``
+    does in the Python model); returns the queue's new head and tail."""
+    if k_head[key] >= 0:
+        if q_tail < 0:
+            q_head = k_head[key]
+        else:
+            nxt[q_tail] = k_head[key]
+        q_tail = k_tail[key]
+        k_head[key] = -1
+        k_tail[key] = -1
+    return q_head, q_tail
+
+
+#: What the kernel calls; :func:`_compiled` replaces it by its numba-compiled form first.
+_wake: Callable[..., tuple[int, int]] = _wake_source
+
+
 def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: Any, nkeys: int, nconn: int,
                    st_flags: Any, st_op: Any, st_cnt: Any, st_dep: Any, st_deps: Any, st_hasdep: Any,
                    mac: int, nslots: int, ps: Any,
@@ -200,14 +218,7 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                     avail[cin] -= take
                     j -= take
                 key = nkeys + nconn + cin
-                if k_head[key] >= 0:
-                    if q_tail < 0:
-                        q_head = k_head[key]
-                    else:
-                        nxt[q_tail] = k_head[key]
-                    q_tail = k_tail[key]
-                    k_head[key] = -1
-                    k_tail[key] = -1
+                q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
                 if data and got != n:
                     return DATA_ERROR, total, pc, waits, flag, avail
             if data:
@@ -313,41 +324,20 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                             pool_ok[cursor + x] = tmp_ok[x]
                     cursor += n
                 key = nkeys + cout
-                if k_head[key] >= 0:
-                    if q_tail < 0:
-                        q_head = k_head[key]
-                    else:
-                        nxt[q_tail] = k_head[key]
-                    q_tail = k_tail[key]
-                    k_head[key] = -1
-                    k_tail[key] = -1
+                q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
             total += k
             piece[t] += k
             if piece[t] >= n_pieces:
                 key = tb_key[t]
                 if st_hasdep[row]:
                     flag[t] = row - tb_start[t]
-                    if k_head[key] >= 0:
-                        if q_tail < 0:
-                            q_head = k_head[key]
-                        else:
-                            nxt[q_tail] = k_head[key]
-                        q_tail = k_tail[key]
-                        k_head[key] = -1
-                        k_tail[key] = -1
+                    q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
                 piece[t] = 0
                 ready[t] = False
                 pc[t] = row + 1
                 if row + 1 >= end:
                     # waiters on a finished tb re-check once and then block for good
-                    if k_head[key] >= 0:
-                        if q_tail < 0:
-                            q_head = k_head[key]
-                        else:
-                            nxt[q_tail] = k_head[key]
-                        q_tail = k_tail[key]
-                        k_head[key] = -1
-                        k_tail[key] = -1
+                    q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
     status = OK
     for t in range(ntbs):
         if pc[t] < tb_start[t + 1]:
@@ -367,7 +357,7 @@ def _compiled() -> Callable[..., Any] | None:
     machine code is cached next to this module, or when that directory is read-only in
     numba's user cache directory (or ``NUMBA_CACHE_DIR``); with no writable place at all it
     is compiled in memory, once per process."""
-    global _KERNEL, _NO_NUMBA, _CACHED
+    global _KERNEL, _NO_NUMBA, _CACHED, _wake
     if _KERNEL is None and not _NO_NUMBA:
         try:
             import numba
@@ -375,9 +365,11 @@ def _compiled() -> Callable[..., Any] | None:
             _NO_NUMBA = True
             return None
         try:
+            _wake = numba.njit(cache=True, nogil=True)(_wake_source)
             _KERNEL = numba.njit(cache=True, nogil=True)(_kernel_source)
             _CACHED = True
         except RuntimeError:      # numba found no writable cache directory
+            _wake = numba.njit(cache=False, nogil=True)(_wake_source)
             _KERNEL = numba.njit(cache=False, nogil=True)(_kernel_source)
     return _KERNEL
 
