@@ -26,7 +26,7 @@ import numpy as np
 
 from collc.check.data import numeric_postcondition
 from collc.check.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream
-from collc.check.runtime_model import F_LOCAL, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
+from collc.check.runtime_model import F_COMBINE, F_LOCAL, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
 from collc.compiler.program import Program, StepType
 from collc.ir.collective import Buffer, Collective
 from collc.ir.symbolic import NumVec, leaf_at
@@ -65,8 +65,18 @@ def _wake_source(key: int, k_head: Any, k_tail: Any, nxt: Any, q_head: int, q_ta
     return q_head, q_tail
 
 
-#: What the kernel calls; :func:`_compiled` replaces it by its numba-compiled form first.
+def _park_source(t: int, key: int, k_head: Any, k_tail: Any, nxt: Any) -> None:
+    """Append tb ``t`` to the wait list of ``key`` (as ``waiters.setdefault(key, []).append(st)``)."""
+    if k_tail[key] < 0:
+        k_head[key] = t
+    else:
+        nxt[k_tail[key]] = t
+    k_tail[key] = t
+
+
+#: What the kernel calls; :func:`_compiled` replaces them by their numba-compiled forms first.
 _wake: Callable[..., tuple[int, int]] = _wake_source
+_park: Callable[..., None] = _park_source
 
 
 def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: Any, nkeys: int, nconn: int,
@@ -131,34 +141,24 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
             if not ready[t]:
                 target = st_dep[row]
                 if target >= 0 and flag[target] < st_deps[row]:
-                    waits[t] = 1
-                    key = tb_key[target]
-                    if k_tail[key] < 0:
-                        k_head[key] = t
-                    else:
-                        nxt[k_tail[key]] = t
-                    k_tail[key] = t
+                    waits[t] = W_DEP
+                    _park(t, tb_key[target], k_head, k_tail, nxt)
                     break
                 ready[t] = True
             fl = st_flags[row]
             cnt = st_cnt[row]
-            n_pieces = 1 if fl & 4 else (cnt + mac - 1) // mac
+            n_pieces = 1 if fl & F_LOCAL else (cnt + mac - 1) // mac
             k = n_pieces - piece[t]
             cin = tb_in[t]
             cout = tb_out[t]
-            if fl & 1:
+            if fl & F_RECV:
                 if avail[cin] < k:
                     k = avail[cin]
                     if k == 0:
-                        waits[t] = 2
-                        key = nkeys + cin
-                        if k_tail[key] < 0:
-                            k_head[key] = t
-                        else:
-                            nxt[k_tail[key]] = t
-                        k_tail[key] = t
+                        waits[t] = W_RECV
+                        _park(t, nkeys + cin, k_head, k_tail, nxt)
                         break
-            if fl & 2:
+            if fl & F_SEND:
                 room = nslots - used[cout]
                 fits = room // full
                 if fits < k:
@@ -176,18 +176,13 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                     if fits < k:
                         k = fits
                     if k <= 0:
-                        waits[t] = 3
-                        key = nkeys + nconn + cout
-                        if k_tail[key] < 0:
-                            k_head[key] = t
-                        else:
-                            nxt[k_tail[key]] = t
-                        k_tail[key] = t
+                        waits[t] = W_SPACE
+                        _park(t, nkeys + nconn + cout, k_head, k_tail, nxt)
                         break
             lo = piece[t] * mac
-            hi = cnt if fl & 4 else min(cnt, (piece[t] + k) * mac)
+            hi = cnt if fl & F_LOCAL else min(cnt, (piece[t] + k) * mac)
             n = hi - lo
-            if fl & 1:
+            if fl & F_RECV:
                 got = 0
                 j = k
                 while j > 0:
@@ -227,7 +222,7 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                 dst0 = tb_base[t, st_dbuf[row]] + st_doff[row]
                 src = src0 + lo
                 dst = dst0 + lo
-                if fl & 64:           # combine what arrived with src
+                if fl & F_COMBINE:           # combine what arrived with src
                     for x in range(n):
                         tmp_v[x] = mem_v[src + x] + tmp_v[x]
                         tmp_ok[x] = mem_ok[src + x] and tmp_ok[x]
@@ -245,11 +240,11 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                         tmp_ok[x] = mem_ok[src + x]
                 if op == 6 and src0 == dst0:
                     pass              # in place the copy is onto itself: no write
-                elif fl & 16:
+                elif fl & F_WRITE:
                     for x in range(n):
                         mem_v[dst + x] = tmp_v[x]
                         mem_ok[dst + x] = tmp_ok[x]
-            if fl & 2:
+            if fl & F_SEND:
                 if data and cursor + n > len(pool_v):
                     # compact: the payloads still in flight to the front, in pool order
                     nlive = 0
@@ -357,7 +352,7 @@ def _compiled() -> Callable[..., Any] | None:
     machine code is cached next to this module, or when that directory is read-only in
     numba's user cache directory (or ``NUMBA_CACHE_DIR``); with no writable place at all it
     is compiled in memory, once per process."""
-    global _KERNEL, _NO_NUMBA, _CACHED, _wake
+    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park
     if _KERNEL is None and not _NO_NUMBA:
         try:
             import numba
@@ -366,10 +361,12 @@ def _compiled() -> Callable[..., Any] | None:
             return None
         try:
             _wake = numba.njit(cache=True, nogil=True)(_wake_source)
+            _park = numba.njit(cache=True, nogil=True)(_park_source)
             _KERNEL = numba.njit(cache=True, nogil=True)(_kernel_source)
             _CACHED = True
         except RuntimeError:      # numba found no writable cache directory
             _wake = numba.njit(cache=False, nogil=True)(_wake_source)
+            _park = numba.njit(cache=False, nogil=True)(_park_source)
             _KERNEL = numba.njit(cache=False, nogil=True)(_kernel_source)
     return _KERNEL
 
