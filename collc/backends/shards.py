@@ -38,15 +38,19 @@ _RANK_DIR = re.compile(r"rank-(\d+)\Z")
 MAX_SEEN_STEPS = 1 << 18
 
 
-def parse_texts(texts: Iterable[tuple[str, str]], seen: dict[str, Step] | None = None) -> Iterator[ParsedFile]:
-    """Parse ``(name, text)`` shard texts one at a time, sharing one Step per distinct step line
-    between them through ``seen`` (bounded: memory and time at thousands of ranks)."""
-    seen = {} if seen is None else seen
-    for name, text in texts:
-        part = parse_xml(text, name, seen)
-        if len(seen) > MAX_SEEN_STEPS:
-            seen.clear()
-        yield part
+def parse_shard(text: str, name: str, seen: dict[str, Step]) -> ParsedFile:
+    """Parse one shard's text, sharing one Step per distinct step line with the other shards
+    read through ``seen`` (bounded: memory and time at thousands of ranks)."""
+    part = parse_xml(text, name, seen)
+    if len(seen) > MAX_SEEN_STEPS:
+        seen.clear()
+    return part
+
+
+def parse_texts(texts: Iterable[tuple[str, str]]) -> Iterator[ParsedFile]:
+    """:func:`parse_shard` over ``(name, text)`` pairs, one at a time, with one shared dictionary."""
+    seen: dict[str, Step] = {}
+    return (parse_shard(text, name, seen) for name, text in texts)
 
 
 def wrapper_script(dialect: Dialect, filename: str) -> str:
@@ -151,7 +155,7 @@ def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
             text = read_input(files[0], MAX_XML_BYTES, EmitError).decode("utf-8")
         except UnicodeDecodeError:
             raise EmitError(f"{show(files[0])} is not a text file") from None
-        part = next(parse_texts([(f"rank-{rank}/{files[0].name}", text)], seen))
+        part = parse_shard(text, f"rank-{rank}/{files[0].name}", seen)
         if [g.id for g in part.program.gpus] != [rank]:
             extra.append(Diagnostic(f"rank-{rank}", f"holds <gpu> ids {[g.id for g in part.program.gpus][:8]}, "
                                                     f"expected exactly [{rank}]"))
