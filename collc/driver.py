@@ -13,7 +13,6 @@ name (tests, tools).
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -32,6 +31,7 @@ from collc.frontends.registry import build_schedule, get as get_algorithm
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
+from collc.memory import gc_paused
 from collc.topology import Topology
 
 if TYPE_CHECKING:
@@ -74,9 +74,7 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
     """
     # The IR and the Program are millions of small acyclic objects at 4096 ranks: the
     # cyclic collector would rescan them over and over for nothing, so it pauses here.
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         try:
             return _compile(topology, algorithm, kind, inplace=inplace, root=root, params=params, chunks=chunks,
                             instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
@@ -96,9 +94,6 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
                             chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, name=name, progress=progress, shard=shard,
                             rank_progress=rank_progress, jobs=jobs, ranks=ranks, dump=dump)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None, root: int | None,

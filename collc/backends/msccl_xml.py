@@ -19,7 +19,6 @@ all (``EmitError``).
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -30,6 +29,7 @@ from collc.compiler.program import (Diagnostic, Gpu, ParsedFile, Program, Proto,
                                    Threadblock)
 from collc.errors import EmitError
 from collc.inputs import MAX_XML_BYTES, check_program_size, read_input, show
+from collc.memory import gc_paused
 from collc.outputs import write_file
 
 if TYPE_CHECKING:
@@ -344,13 +344,8 @@ def parse_xml(text: str, path: str = "<string>", step_cache: dict[str, Step] | N
     """Read XML text (``path`` names it in messages).  ``step_cache``: a dictionary shared by the
     calls for several files of one program (a shard directory), so that a step line met in an
     earlier file is not read again (see :func:`_canonical_gpus`)."""
-    enabled = gc.isenabled()
-    gc.disable()        # a file makes 10^5-10^6 objects and no cycle: collections find nothing
-    try:
+    with gc_paused():   # a file makes 10^5-10^6 objects and no cycle: collections find nothing
         return _parse_xml(text, path, step_cache)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> ParsedFile:
