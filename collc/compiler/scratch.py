@@ -201,18 +201,8 @@ def expand(schedule: Schedule) -> OpPlan:
         has_local = False
         for t in transfers:
             src = t.src
-            sidx, didx = t.src_idx, t.dst_idx
-            if type(sidx) is range:
-                pb, b0 = aliases[src][t.src_buf]
-                srcs = [(pb, b0 + sidx.start, len(sidx))]
-            else:
-                srcs = phys_runs(src, t.src_buf, sidx)
-            if type(didx) is range:
-                pb, b0 = aliases[t.dst][t.dst_buf]
-                dsts = [(pb, b0 + didx.start, len(didx))]
-            else:
-                dsts = phys_runs(t.dst, t.dst_buf, didx)
-            runs.append((srcs, dsts))
+            srcs = phys_runs(src, t.src_buf, t.src_idx)
+            runs.append((srcs, phys_runs(t.dst, t.dst_buf, t.dst_idx)))
             for b, i, c in srcs:
                 reads.add(src, b, i, i + c)
             if src == t.dst:
@@ -248,12 +238,9 @@ def expand(schedule: Schedule) -> OpPlan:
                               False, key, chunk))
             # receiver side
             reduce = t.op is reduce_op
-            if len(dsts) == 1:
-                b, i, c = dsts[0]
-                clash = reads.overlaps(dst, b, i, i + c)
-            else:
-                clash = any(reads.overlaps(dst, b, i, i + c) for b, i, c in dsts)
+            clash = any(reads.overlaps(dst, b, i, i + c) for b, i, c in dsts)
             if len(dsts) == 1 and not clash:
+                b, i, _ = dsts[0]
                 ops.append(RankOp(dst, step_no, 2, Kind.RECV, src, lane, b, i, b, i, count, reduce,
                                   key, chunk))
                 continue
