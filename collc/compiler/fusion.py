@@ -11,7 +11,9 @@ logical positions, so the Schedule's semantics are unchanged.
 
 from __future__ import annotations
 
+
 from bisect import bisect_right
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -132,7 +134,7 @@ class _Timeline:
                     wanted[g] = 1
         # per interval: its wanted segments (most intervals have none, and many repeat)
         hits = {iv: tuple(g for g in r if wanted[g]) for iv, r in segs.items()}
-        acc: dict[int, list[tuple[tuple[int, ...], bool]]] = {}
+        acc: defaultdict[int, list[tuple[tuple[int, ...], bool]]] = defaultdict(list)
         for tb in tbs:
             for c in tb.ops:
                 op = c.op
@@ -141,17 +143,11 @@ class _Timeline:
                 if rd:
                     read = hits[rd[0]] if len(rd) == 1 else {g for iv in rd for g in hits[iv]}
                     for g in read:
-                        lst = acc.get(g)
-                        if lst is None:
-                            acc[g] = lst = []
-                        lst.append((op.pos, False))
+                        acc[g].append((op.pos, False))
                 for iv in wr:
                     for g in hits[iv]:
                         if g not in read:
-                            lst = acc.get(g)
-                            if lst is None:
-                                acc[g] = lst = []
-                            lst.append((op.pos, True))
+                            acc[g].append((op.pos, True))
         self.positions: dict[int, list[tuple[int, ...]]] = {}
         self.pure_write: dict[int, list[bool]] = {}
         for g, lst in acc.items():
