@@ -11,7 +11,6 @@ logical positions, so the Schedule's semantics are unchanged.
 
 from __future__ import annotations
 
-
 from bisect import bisect_right
 from collections import defaultdict
 from dataclasses import dataclass
