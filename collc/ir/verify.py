@@ -127,6 +127,13 @@ def verify_schedule(schedule: Schedule, topology: Topology | None = None, data_c
 SLICED = 4   # chunks per transfer, on average, from which a step is applied with list slices
 
 
+def _gather(row: list[int | None], base: int, idx: Slots) -> list[int | None]:
+    """The values at ``base + i`` for ``i`` in ``idx`` (a list slice when ``idx`` is a step-1 range)."""
+    if type(idx) is range and idx.step == 1:
+        return row[base + idx.start:base + idx.stop]
+    return [row[base + i] for i in idx]
+
+
 def _exact_step_fast(dom: ExactDomain, state: list[dict[Buffer, list[int | None]]],
                      alias: list[dict[Buffer, tuple[Buffer, int]]], transfers: tuple[Transfer, ...]) -> bool:
     """One step of ``verify_schedule``'s exact semantics a transfer (list slice) at a time.
@@ -160,18 +167,9 @@ def _exact_step_fast(dom: ExactDomain, state: list[dict[Buffer, list[int | None]
         db, dbase = alias[t.dst][t.dst_buf]
         srow = state[t.src][sb]
         drow = state[t.dst][db]
-        sidx = t.src_idx
-        if type(sidx) is range and sidx.step == 1:
-            values = srow[sbase + sidx.start:sbase + sidx.stop]
-        else:
-            values = [srow[sbase + i] for i in sidx]
+        values = _gather(srow, sbase, t.src_idx)
         if t.op is Op.REDUCE:
-            didx = t.dst_idx
-            if type(didx) is range and didx.step == 1:
-                accs = drow[dbase + didx.start:dbase + didx.stop]
-            else:
-                accs = [drow[dbase + i] for i in didx]
-            summed = dom.reduce_all(accs, values)
+            summed = dom.reduce_all(_gather(drow, dbase, t.dst_idx), values)
             if summed is None:
                 return False
             values = list(summed)
