@@ -485,26 +485,29 @@ def _write_dumps(dumps: dict[str, list[str]], names: list[str], directory: str) 
 
 
 def _timing_lines(timings: dict[str, float]) -> list[str]:
-    """The per-stage table of ``collc build --timings``: stages in pipeline order, each lowering
-    pass under ``lower``, then the process's peak resident memory."""
+    """The per-stage table of ``collc build --timings``: CPU seconds (``collc.clock``) of the
+    stages in pipeline order, each lowering pass under ``lower``, the wall time, then the
+    process's peak resident memory."""
     import resource
 
     stages = ["frontend", "verify_schedule", "lower", "emit", "check"]
     total = sum(timings.get(k, 0.0) for k in stages)
-    lines = [f"{'stage':<24s} {'seconds':>9s} {'share':>6s}"]
+    lines = [f"{'stage':<24s} {'cpu s':>9s} {'share':>6s}"]
     for k in stages:
         if k in timings:
             lines.append(f"{k:<24s} {timings[k]:9.3f} {timings[k] / total if total else 0:6.1%}")
         if k == "lower":
             lines += [f"  {name[5:]:<22s} {t:9.3f}" for name, t in timings.items() if name.startswith("pass:")]
     lines.append(f"{'total':<24s} {total:9.3f}")
+    if "wall" in timings:
+        lines.append(f"{'wall':<24s} {timings['wall']:9.3f}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss   # KiB on Linux
     lines.append(f"peak memory {peak / 1024:.0f} MiB")
     jobs = int(timings.get("workers", 1))
     if jobs > 1:
         largest = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-        lines.append(f"{jobs} worker processes ran the per-rank passes and printing (their seconds are summed "
-                     f"above; largest worker {largest / 1024:.0f} MiB)")
+        lines.append(f"{jobs} worker processes ran the per-rank passes and printing (their CPU seconds are "
+                     f"summed above; largest worker {largest / 1024:.0f} MiB)")
     return lines
 
 

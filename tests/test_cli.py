@@ -372,6 +372,18 @@ def test_progress_bar_names_the_stage_and_the_ranks_lowered() -> None:
     stages.bar.close()
 
 
+def test_python_dash_m_runs_the_cli() -> None:
+    """``python -m collc`` is the ``collc`` command: same exit codes, same one-line errors."""
+    import subprocess
+    import sys
+
+    ok = subprocess.run([sys.executable, "-m", "collc", "list", "collectives"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "allreduce" in ok.stdout
+    bad = subprocess.run([sys.executable, "-m", "collc", "build", "--topology", "ring:0", "--algorithm", "ring",
+                          "--collective", "allreduce", "-o", "x.xml"], capture_output=True, text=True)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
 def test_help_and_argument_errors_import_no_heavy_library() -> None:
     """`collc --help` and a usage error answer without numpy, scipy, lxml, networkx, matplotlib or tqdm
     (each command imports what it uses): the parser is built and run in a fresh interpreter."""
