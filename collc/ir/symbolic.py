@@ -157,7 +157,10 @@ _M2 = np.uint64(0x94D049BB133111EB)
 def leaf_at(seed: int, ranks: np.ndarray, chunks: np.ndarray) -> np.ndarray:
     """Pseudo-random 64-bit input value of (rank, chunk), elementwise (splitmix64).
 
-    Computed, not stored: a 4096-rank check needs no table of all inputs.
+    Computed, not stored: a 4096-rank check needs no table of all inputs.  For chunks below
+    2^32 it is a bijection (an injective packing, then an add, xor-shifts and products by odd
+    constants, each invertible mod 2^64): distinct inputs have distinct values, so a program
+    that only moves data is checked exactly by these values.
     """
     with np.errstate(over="ignore"):
         x = (chunks.astype(np.uint64) + ranks.astype(np.uint64) * np.uint64(1 << 32) + np.uint64(seed)) * _GOLDEN

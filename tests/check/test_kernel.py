@@ -203,6 +203,28 @@ def test_simulate_through_the_kernel_returns_what_python_returns() -> None:
                     simulate(p, coll, model, kernel_min_steps=PYTHON_ONLY, **kw), name
 
 
+def test_exact_check_of_a_program_that_only_moves_data_may_take_the_kernel() -> None:
+    """Where no step reduces, the kernel's distinct 64-bit input values check the data exactly:
+    ``simulate`` in exact mode returns the Python model's result whether the kernel runs or not,
+    on sound and mutated programs (a failure is rerun symbolically for its messages)."""
+    from collc.check.opstream import OpStream
+    from collc.check.runtime_model import F_REDUCE
+
+    took = failed = 0
+    for n, (name, p, coll) in enumerate(programs()):
+        for how in ("none", MUTATIONS[1 + n % (len(MUTATIONS) - 1)]):     # one mutation each, in turn
+            q = mutate(p, how, n, 3 * n + 1)
+            if (OpStream.of(q).flags & F_REDUCE).any():
+                continue      # the exact check of a reducing program never takes the kernel
+            model = size_model(q.proto, q.nchunksperloop, None)
+            for kw in ({}, {"race_budget": 1}):      # the budget of 1 skips race tracking: no tb to track
+                fast = simulate(q, coll, model, kernel_min_steps=0, **kw)
+                assert fast == simulate(q, coll, model, kernel_min_steps=PYTHON_ONLY, **kw), (name, how)
+            took += 1
+            failed += not (fast.finished and not fast.data_errors)
+    assert took >= 40 and failed >= 10
+
+
 def test_small_runs_stay_in_python() -> None:
     assert not kernel.worth_it(kernel.KERNEL_WARM_MIN_STEPS - 1)
     assert kernel.KERNEL_WARM_MIN_STEPS < kernel.KERNEL_MIN_STEPS < kernel.KERNEL_UNCACHED_MIN_STEPS
