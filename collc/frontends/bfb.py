@@ -641,7 +641,7 @@ def _spread_lanes(b: Builder, c: int) -> None:
         return ((shard * 2654435761) >> 11) % lanes   # a multiplicative hash: shard ids through one
         # link follow the graph's arithmetic structure, which a plain modulus keeps unbalanced
 
-    b.transfers = [replace(t, lane=lane(t)) for t in b.transfers]
+    b.transfers = [t.on_lane(lane(t)) for t in b.transfers]
 
 
 def _report(topology: Topology, schedule: Schedule) -> list[str]:

@@ -11,7 +11,6 @@ which a rank's receive and the send that forwards it share a tb.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 from collc.compiler.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.frontends.multitree.trees import Trees, _grid_dims, neighbour_order
@@ -60,7 +59,7 @@ def link_runs(transfers: Sequence[Transfer]) -> list[Transfer]:
     for idx in per_link.values():
         idx.sort(key=lambda i: transfers[i].sort_key())
         for k, i in enumerate(idx):
-            out[i] = replace(transfers[i], lane=k * runs // len(idx))
+            out[i] = transfers[i].on_lane(k * runs // len(idx))
     return out
 
 # ---------------------------------------------------------------------- fused threadblocks
