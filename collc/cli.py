@@ -487,10 +487,11 @@ def _write_dumps(dumps: dict[str, list[str]], names: list[str], directory: str) 
 def _timing_lines(timings: dict[str, float]) -> list[str]:
     """The per-stage table of ``collc build --timings``: CPU seconds (``collc.clock``) of the
     stages in pipeline order, each lowering pass under ``lower``, the wall time, then the
-    process's peak resident memory."""
+    process's peak resident memory.  ``pairing`` (when present) is the paired-tb layout's
+    probe, or all of an attempt whose paired layout blocked and was lowered again unpaired."""
     import resource
 
-    stages = ["frontend", "verify_schedule", "lower", "emit", "check"]
+    stages = ["frontend", "verify_schedule", "pairing", "lower", "emit", "check"]
     total = sum(timings.get(k, 0.0) for k in stages)
     lines = [f"{'stage':<24s} {'cpu s':>9s} {'share':>6s}"]
     for k in stages:

@@ -136,15 +136,16 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         # the ranks' text is printed by the workers that lowered them (emit is part of "lower")
         probe = partial and pair
         lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe)
+        t_low = clock()
         if probe:
-            a = clock()
             blocked = pairing_blocks(lowered.program, coll, opts)
-            timings["pairing"] = clock() - a
+            # "pairing": the probe, or the whole of an attempt whose layout is dropped
+            timings["pairing"] = timings.get("pairing", 0.0) + clock() - (t2 if blocked else t_low)
             if blocked:
                 del lowered      # not alive while the next layout is lowered (memory at 4096 ranks)
                 continue
         header = replace(lowered.program, gpus=())
-        t3 = clock() - lowered.emit_seconds
+        t3 = clock()
         tell("emit")
         shards = {r: join_xml(header, dialect, [body]) for r, body in lowered.texts.items()} if shard else None
         text = "" if shard else join_xml(header, dialect, lowered.texts.values())
@@ -160,13 +161,14 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         elif pair and not parsed.diagnostics and pairing_blocks(parsed.program, coll, opts):
             # a paired layout that blocks fails the full check too, at many times the cost of
             # this data-free run (the check then explains the deadlock): go straight to the next
-            timings["pairing"] = clock() - t4
+            timings["pairing"] = timings.get("pairing", 0.0) + clock() - t2
             del lowered, shards, text, parsed      # as above: the next attempt starts from the schedule alone
             continue
         else:
             report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
         t5 = clock()
-        timings.update(lower=t3 - t2, emit=t4 - t3, check=t5 - t4, workers=lowered.workers)
+        timings.update(lower=t_low - t2 - lowered.emit_seconds, emit=t4 - t3 + lowered.emit_seconds,
+                       check=t5 - t4, workers=lowered.workers)
         timings.update({f"pass:{k}": v for k, v in lowered.timings.items()})
         result = Compiled(schedule, replace(header, gpus=parsed.program.gpus), text, report, dict(timings), shards,
                           lowered.dumps)
