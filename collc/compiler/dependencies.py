@@ -73,12 +73,9 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
     # that write (the writer's own, or a later read)
     last_writer: list[tuple[int, int] | None] = [None] * len(part)
     since: list[dict[int, int]] = [{} for _ in range(len(part))]
-    # per tb and target tb: the latest item of the target already depended on (its own tb
-    # counts as depended on throughout: program order covers it)
-    ntbs = len(tbs)
-    satisfied = [[-1] * ntbs for _ in tbs]
-    for tb_i, sat in enumerate(satisfied):
-        sat[tb_i] = _EVER
+    # per tb, per target tb: the latest item of the target already depended on (the tb's own
+    # items count as depended on throughout: program order covers them)
+    satisfied = [{tb_i: _EVER} for tb_i in range(len(tbs))]
     deps: list[dict[int, dict[int, int]]] = [{} for _ in tbs]      # per tb: item -> {tb: item}
     extra = _ExtraRules(tbs, sync, ordered_sends, reply) if sync or ordered_sends or reply else None
     for tb_i, it_i, item in order:
@@ -86,7 +83,7 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
         kept: dict[int, int] = {}    # a candidate counts only beyond what tb_i already waits for
         if extra is not None:
             for t, i in extra.needs(tb_i, it_i, item):
-                if sat[t] < i:
+                if sat.get(t, -1) < i:
                     sat[t] = kept[t] = i
         # RAW on the last writer; WAW and WAR on the last writer and every reader since
         for iv in item.reads:
@@ -94,7 +91,7 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
                 w = last_writer[g]
                 if w is not None:
                     t, i = w
-                    if sat[t] < i:
+                    if sat.get(t, -1) < i:
                         sat[t] = kept[t] = i
                 since[g][tb_i] = it_i      # items of a tb come in increasing order
         if item.writes:
@@ -102,7 +99,7 @@ def build_gpu(coll: Collective, rank: int, tbs: tuple[FusedTb, ...], scratch: in
             for iv in item.writes:
                 for g in segs[iv]:
                     for t, i in since[g].items():
-                        if sat[t] < i:
+                        if sat.get(t, -1) < i:
                             sat[t] = kept[t] = i
                     last_writer[g] = me
                     since[g] = {tb_i: it_i}
