@@ -147,9 +147,11 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         header = replace(lowered.program, gpus=())
         t3 = clock()
         tell("emit")
-        shards = {r: join_xml(header, dialect, [body]) for r, body in lowered.texts.items()} if shard else None
-        text = "" if shard else join_xml(header, dialect, lowered.texts.values())
-        lowered.texts = {}     # one copy of the text at a time (memory at 4096 ranks)
+        # one copy of the text at a time (memory at 4096 ranks): each rank's body goes as its shard is made
+        bodies, lowered.texts = lowered.texts, {}
+        shards = {r: join_xml(header, dialect, [bodies.pop(r)]) for r in list(bodies)} if shard else None
+        text = "" if shard else join_xml(header, dialect, bodies.values())
+        del bodies
         t4 = clock()
         tell("check")
         if shards is not None:
