@@ -11,8 +11,9 @@ that relies on it is not an ordering).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,8 @@ from collc.ir.symbolic import DataError, ExactDomain, NumVec, leaf_values
 
 
 # =========================================================================== simulation
+_LOW = (1 << 32) - 1    # the step of a packed access (race bookkeeping)
+
 @dataclass
 class SimResult:
     finished: bool
@@ -116,7 +119,7 @@ class _Conn:
 
 
 class _Tb:
-    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "waiting", "done", "ready",
+    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "published", "snapshots", "waiting", "done", "ready",
                  "out", "inn", "rx", "k_in", "k_out", "k_space_in", "k_space_out", "k_flag", "rows")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
@@ -125,7 +128,8 @@ class _Tb:
         self.piece = 0
         self.ready = False          # dependencies of the current step are met
         self.flag = -1
-        self.publishes: list[tuple[int, np.ndarray | None]] = []
+        self.published: list[int] = []             # the steps it published a flag at (race check) ...
+        self.snapshots: list[np.ndarray] = []      # ... and its vector clock at each
         self.waiting: tuple[str, int, int] = ("", 0, 0)   # why it is blocked, formatted on report
         self.done = not tb.steps
         # set up by simulate(): its connections, their receiver, and its wait-list keys
@@ -232,36 +236,70 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
 
     k_dim = len(interesting)
     clocks: list[np.ndarray | None] = [np.zeros(k_dim, dtype=np.int32) if k_dim else None for _ in order]
-    last_write: dict[tuple[int, str, int], tuple[int, int]] = {}
-    reads: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
+    # Race bookkeeping per physical row of a tracked tb's GPU: the last write of each slot and
+    # the reads since then, as packed accesses ``tb index << 32 | step``.
+    race_rows: dict[tuple[int, str], tuple[list[int], list[list[int] | None]]] = {}
 
-    def access(tbs_: _Tb, slots: Iterable[tuple[str, int]], write: bool, pos: int) -> None:
-        me = interesting.get(tbs_.idx)
-        if me is None:
-            return
-        clk = clocks[tbs_.idx]
+    def race_row(gid: int, pb: str) -> tuple[list[int], list[list[int] | None]]:
+        got = race_rows.get((gid, pb))
+        if got is None:
+            size = len(mem[(gid, pb)])
+            got = race_rows[(gid, pb)] = ([-1] * size, [None] * size)
+        return got
+
+    def access(st: _Tb, buf: str, off: int, n: int, write: bool, pos: int) -> None:
+        """Record ``st``'s access to ``n`` slots of ``buf`` from ``off``; report the earlier
+        accesses of other tbs it has no ordering against."""
+        pb, base = amap[(st.gid, buf)]
+        lw, rd = race_row(st.gid, pb)
+        a, b = base + off, base + off + n
+        me = st.idx
+        clk = clocks[me]
         assert clk is not None
-        for buf, i in slots:
-            key = (tbs_.gid, buf, i)
-            prev: list[tuple[int, int, str]] = []
-            if key in last_write:
-                prev.append((*last_write[key], "writes"))
+        # Whether anything races: each distinct earlier access once.  Only then, and only while
+        # the list has room, are the slots walked one by one for the messages, in slot order.
+        earlier = set(lw[a:b])
+        if write:
+            for r in rd[a:b]:
+                if r:
+                    earlier.update(r)
+        earlier.discard(-1)
+        for e in earlier:
+            other = e >> 32
+            if other != me:
+                oc = interesting.get(other)
+                if (oc is None or clk[oc] <= e & _LOW) and len(race_list) < MAX_LISTED:
+                    report_races(st, pb, a, b, write, pos, lw, rd)
+                    break
+        mine = me << 32 | pos
+        if write:
+            lw[a:b] = [mine] * n
+            rd[a:b] = [None] * n
+        else:
+            for j in range(a, b):
+                r = rd[j]
+                if r is None:
+                    rd[j] = [mine]
+                else:
+                    r.append(mine)
+
+    def report_races(st: _Tb, pb: str, a: int, b: int, write: bool, pos: int, lw: list[int],
+                     rd: list[list[int] | None]) -> None:
+        clk = clocks[st.idx]
+        assert clk is not None
+        for i in range(a, b):
+            prev = [(lw[i], "writes")] if lw[i] >= 0 else []
             if write:
-                prev += [(o, s, "reads") for o, s in reads.get(key, [])]
-            for other, step, verb in prev:
-                if other == tbs_.idx:
+                prev += [(e, "reads") for e in rd[i] or ()]
+            for e, verb in prev:
+                other, step = e >> 32, e & _LOW
+                if other == st.idx:
                     continue
                 oc = interesting.get(other)
                 if (oc is None or clk[oc] < step + 1) and len(race_list) < MAX_LISTED:
-                    o = order[other]
                     race_list.append(
-                        f"gpu {tbs_.gid}: tb {tbs_.tb.id} step {pos} {'writes' if write else 'reads'} "
-                        f"{buf}[{i}] with no ordering against tb {o.tb.id} step {step}, which {verb} it")
-            if write:
-                last_write[key] = (tbs_.idx, pos)
-                reads.pop(key, None)
-            else:
-                reads.setdefault(key, []).append((tbs_.idx, pos))
+                        f"gpu {st.gid}: tb {st.tb.id} step {pos} {'writes' if write else 'reads'} "
+                        f"{pb}[{i}] with no ordering against tb {order[other].tb.id} step {step}, which {verb} it")
 
     def deps_ok(st: _Tb, step: Step) -> bool:
         if step.depid < 0 or step.depid == st.tb.id and step.deps < st.pc:
@@ -271,9 +309,9 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             return True
         if target.flag >= step.deps:
             if k_dim:
-                snap = next(c for v, c in target.publishes if v >= step.deps)
+                snap = target.snapshots[bisect_left(target.published, step.deps)]
                 clk = clocks[st.idx]
-                assert clk is not None and snap is not None
+                assert clk is not None
                 np.maximum(clk, snap, out=clk)
             return True
         st.waiting = ("dep", step.depid, step.deps)
@@ -319,10 +357,6 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     data_errors.append(f"gpu {gid} {_Where(st.tb.id, st.pc, ty)}: {exc}")
                 out.append(x)
         return out
-
-    def slots(gid: int, buf: str, off: int, n: int) -> list[tuple[str, int]]:
-        pb, base = amap[(gid, buf)]
-        return [(pb, base + j) for j in range(off, off + n)]
 
     runnable: deque[_Tb] = deque(order)
     ps = [model.piece_slots(c) for c in range(model.mac + 1)]
@@ -423,7 +457,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 if fl & F_READ:
                     src = read(st, step.srcbuf, step.srcoff + lo, n, ty is StepType.SEND)
                     if tracked:
-                        access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
+                        access(st, step.srcbuf, step.srcoff + lo, n, False, st.pc)
                 if ty is StepType.SEND or ty is StepType.COPY:
                     payload = src
                 elif fl & F_COMBINE:
@@ -432,7 +466,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     acc = read(st, step.dstbuf, step.dstoff, n)
                     src = read(st, step.srcbuf, step.srcoff, n)
                     if tracked:
-                        access(st, slots(st.gid, step.srcbuf, step.srcoff, n), False, st.pc)
+                        access(st, step.srcbuf, step.srcoff, n, False, st.pc)
                     payload = combine(st.gid, st, ty, acc, src)
                 if ty is StepType.COPY and phys(st.gid, step.srcbuf, step.srcoff) == \
                         phys(st.gid, step.dstbuf, step.dstoff):
@@ -440,7 +474,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 elif fl & F_WRITE:
                     write(st, step.dstbuf, step.dstoff + lo, payload)
                     if tracked:
-                        access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
+                        access(st, step.dstbuf, step.dstoff + lo, n, True, st.pc)
             if fl & F_SEND:
                 assert conn_out is not None
                 snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
@@ -458,7 +492,9 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     clk[me] = st.pc + 1
                 if step.hasdep:
                     st.flag = st.pc
-                    st.publishes.append((st.pc, clocks[st.idx].copy() if k_dim else None))  # type: ignore[union-attr]
+                    if k_dim:
+                        st.published.append(st.pc)
+                        st.snapshots.append(clocks[st.idx].copy())  # type: ignore[union-attr]
                     w = waiters.pop(st.k_flag, None)
                     if w:
                         runnable.extend(w)
