@@ -35,7 +35,7 @@ class ExactDomain:
         self._chunk: list[int] = []
         self._mask: list[int] = []
         self._leaf: dict[tuple[int, int], int] = {}
-        self._inner: dict[tuple[int, int], int] = {}
+        self._inner: dict[int, int] = {}       # _pair(a, b) -> the node of a + b
 
     def _new(self, chunk: int, mask: int) -> int:
         self._chunk.append(chunk)
@@ -51,7 +51,7 @@ class ExactDomain:
         return node
 
     def reduce(self, a: int, b: int) -> int:
-        key = (a, b) if a <= b else (b, a)
+        key = a << 32 | b if a <= b else b << 32 | a     # the pair as one int: cheaper to hash than a tuple
         node = self._inner.get(key)
         if node is not None:
             return node
@@ -88,18 +88,20 @@ class ExactDomain:
         the sequence would) as soon as an operand is missing or a reduction is an error: the
         caller then takes the pairs one by one to report them."""
         inner, chunk, mask = self._inner, self._chunk, self._mask
+        get = inner.get
         out: list[int] = []
         for x, y in zip(a, b):
             if x is None or y is None:
                 return None
-            key = (x, y) if x <= y else (y, x)
-            node = inner.get(key)
+            key = x << 32 | y if x <= y else y << 32 | x     # as in reduce()
+            node = get(key)
             if node is None:
-                if chunk[x] != chunk[y] or mask[x] & mask[y]:
+                c, mx, my = chunk[x], mask[x], mask[y]
+                if c != chunk[y] or mx & my:
                     return None
                 node = len(chunk)
-                chunk.append(chunk[x])
-                mask.append(mask[x] | mask[y])
+                chunk.append(c)
+                mask.append(mx | my)
                 inner[key] = node
             out.append(node)
         return out
