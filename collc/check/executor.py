@@ -64,7 +64,7 @@ class _Conn:
     makes the simulation cost proportional to steps, not to pieces.
     """
 
-    __slots__ = ("runs", "avail", "used", "ps", "full")
+    __slots__ = ("runs", "avail", "used", "ps", "full", "data_waiters", "space_waiters")
 
     def __init__(self, ps: list[int]) -> None:
         self.runs: deque[list[object]] = deque()   # [n, start, payload, tail, snap]
@@ -72,6 +72,8 @@ class _Conn:
         self.used = 0                              # slots held
         self.ps = ps                               # slots of a piece of c chunks (c <= mac)
         self.full = ps[-1]                         # slots of a full piece
+        self.data_waiters: list[_Tb] = []          # tbs blocked until data arrive
+        self.space_waiters: list[_Tb] = []         # tbs blocked until space frees up
 
     def push(self, k: int, payload: Any, tail: int, snap: np.ndarray | None,
              model: SizeModel) -> None:
@@ -120,7 +122,7 @@ class _Conn:
 
 class _Tb:
     __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "published", "snapshots", "waiting", "done", "ready",
-                 "out", "inn", "rx", "k_in", "k_out", "k_space_in", "k_space_out", "k_flag", "rows")
+                 "out", "inn", "rx", "flag_waiters", "rows")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
@@ -132,15 +134,11 @@ class _Tb:
         self.snapshots: list[np.ndarray] = []      # ... and its vector clock at each
         self.waiting: tuple[str, int, int] = ("", 0, 0)   # why it is blocked, formatted on report
         self.done = not tb.steps
-        # set up by simulate(): its connections, their receiver, and its wait-list keys
+        self.flag_waiters: list[_Tb] = []    # tbs blocked until it publishes a flag (or finishes)
+        # set up by simulate(): its connections and their receiver
         self.out: _Conn | None = None
         self.inn: _Conn | None = None
         self.rx: _Tb | None = None
-        self.k_in: tuple[object, ...] = ()
-        self.k_out: tuple[object, ...] = ()
-        self.k_space_in: tuple[object, ...] = ()
-        self.k_space_out: tuple[object, ...] = ()
-        self.k_flag: tuple[object, ...] = ()
         self.rows: dict[str, tuple[Any, int]] = {}   # buffer -> (its physical row, base) with data
 
 
@@ -203,7 +201,6 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             tbs[(g.id, t.id)] = st
             order.append(st)
     fifo: dict[tuple[int, int, int], _Conn] = {}
-    waiters: dict[tuple[object, ...], list[_Tb]] = {}
     dom = ExactDomain(coll.nranks)
     mem: dict[tuple[int, str], Any] = {}   # list of node ids (exact) or NumVec (numeric)
     data_errors: list[str] = []
@@ -315,7 +312,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 np.maximum(clk, snap, out=clk)
             return True
         st.waiting = ("dep", step.depid, step.deps)
-        waiters.setdefault(target.k_flag, []).append(st)
+        target.flag_waiters.append(st)
         return False
 
     def read(st: _Tb, buf: str, off: int, n: int, keep: bool = False) -> Any:
@@ -359,20 +356,19 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         return out
 
     runnable: deque[_Tb] = deque(order)
+    rows_of: dict[int, dict[str, tuple[Any, int]]] = {}   # a GPU's buffers, shared by its tbs
     ps = [model.piece_slots(c) for c in range(model.mac + 1)]
     for st in order:
         t = st.tb
-        st.k_flag = ("flag", st.gid, t.id)
         if data:
-            st.rows = {buf: (mem[(st.gid, pb)], base) for buf in "ios" for pb, base in [amap[(st.gid, buf)]]}
+            st.rows = rows_of.get(st.gid) or rows_of.setdefault(
+                st.gid, {buf: (mem[(st.gid, pb)], base) for buf in "ios" for pb, base in [amap[(st.gid, buf)]]})
         if t.send >= 0:
             key = (st.gid, t.send, t.chan)
             st.out = fifo.get(key) or fifo.setdefault(key, _Conn(ps))
-            st.k_out, st.k_space_out = ("data",) + key, ("space",) + key
         if t.recv >= 0:
             key = (t.recv, st.gid, t.chan)
             st.inn = fifo.get(key) or fifo.setdefault(key, _Conn(ps))
-            st.k_in, st.k_space_in = ("data",) + key, ("space",) + key
     receiver = {(t.tb.recv, t.gid, t.tb.chan): t for t in order if t.tb.recv >= 0}
     for st in order:
         if st.tb.send >= 0:
@@ -405,7 +401,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     k = conn_in.avail
                     if k == 0:
                         st.waiting = ("recv", 0, 0)
-                        waiters.setdefault(st.k_in, []).append(st)
+                        conn_in.data_waiters.append(st)
                         break
             if fl & F_SEND:
                 conn_out = st.out
@@ -429,7 +425,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                         k = fits
                     if k <= 0:
                         st.waiting = ("space", 0, 0)
-                        waiters.setdefault(st.k_space_out, []).append(st)
+                        conn_out.space_waiters.append(st)
                         break
             lo = st.piece * mac
             hi = cnt if fl & F_LOCAL else min(cnt, (st.piece + k) * mac)
@@ -443,9 +439,10 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     assert clk is not None
                     for snap in snaps:
                         np.maximum(clk, snap, out=clk)
-                w = waiters.pop(st.k_space_in, None)
+                w = conn_in.space_waiters
                 if w:
                     runnable.extend(w)
+                    w.clear()
                 if data and len(payload) != n:
                     data_errors.append(f"gpu {st.gid} {_Where(st.tb.id, st.pc, ty)}: received {len(payload)} "
                                        f"chunks, expected {n}")
@@ -479,9 +476,10 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 assert conn_out is not None
                 snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
                 conn_out.push(k, payload if data else [], n - (k - 1) * mac, snap_out, model)
-                w = waiters.pop(st.k_out, None)
+                w = conn_out.data_waiters
                 if w:
                     runnable.extend(w)
+                    w.clear()
             total_pieces += k
             st.piece += k
             if st.piece >= n_pieces:
@@ -495,18 +493,20 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     if k_dim:
                         st.published.append(st.pc)
                         st.snapshots.append(clocks[st.idx].copy())  # type: ignore[union-attr]
-                    w = waiters.pop(st.k_flag, None)
+                    w = st.flag_waiters
                     if w:
                         runnable.extend(w)
+                        w.clear()
                 st.piece = 0
                 st.ready = False
                 st.pc += 1
                 if st.pc >= len(steps):
                     st.done = True
                     # waiters on a finished tb re-check once and then block for good
-                    w = waiters.pop(st.k_flag, None)
+                    w = st.flag_waiters
                     if w:
                         runnable.extend(w)
+                        w.clear()
 
     blocked = [f"gpu {st.gid} tb {st.tb.id} step {st.pc} ({st.tb.steps[st.pc].type.value}): {_why(st, tbs)}"
                for st in order if not st.done]
