@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,9 @@ from collc.ir.symbolic import DataError, ExactDomain, NumVec, leaf_values
 
 # =========================================================================== simulation
 _LOW = (1 << 32) - 1    # the step of a packed access (race bookkeeping)
+_NO_CLOCK = np.zeros(0, dtype=np.int32)    # the vector clock of every tb when no race is tracked
+# enum members as module constants: ``StepType.SEND`` is a class attribute lookup of ~0.25 us
+_SEND, _COPY, _REDUCE = StepType.SEND, StepType.COPY, StepType.REDUCE
 
 @dataclass
 class SimResult:
@@ -67,7 +70,7 @@ class _Conn:
     __slots__ = ("runs", "avail", "used", "ps", "full", "data_waiters", "space_waiters")
 
     def __init__(self, ps: list[int]) -> None:
-        self.runs: deque[list[object]] = deque()   # [n, start, payload, tail, snap]
+        self.runs: deque[list[Any]] = deque()      # [n, start, payload, tail, snap]
         self.avail = 0                             # pieces held
         self.used = 0                              # slots held
         self.ps = ps                               # slots of a piece of c chunks (c <= mac)
@@ -81,23 +84,20 @@ class _Conn:
         self.avail += k
         self.used += (k - 1) * self.full + self.ps[tail]
 
-    def pop(self, j: int, model: SizeModel) -> tuple[Any, list[np.ndarray]]:
+    def pop(self, j: int, model: SizeModel) -> tuple[Any, Sequence[np.ndarray]]:
         run = self.runs[0]
         if run[0] == j and run[1] == 0:     # the common case: exactly one whole run
             self.runs.popleft()
             n, _, payload, tail, snap = run
-            assert isinstance(n, int) and isinstance(tail, int)
             self.used -= (n - 1) * self.full + self.ps[tail]
             self.avail -= j
-            return payload, [snap] if isinstance(snap, np.ndarray) else []
+            return payload, () if snap is None else (snap,)
         parts: list[Any] = []
         snaps: list[np.ndarray] = []
         full = self.full
         while j:
             run = self.runs[0]
             n, start, payload, tail, snap = run
-            assert isinstance(n, int) and isinstance(start, int) and isinstance(tail, int)
-            assert isinstance(payload, (list, NumVec))
             take = min(j, n)
             if take == n:
                 parts.append(payload[start:])
@@ -108,7 +108,7 @@ class _Conn:
                 parts.append(payload[start:end])
                 self.used -= take * full
                 run[0], run[1] = n - take, end
-            if isinstance(snap, np.ndarray):
+            if snap is not None:
                 snaps.append(snap)
             self.avail -= take
             j -= take
@@ -122,7 +122,7 @@ class _Conn:
 
 class _Tb:
     __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "published", "snapshots", "waiting", "done", "ready",
-                 "out", "inn", "rx", "flag_waiters", "rows")
+                 "out", "inn", "rx", "flag_waiters", "rows", "me", "clk")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
@@ -140,6 +140,8 @@ class _Tb:
         self.inn: _Conn | None = None
         self.rx: _Tb | None = None
         self.rows: dict[str, tuple[Any, int]] = {}   # buffer -> (its physical row, base) with data
+        self.me = -1                     # its component of the vector clocks (race check), -1: untracked
+        self.clk: np.ndarray = _NO_CLOCK  # its vector clock (race check)
 
 
 def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
@@ -232,7 +234,11 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 mem[(g.id, pb)][base:base + c] = dom.leaves(g.id, c)
 
     k_dim = len(interesting)
-    clocks: list[np.ndarray | None] = [np.zeros(k_dim, dtype=np.int32) if k_dim else None for _ in order]
+    for idx, me in interesting.items():
+        order[idx].me = me
+    if k_dim:
+        for st in order:
+            st.clk = np.zeros(k_dim, dtype=np.int32)
     # Race bookkeeping per physical row of a tracked tb's GPU: the last write of each slot and
     # the reads since then, as packed accesses ``tb index << 32 | step``.
     race_rows: dict[tuple[int, str], tuple[list[int], list[list[int] | None]]] = {}
@@ -251,8 +257,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         lw, rd = race_row(st.gid, pb)
         a, b = base + off, base + off + n
         me = st.idx
-        clk = clocks[me]
-        assert clk is not None
+        clk = st.clk
         # Whether anything races: each distinct earlier access once.  Only then, and only while
         # the list has room, are the slots walked one by one for the messages, in slot order.
         earlier = set(lw[a:b])
@@ -264,8 +269,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         for e in earlier:
             other = e >> 32
             if other != me:
-                oc = interesting.get(other)
-                if (oc is None or clk[oc] <= e & _LOW) and len(race_list) < MAX_LISTED:
+                oc = order[other].me
+                if (oc < 0 or clk[oc] <= e & _LOW) and len(race_list) < MAX_LISTED:
                     report_races(st, pb, a, b, write, pos, lw, rd)
                     break
         mine = me << 32 | pos
@@ -282,8 +287,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
 
     def report_races(st: _Tb, pb: str, a: int, b: int, write: bool, pos: int, lw: list[int],
                      rd: list[list[int] | None]) -> None:
-        clk = clocks[st.idx]
-        assert clk is not None
+        clk = st.clk
         for i in range(a, b):
             prev = [(lw[i], "writes")] if lw[i] >= 0 else []
             if write:
@@ -292,8 +296,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 other, step = e >> 32, e & _LOW
                 if other == st.idx:
                     continue
-                oc = interesting.get(other)
-                if (oc is None or clk[oc] < step + 1) and len(race_list) < MAX_LISTED:
+                oc = order[other].me
+                if (oc < 0 or clk[oc] < step + 1) and len(race_list) < MAX_LISTED:
                     race_list.append(
                         f"gpu {st.gid}: tb {st.tb.id} step {pos} {'writes' if write else 'reads'} "
                         f"{pb}[{i}] with no ordering against tb {order[other].tb.id} step {step}, which {verb} it")
@@ -306,10 +310,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             return True
         if target.flag >= step.deps:
             if k_dim:
-                snap = target.snapshots[bisect_left(target.published, step.deps)]
-                clk = clocks[st.idx]
-                assert clk is not None
-                np.maximum(clk, snap, out=clk)
+                np.maximum(st.clk, target.snapshots[bisect_left(target.published, step.deps)], out=st.clk)
             return True
         st.waiting = ("dep", step.depid, step.deps)
         target.flag_waiters.append(st)
@@ -434,11 +435,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             if fl & F_RECV:
                 assert conn_in is not None
                 payload, snaps = conn_in.pop(k, model)
-                if k_dim:
-                    clk = clocks[st.idx]
-                    assert clk is not None
-                    for snap in snaps:
-                        np.maximum(clk, snap, out=clk)
+                for snap in snaps:
+                    np.maximum(st.clk, snap, out=st.clk)
                 w = conn_in.space_waiters
                 if w:
                     runnable.extend(w)
@@ -449,23 +447,23 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     payload = NumVec.concat([payload, NumVec.blank(n)])[:n] if numeric \
                         else (payload + [None] * n)[:n]
             if data:
-                tracked = st.idx in interesting
+                tracked = st.me >= 0
                 src: Any = []
                 if fl & F_READ:
-                    src = read(st, step.srcbuf, step.srcoff + lo, n, ty is StepType.SEND)
+                    src = read(st, step.srcbuf, step.srcoff + lo, n, ty is _SEND)
                     if tracked:
                         access(st, step.srcbuf, step.srcoff + lo, n, False, st.pc)
-                if ty is StepType.SEND or ty is StepType.COPY:
+                if ty is _SEND or ty is _COPY:
                     payload = src
                 elif fl & F_COMBINE:
                     payload = combine(st.gid, st, ty, src, payload)
-                elif ty is StepType.REDUCE:
+                elif ty is _REDUCE:
                     acc = read(st, step.dstbuf, step.dstoff, n)
                     src = read(st, step.srcbuf, step.srcoff, n)
                     if tracked:
                         access(st, step.srcbuf, step.srcoff, n, False, st.pc)
                     payload = combine(st.gid, st, ty, acc, src)
-                if ty is StepType.COPY and phys(st.gid, step.srcbuf, step.srcoff) == \
+                if ty is _COPY and phys(st.gid, step.srcbuf, step.srcoff) == \
                         phys(st.gid, step.dstbuf, step.dstoff):
                     pass  # in place the copy is onto itself (e.g. allgather's input slice): no write
                 elif fl & F_WRITE:
@@ -474,7 +472,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                         access(st, step.dstbuf, step.dstoff + lo, n, True, st.pc)
             if fl & F_SEND:
                 assert conn_out is not None
-                snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
+                snap_out = st.clk.copy() if k_dim else None
                 conn_out.push(k, payload if data else [], n - (k - 1) * mac, snap_out, model)
                 w = conn_out.data_waiters
                 if w:
@@ -483,16 +481,13 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             total_pieces += k
             st.piece += k
             if st.piece >= n_pieces:
-                me = interesting.get(st.idx)
-                if me is not None:
-                    clk = clocks[st.idx]
-                    assert clk is not None
-                    clk[me] = st.pc + 1
+                if st.me >= 0:
+                    st.clk[st.me] = st.pc + 1
                 if step.hasdep:
                     st.flag = st.pc
                     if k_dim:
                         st.published.append(st.pc)
-                        st.snapshots.append(clocks[st.idx].copy())  # type: ignore[union-attr]
+                        st.snapshots.append(st.clk.copy())
                     w = st.flag_waiters
                     if w:
                         runnable.extend(w)
