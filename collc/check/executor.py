@@ -11,8 +11,9 @@ that relies on it is not an ordering).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,11 @@ from collc.ir.symbolic import DataError, ExactDomain, NumVec, leaf_values
 
 
 # =========================================================================== simulation
+_LOW = (1 << 32) - 1    # the step of a packed access (race bookkeeping)
+_NO_CLOCK = np.zeros(0, dtype=np.int32)    # the vector clock of every tb when no race is tracked
+# enum members as module constants: ``StepType.SEND`` is a class attribute lookup of ~0.25 us
+_SEND, _COPY, _REDUCE = StepType.SEND, StepType.COPY, StepType.REDUCE
+
 @dataclass
 class SimResult:
     finished: bool
@@ -61,14 +67,16 @@ class _Conn:
     makes the simulation cost proportional to steps, not to pieces.
     """
 
-    __slots__ = ("runs", "avail", "used", "ps", "full")
+    __slots__ = ("runs", "avail", "used", "ps", "full", "data_waiters", "space_waiters")
 
     def __init__(self, ps: list[int]) -> None:
-        self.runs: deque[list[object]] = deque()   # [n, start, payload, tail, snap]
+        self.runs: deque[list[Any]] = deque()      # [n, start, payload, tail, snap]
         self.avail = 0                             # pieces held
         self.used = 0                              # slots held
         self.ps = ps                               # slots of a piece of c chunks (c <= mac)
         self.full = ps[-1]                         # slots of a full piece
+        self.data_waiters: list[_Tb] = []          # tbs blocked until data arrive
+        self.space_waiters: list[_Tb] = []         # tbs blocked until space frees up
 
     def push(self, k: int, payload: Any, tail: int, snap: np.ndarray | None,
              model: SizeModel) -> None:
@@ -76,23 +84,20 @@ class _Conn:
         self.avail += k
         self.used += (k - 1) * self.full + self.ps[tail]
 
-    def pop(self, j: int, model: SizeModel) -> tuple[Any, list[np.ndarray]]:
+    def pop(self, j: int, model: SizeModel) -> tuple[Any, Sequence[np.ndarray]]:
         run = self.runs[0]
         if run[0] == j and run[1] == 0:     # the common case: exactly one whole run
             self.runs.popleft()
             n, _, payload, tail, snap = run
-            assert isinstance(n, int) and isinstance(tail, int)
             self.used -= (n - 1) * self.full + self.ps[tail]
             self.avail -= j
-            return payload, [snap] if isinstance(snap, np.ndarray) else []
+            return payload, () if snap is None else (snap,)
         parts: list[Any] = []
         snaps: list[np.ndarray] = []
         full = self.full
         while j:
             run = self.runs[0]
             n, start, payload, tail, snap = run
-            assert isinstance(n, int) and isinstance(start, int) and isinstance(tail, int)
-            assert isinstance(payload, (list, NumVec))
             take = min(j, n)
             if take == n:
                 parts.append(payload[start:])
@@ -103,7 +108,7 @@ class _Conn:
                 parts.append(payload[start:end])
                 self.used -= take * full
                 run[0], run[1] = n - take, end
-            if isinstance(snap, np.ndarray):
+            if snap is not None:
                 snaps.append(snap)
             self.avail -= take
             j -= take
@@ -116,8 +121,8 @@ class _Conn:
 
 
 class _Tb:
-    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "publishes", "waiting", "done", "ready",
-                 "out", "inn", "rx", "k_in", "k_out", "k_space_in", "k_space_out", "k_flag", "rows")
+    __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "published", "snapshots", "waiting", "done", "ready",
+                 "out", "inn", "rx", "flag_waiters", "rows", "me", "clk")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
@@ -125,19 +130,18 @@ class _Tb:
         self.piece = 0
         self.ready = False          # dependencies of the current step are met
         self.flag = -1
-        self.publishes: list[tuple[int, np.ndarray | None]] = []
+        self.published: list[int] = []             # the steps it published a flag at (race check) ...
+        self.snapshots: list[np.ndarray] = []      # ... and its vector clock at each
         self.waiting: tuple[str, int, int] = ("", 0, 0)   # why it is blocked, formatted on report
         self.done = not tb.steps
-        # set up by simulate(): its connections, their receiver, and its wait-list keys
+        self.flag_waiters: list[_Tb] = []    # tbs blocked until it publishes a flag (or finishes)
+        # set up by simulate(): its connections and their receiver
         self.out: _Conn | None = None
         self.inn: _Conn | None = None
         self.rx: _Tb | None = None
-        self.k_in: tuple[object, ...] = ()
-        self.k_out: tuple[object, ...] = ()
-        self.k_space_in: tuple[object, ...] = ()
-        self.k_space_out: tuple[object, ...] = ()
-        self.k_flag: tuple[object, ...] = ()
         self.rows: dict[str, tuple[Any, int]] = {}   # buffer -> (its physical row, base) with data
+        self.me = -1                     # its component of the vector clocks (race check), -1: untracked
+        self.clk: np.ndarray = _NO_CLOCK  # its vector clock (race check)
 
 
 def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
@@ -203,7 +207,6 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             tbs[(g.id, t.id)] = st
             order.append(st)
     fifo: dict[tuple[int, int, int], _Conn] = {}
-    waiters: dict[tuple[object, ...], list[_Tb]] = {}
     dom = ExactDomain(coll.nranks)
     mem: dict[tuple[int, str], Any] = {}   # list of node ids (exact) or NumVec (numeric)
     data_errors: list[str] = []
@@ -235,37 +238,73 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 mem[(g.id, pb)][base:base + c] = dom.leaves(g.id, c)
 
     k_dim = len(interesting)
-    clocks: list[np.ndarray | None] = [np.zeros(k_dim, dtype=np.int32) if k_dim else None for _ in order]
-    last_write: dict[tuple[int, str, int], tuple[int, int]] = {}
-    reads: dict[tuple[int, str, int], list[tuple[int, int]]] = {}
+    for idx, me in interesting.items():
+        order[idx].me = me
+    if k_dim:
+        for st in order:
+            st.clk = np.zeros(k_dim, dtype=np.int32)
+    # Race bookkeeping per physical row of a tracked tb's GPU: the last write of each slot and
+    # the reads since then, as packed accesses ``tb index << 32 | step``.
+    race_rows: dict[tuple[int, str], tuple[list[int], list[list[int] | None]]] = {}
 
-    def access(tbs_: _Tb, slots: Iterable[tuple[str, int]], write: bool, pos: int) -> None:
-        me = interesting.get(tbs_.idx)
-        if me is None:
-            return
-        clk = clocks[tbs_.idx]
-        assert clk is not None
-        for buf, i in slots:
-            key = (tbs_.gid, buf, i)
-            prev: list[tuple[int, int, str]] = []
-            if key in last_write:
-                prev.append((*last_write[key], "writes"))
+    def race_row(gid: int, pb: str) -> tuple[list[int], list[list[int] | None]]:
+        got = race_rows.get((gid, pb))
+        if got is None:
+            size = len(mem[(gid, pb)])
+            got = race_rows[(gid, pb)] = ([-1] * size, [None] * size)
+        return got
+
+    def access(st: _Tb, buf: str, off: int, n: int, write: bool, pos: int) -> None:
+        """Record ``st``'s access to ``n`` slots of ``buf`` from ``off``; report the earlier
+        accesses of other tbs it has no ordering against."""
+        pb, base = amap[(st.gid, buf)]
+        lw, rd = race_row(st.gid, pb)
+        a, b = base + off, base + off + n
+        me = st.idx
+        clk = st.clk
+        # Whether anything races: each distinct earlier access once.  Only then, and only while
+        # the list has room, are the slots walked one by one for the messages, in slot order.
+        earlier = set(lw[a:b])
+        if write:
+            for r in rd[a:b]:
+                if r:
+                    earlier.update(r)
+        earlier.discard(-1)
+        for e in earlier:
+            other = e >> 32
+            if other != me:
+                oc = order[other].me
+                if (oc < 0 or clk[oc] <= e & _LOW) and len(race_list) < MAX_LISTED:
+                    report_races(st, pb, a, b, write, pos, lw, rd)
+                    break
+        mine = me << 32 | pos
+        if write:
+            lw[a:b] = [mine] * n
+            rd[a:b] = [None] * n
+        else:
+            for j in range(a, b):
+                r = rd[j]
+                if r is None:
+                    rd[j] = [mine]
+                else:
+                    r.append(mine)
+
+    def report_races(st: _Tb, pb: str, a: int, b: int, write: bool, pos: int, lw: list[int],
+                     rd: list[list[int] | None]) -> None:
+        clk = st.clk
+        for i in range(a, b):
+            prev = [(lw[i], "writes")] if lw[i] >= 0 else []
             if write:
-                prev += [(o, s, "reads") for o, s in reads.get(key, [])]
-            for other, step, verb in prev:
-                if other == tbs_.idx:
+                prev += [(e, "reads") for e in rd[i] or ()]
+            for e, verb in prev:
+                other, step = e >> 32, e & _LOW
+                if other == st.idx:
                     continue
-                oc = interesting.get(other)
-                if (oc is None or clk[oc] < step + 1) and len(race_list) < MAX_LISTED:
-                    o = order[other]
+                oc = order[other].me
+                if (oc < 0 or clk[oc] < step + 1) and len(race_list) < MAX_LISTED:
                     race_list.append(
-                        f"gpu {tbs_.gid}: tb {tbs_.tb.id} step {pos} {'writes' if write else 'reads'} "
-                        f"{buf}[{i}] with no ordering against tb {o.tb.id} step {step}, which {verb} it")
-            if write:
-                last_write[key] = (tbs_.idx, pos)
-                reads.pop(key, None)
-            else:
-                reads.setdefault(key, []).append((tbs_.idx, pos))
+                        f"gpu {st.gid}: tb {st.tb.id} step {pos} {'writes' if write else 'reads'} "
+                        f"{pb}[{i}] with no ordering against tb {order[other].tb.id} step {step}, which {verb} it")
 
     def deps_ok(st: _Tb, step: Step) -> bool:
         if step.depid < 0 or step.depid == st.tb.id and step.deps < st.pc:
@@ -275,13 +314,10 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             return True
         if target.flag >= step.deps:
             if k_dim:
-                snap = next(c for v, c in target.publishes if v >= step.deps)
-                clk = clocks[st.idx]
-                assert clk is not None and snap is not None
-                np.maximum(clk, snap, out=clk)
+                np.maximum(st.clk, target.snapshots[bisect_left(target.published, step.deps)], out=st.clk)
             return True
         st.waiting = ("dep", step.depid, step.deps)
-        waiters.setdefault(target.k_flag, []).append(st)
+        target.flag_waiters.append(st)
         return False
 
     def read(st: _Tb, buf: str, off: int, n: int, keep: bool = False) -> Any:
@@ -324,25 +360,20 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 out.append(x)
         return out
 
-    def slots(gid: int, buf: str, off: int, n: int) -> list[tuple[str, int]]:
-        pb, base = amap[(gid, buf)]
-        return [(pb, base + j) for j in range(off, off + n)]
-
     runnable: deque[_Tb] = deque(order)
+    rows_of: dict[int, dict[str, tuple[Any, int]]] = {}   # a GPU's buffers, shared by its tbs
     ps = [model.piece_slots(c) for c in range(model.mac + 1)]
     for st in order:
         t = st.tb
-        st.k_flag = ("flag", st.gid, t.id)
         if data:
-            st.rows = {buf: (mem[(st.gid, pb)], base) for buf in "ios" for pb, base in [amap[(st.gid, buf)]]}
+            st.rows = rows_of.get(st.gid) or rows_of.setdefault(
+                st.gid, {buf: (mem[(st.gid, pb)], base) for buf in "ios" for pb, base in [amap[(st.gid, buf)]]})
         if t.send >= 0:
             key = (st.gid, t.send, t.chan)
             st.out = fifo.get(key) or fifo.setdefault(key, _Conn(ps))
-            st.k_out, st.k_space_out = ("data",) + key, ("space",) + key
         if t.recv >= 0:
             key = (t.recv, st.gid, t.chan)
             st.inn = fifo.get(key) or fifo.setdefault(key, _Conn(ps))
-            st.k_in, st.k_space_in = ("data",) + key, ("space",) + key
     receiver = {(t.tb.recv, t.gid, t.tb.chan): t for t in order if t.tb.recv >= 0}
     for st in order:
         if st.tb.send >= 0:
@@ -375,7 +406,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     k = conn_in.avail
                     if k == 0:
                         st.waiting = ("recv", 0, 0)
-                        waiters.setdefault(st.k_in, []).append(st)
+                        conn_in.data_waiters.append(st)
                         break
             if fl & F_SEND:
                 conn_out = st.out
@@ -399,7 +430,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                         k = fits
                     if k <= 0:
                         st.waiting = ("space", 0, 0)
-                        waiters.setdefault(st.k_space_out, []).append(st)
+                        conn_out.space_waiters.append(st)
                         break
             lo = st.piece * mac
             hi = cnt if fl & F_LOCAL else min(cnt, (st.piece + k) * mac)
@@ -408,73 +439,73 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             if fl & F_RECV:
                 assert conn_in is not None
                 payload, snaps = conn_in.pop(k, model)
-                if k_dim:
-                    clk = clocks[st.idx]
-                    assert clk is not None
-                    for snap in snaps:
-                        np.maximum(clk, snap, out=clk)
-                w = waiters.pop(st.k_space_in, None)
+                for snap in snaps:
+                    np.maximum(st.clk, snap, out=st.clk)
+                w = conn_in.space_waiters
                 if w:
                     runnable.extend(w)
+                    w.clear()
                 if data and len(payload) != n:
                     data_errors.append(f"gpu {st.gid} {_Where(st.tb.id, st.pc, ty)}: received {len(payload)} "
                                        f"chunks, expected {n}")
                     payload = NumVec.concat([payload, NumVec.blank(n)])[:n] if numeric \
                         else (payload + [None] * n)[:n]
             if data:
-                tracked = st.idx in interesting
+                tracked = st.me >= 0
                 src: Any = []
                 if fl & F_READ:
-                    src = read(st, step.srcbuf, step.srcoff + lo, n, ty is StepType.SEND)
+                    src = read(st, step.srcbuf, step.srcoff + lo, n, ty is _SEND)
                     if tracked:
-                        access(st, slots(st.gid, step.srcbuf, step.srcoff + lo, n), False, st.pc)
-                if ty is StepType.SEND or ty is StepType.COPY:
+                        access(st, step.srcbuf, step.srcoff + lo, n, False, st.pc)
+                if ty is _SEND or ty is _COPY:
                     payload = src
                 elif fl & F_COMBINE:
                     payload = combine(st.gid, st, ty, src, payload)
-                elif ty is StepType.REDUCE:
+                elif ty is _REDUCE:
                     acc = read(st, step.dstbuf, step.dstoff, n)
                     src = read(st, step.srcbuf, step.srcoff, n)
                     if tracked:
-                        access(st, slots(st.gid, step.srcbuf, step.srcoff, n), False, st.pc)
+                        access(st, step.srcbuf, step.srcoff, n, False, st.pc)
                     payload = combine(st.gid, st, ty, acc, src)
-                if ty is StepType.COPY and phys(st.gid, step.srcbuf, step.srcoff) == \
+                if ty is _COPY and phys(st.gid, step.srcbuf, step.srcoff) == \
                         phys(st.gid, step.dstbuf, step.dstoff):
                     pass  # in place the copy is onto itself (e.g. allgather's input slice): no write
                 elif fl & F_WRITE:
                     write(st, step.dstbuf, step.dstoff + lo, payload)
                     if tracked:
-                        access(st, slots(st.gid, step.dstbuf, step.dstoff + lo, n), True, st.pc)
+                        access(st, step.dstbuf, step.dstoff + lo, n, True, st.pc)
             if fl & F_SEND:
                 assert conn_out is not None
-                snap_out = clocks[st.idx].copy() if k_dim else None  # type: ignore[union-attr]
+                snap_out = st.clk.copy() if k_dim else None
                 conn_out.push(k, payload if data else [], n - (k - 1) * mac, snap_out, model)
-                w = waiters.pop(st.k_out, None)
+                w = conn_out.data_waiters
                 if w:
                     runnable.extend(w)
+                    w.clear()
             total_pieces += k
             st.piece += k
             if st.piece >= n_pieces:
-                me = interesting.get(st.idx)
-                if me is not None:
-                    clk = clocks[st.idx]
-                    assert clk is not None
-                    clk[me] = st.pc + 1
+                if st.me >= 0:
+                    st.clk[st.me] = st.pc + 1
                 if step.hasdep:
                     st.flag = st.pc
-                    st.publishes.append((st.pc, clocks[st.idx].copy() if k_dim else None))  # type: ignore[union-attr]
-                    w = waiters.pop(st.k_flag, None)
+                    if k_dim:
+                        st.published.append(st.pc)
+                        st.snapshots.append(st.clk.copy())
+                    w = st.flag_waiters
                     if w:
                         runnable.extend(w)
+                        w.clear()
                 st.piece = 0
                 st.ready = False
                 st.pc += 1
                 if st.pc >= len(steps):
                     st.done = True
                     # waiters on a finished tb re-check once and then block for good
-                    w = waiters.pop(st.k_flag, None)
+                    w = st.flag_waiters
                     if w:
                         runnable.extend(w)
+                        w.clear()
 
     blocked = [f"gpu {st.gid} tb {st.tb.id} step {st.pc} ({st.tb.steps[st.pc].type.value}): {_why(st, tbs)}"
                for st in order if not st.done]

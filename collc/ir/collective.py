@@ -170,6 +170,15 @@ class Collective:
             return []
         return [(i, i, everyone) for i in range(c)]
 
+    def obligations_class(self, rank: int) -> int:
+        """Ranks of one class have equal ``expected`` lists (a rank's own only where its
+        obligations name it), so a checker can build and compare each list once."""
+        if self.kind in (CollKind.REDUCESCATTER, CollKind.ALLTOALL):
+            return rank
+        if self.kind is CollKind.REDUCE:
+            return -1 if rank == self.root else -2
+        return -1
+
     def obligated_outputs(self, rank: int) -> range:
         """The output indices ``expected(rank)`` constrains, without listing them: all of
         them, or none on the non-roots of reduce."""

@@ -34,8 +34,8 @@ class ExactDomain:
         self.nranks = nranks
         self._chunk: list[int] = []
         self._mask: list[int] = []
-        self._leaf: dict[tuple[int, int], int] = {}
-        self._inner: dict[tuple[int, int], int] = {}
+        self._leaves: dict[int, list[int]] = {}   # rank -> the leaf of each input chunk (-1: none yet)
+        self._inner: dict[int, int] = {}          # min(a, b) << 32 | max(a, b) -> the node of a + b
 
     def _new(self, chunk: int, mask: int) -> int:
         self._chunk.append(chunk)
@@ -43,15 +43,16 @@ class ExactDomain:
         return len(self._chunk) - 1
 
     def leaf(self, rank: int, chunk: int) -> int:
-        key = (rank, chunk)
-        node = self._leaf.get(key)
-        if node is None:
-            node = self._new(chunk, 1 << rank)
-            self._leaf[key] = node
+        row = self._leaves.setdefault(rank, [])
+        if len(row) <= chunk:
+            row.extend([-1] * (chunk + 1 - len(row)))
+        node = row[chunk]
+        if node < 0:
+            node = row[chunk] = self._new(chunk, 1 << rank)
         return node
 
     def reduce(self, a: int, b: int) -> int:
-        key = (a, b) if a <= b else (b, a)
+        key = a << 32 | b if a <= b else b << 32 | a     # one int (ids stay below 2^32): cheaper than a tuple
         node = self._inner.get(key)
         if node is not None:
             return node
@@ -68,38 +69,34 @@ class ExactDomain:
 
     def leaves(self, rank: int, count: int) -> list[int]:
         """``[leaf(rank, k) for k in range(count)]`` in one go (the same nodes)."""
-        leaf = self._leaf
-        get = leaf.get
-        out = [get((rank, k), -1) for k in range(count)]
-        if out.count(-1) == count:       # all new (the simulation's case): allocate them together
-            first = len(self._chunk)
-            self._chunk.extend(range(count))
-            self._mask.extend([1 << rank] * count)
-            out = list(range(first, first + count))
-            leaf.update(zip(((rank, k) for k in range(count)), out))
-        elif -1 in out:
-            for k, node in enumerate(out):
-                if node < 0:
-                    out[k] = self.leaf(rank, k)
-        return out
+        if rank in self._leaves:
+            return [self.leaf(rank, k) for k in range(count)]
+        # all new (the simulation's case): allocate them together
+        first = len(self._chunk)
+        self._chunk.extend(range(count))
+        self._mask.extend([1 << rank] * count)
+        row = self._leaves[rank] = list(range(first, first + count))
+        return row.copy()
 
     def reduce_all(self, a: list[int | None], b: list[int | None]) -> list[int] | None:
         """``[reduce(x, y) for x, y in zip(a, b)]``, or None (having created nothing more than
         the sequence would) as soon as an operand is missing or a reduction is an error: the
         caller then takes the pairs one by one to report them."""
         inner, chunk, mask = self._inner, self._chunk, self._mask
+        get = inner.get
         out: list[int] = []
         for x, y in zip(a, b):
             if x is None or y is None:
                 return None
-            key = (x, y) if x <= y else (y, x)
-            node = inner.get(key)
+            key = x << 32 | y if x <= y else y << 32 | x     # as in reduce()
+            node = get(key)
             if node is None:
-                if chunk[x] != chunk[y] or mask[x] & mask[y]:
+                c, mx, my = chunk[x], mask[x], mask[y]
+                if c != chunk[y] or mx & my:
                     return None
                 node = len(chunk)
-                chunk.append(chunk[x])
-                mask.append(mask[x] | mask[y])
+                chunk.append(c)
+                mask.append(mx | my)
                 inner[key] = node
             out.append(node)
         return out

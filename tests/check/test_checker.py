@@ -260,6 +260,27 @@ def test_unordered_write_is_a_race() -> None:
     assert not rep.ok
 
 
+def test_races_are_listed_slot_by_slot_in_the_order_they_happen() -> None:
+    """Every dependency of recursive doubling on 4 gpus dropped: reads against writes, writes
+    against writes and reads, up to the listing cap."""
+    golden = Path(__file__).resolve().parents[1] / "golden" / "recursive-doubling" / "allreduce-hypercube2.xml"
+    text = re.sub(r'depid="\d+" deps="\d+"', 'depid="-1" deps="-1"', golden.read_text())
+    race = [f.message.removeprefix("in-place: ") for f in findings(check(text), "race")]
+    assert race == [
+        "gpu 1: tb 2 step 0 reads i[0] with no ordering against tb 0 step 1, which writes it",
+        "gpu 1: tb 3 step 0 reads i[0] with no ordering against tb 0 step 1, which writes it",
+        "gpu 2: tb 2 step 0 reads i[0] with no ordering against tb 0 step 2, which writes it",
+        "gpu 2: tb 3 step 0 reads i[0] with no ordering against tb 0 step 2, which writes it",
+        "gpu 3: tb 1 step 1 writes i[0] with no ordering against tb 0 step 2, which writes it",
+        "gpu 3: tb 2 step 0 reads i[0] with no ordering against tb 1 step 1, which writes it",
+        "gpu 3: tb 3 step 0 reads i[0] with no ordering against tb 1 step 1, which writes it",
+        "gpu 0: tb 0 step 1 writes i[0] with no ordering against tb 2 step 0, which reads it",
+        "gpu 0: tb 0 step 1 writes i[0] with no ordering against tb 3 step 0, which reads it",
+        "gpu 0: tb 1 step 2 writes i[0] with no ordering against tb 0 step 1, which writes it",
+        "gpu 1: tb 1 step 2 writes i[0] with no ordering against tb 0 step 1, which writes it",
+        "gpu 1: tb 1 step 2 writes i[0] with no ordering against tb 2 step 0, which reads it"]
+
+
 def test_out_of_place_program_must_not_write_the_send_buffer() -> None:
     text = ALLREDUCE2.replace('inplace="1" outofplace="0"', 'inplace="0" outofplace="1"').replace(
         'o_chunks="0"', 'o_chunks="1"')

@@ -220,3 +220,11 @@ def test_obligated_outputs_are_the_expected_indices(kind: CollKind) -> None:
     coll = Collective(kind, N, C, False, 1 if kind.rooted else None)
     for r in range(N):
         assert list(coll.obligated_outputs(r)) == sorted(idx for idx, _, _ in coll.expected(r))
+
+
+@pytest.mark.parametrize("kind", list(CollKind))
+def test_ranks_of_one_obligations_class_have_equal_obligations(kind: CollKind) -> None:
+    coll = Collective(kind, N, C, False, 1 if kind.rooted else None)
+    for r in range(N):
+        for q in range(N):
+            assert (coll.obligations_class(r) == coll.obligations_class(q)) == (coll.expected(r) == coll.expected(q))
