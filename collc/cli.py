@@ -623,15 +623,19 @@ def _check_one(p: Path, args: argparse.Namespace) -> Report | PlanReport:
     from collc.backends.msccl_xml import read_xml
     from collc.backends.shards import is_shard_dir, read_shards
     from collc.check import check_parsed
+    from collc.memory import gc_paused
 
     if p.is_file() and _is_plan(p):
         from collc.backends.mscclpp import read_plan
         from collc.check.plan_check import check_plan
         return check_plan(read_plan(p), str(p))
     dialect = Dialect(args.dialect)
-    if is_shard_dir(p):
-        return check_parsed(read_shards(p), dialect, root=args.root, sharded=True, data_check=args.data)
-    return check_parsed(read_xml(p), dialect, root=args.root, data_check=args.data)
+    # the collector paused from reading to verdict: a program read back is millions of acyclic
+    # objects, and a collection during the check would only rescan them
+    with gc_paused():
+        if is_shard_dir(p):
+            return check_parsed(read_shards(p), dialect, root=args.root, sharded=True, data_check=args.data)
+        return check_parsed(read_xml(p), dialect, root=args.root, data_check=args.data)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

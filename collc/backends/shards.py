@@ -29,6 +29,7 @@ from collc.compiler.program import Diagnostic, ParsedFile
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Gpu, Program, Step
 from collc.errors import EmitError
+from collc.memory import gc_paused
 from collc.inputs import MAX_RANKS, MAX_XML_BYTES, check_program_size, output_dir, read_input, show
 from collc.outputs import discard, new_temp_dir, publish_dir, write_file, write_into
 
@@ -144,22 +145,23 @@ def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
     parts: list[ParsedFile] = []
     extra: list[Diagnostic] = []
     seen: dict[str, Step] = {}      # step lines already read: ranks repeat each other's lines
-    for rank, d in rank_dirs:
-        files = sorted(p for p in d.iterdir() if p.is_file())
-        if len(files) != 1:
-            extra.append(Diagnostic(f"rank-{rank}", f"holds {len(files)} files; the runtime parses every file "
-                                                    f"of MSCCL_ALGO_DIR, so keep exactly one XML there"))
-            if not files:
-                continue
-        try:
-            text = read_input(files[0], MAX_XML_BYTES, EmitError).decode("utf-8")
-        except UnicodeDecodeError:
-            raise EmitError(f"{show(files[0])} is not a text file") from None
-        part = parse_shard(text, f"rank-{rank}/{files[0].name}", seen)
-        if [g.id for g in part.program.gpus] != [rank]:
-            extra.append(Diagnostic(f"rank-{rank}", f"holds <gpu> ids {[g.id for g in part.program.gpus][:8]}, "
-                                                    f"expected exactly [{rank}]"))
-        parts.append(part)
+    with gc_paused():   # one pause for all files: a collection between two would rescan the earlier ones
+        for rank, d in rank_dirs:
+            files = sorted(p for p in d.iterdir() if p.is_file())
+            if len(files) != 1:
+                extra.append(Diagnostic(f"rank-{rank}", f"holds {len(files)} files; the runtime parses every file "
+                                                        f"of MSCCL_ALGO_DIR, so keep exactly one XML there"))
+                if not files:
+                    continue
+            try:
+                text = read_input(files[0], MAX_XML_BYTES, EmitError).decode("utf-8")
+            except UnicodeDecodeError:
+                raise EmitError(f"{show(files[0])} is not a text file") from None
+            part = parse_shard(text, f"rank-{rank}/{files[0].name}", seen)
+            if [g.id for g in part.program.gpus] != [rank]:
+                extra.append(Diagnostic(f"rank-{rank}", f"holds <gpu> ids {[g.id for g in part.program.gpus][:8]}, "
+                                                        f"expected exactly [{rank}]"))
+            parts.append(part)
     whole = assemble(parts, str(root))
     check_program_size(whole.program.ngpus, whole.program.nchunksperloop,
                        sum(max(g.i_chunks, 0) + max(g.o_chunks, 0) + max(g.s_chunks, 0) for g in whole.program.gpus),

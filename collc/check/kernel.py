@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from collc.check.data import numeric_postcondition
-from collc.check.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream
+from collc.check.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream, unique
 from collc.check.runtime_model import F_COMBINE, F_LOCAL, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
 from collc.compiler.program import Program, StepType
 from collc.ir.collective import Buffer, Collective
@@ -400,7 +400,6 @@ class _Layout:
     dep: np.ndarray
     deps: np.ndarray
     hasdep: np.ndarray
-    tb_name: dict[tuple[int, int], int]    # (gpu, tb id) -> the tb the Python model finds under it
     gpu_row: np.ndarray                    # per tb: its GPU's position in p.gpus
 
 
@@ -424,9 +423,31 @@ def layout(p: Program, ops: OpStream | None) -> _Layout | None:
     return out
 
 
+def _groups(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows grouped by their values in ``cols``: per row its group, the groups numbered in the
+    order of their first rows (as ``d.setdefault(key, len(d))`` numbers keys), and per group
+    its last row (the one a loop of ``d[key] = row`` keeps)."""
+    n = len(cols[0])
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort(cols[::-1])          # stable: the rows of a group stay in order
+    new = np.zeros(n, dtype=bool)
+    new[0] = True
+    for col in cols:
+        col = col[order]
+        new[1:] |= col[1:] != col[:-1]
+    first, last = order[new], order[np.append(new[1:], True)]
+    by_first = np.argsort(first)
+    number = np.empty(len(first), dtype=np.int64)
+    number[by_first] = np.arange(len(first))
+    group = np.empty(n, dtype=np.int64)
+    group[order] = number[np.cumsum(new) - 1]
+    return group, last[by_first]
+
+
 def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
-    ids = [g.id for g in p.gpus]
-    if len(set(ids)) != len(ids):
+    ids = np.array([g.id for g in p.gpus], dtype=np.int64)
+    if len(unique(ids)) != len(ids):
         return None
     flags = OP_FLAGS[ops.op]
     cnt = ops.count
@@ -437,26 +458,25 @@ def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
     if np.any(((flags & F_RECV) != 0) & (ops.tb_recv[tb] < 0)) or np.any(((flags & F_SEND) != 0) & (ops.tb_send[tb] < 0)):
         return None
     ntbs = ops.ntbs
-    gpu, tid, send, recv, chan = (ops.tb_gpu.tolist(), ops.tb_id.tolist(), ops.tb_send.tolist(),
-                                  ops.tb_recv.tolist(), ops.tb_chan.tolist())
-    # the Python model's dictionaries: the last tb listed under a key wins
-    names: dict[tuple[int, int], int] = {}
-    conns: dict[tuple[int, int, int], int] = {}
-    receiver: dict[tuple[int, int, int], int] = {}
-    tb_in = np.full(ntbs, -1, dtype=np.int64)
-    tb_out = np.full(ntbs, -1, dtype=np.int64)
-    for k in range(ntbs):
-        names[(gpu[k], tid[k])] = k
-        if send[k] >= 0:
-            tb_out[k] = conns.setdefault((gpu[k], send[k], chan[k]), len(conns))
-        if recv[k] >= 0:
-            key = (recv[k], gpu[k], chan[k])
-            tb_in[k] = conns.setdefault(key, len(conns))
-            receiver[key] = k
-    keys: dict[int, int] = {}
-    tb_key = np.array([keys.setdefault(names[(gpu[k], tid[k])], len(keys)) for k in range(ntbs)], dtype=np.int64)
-    tb_rx = np.array([receiver.get((gpu[k], send[k], chan[k]), -1) if send[k] >= 0 else -1 for k in range(ntbs)],
-                     dtype=np.int64)
+    gpu, tid, send, recv, chan = ops.tb_gpu, ops.tb_id, ops.tb_send, ops.tb_recv, ops.tb_chan
+    # the Python model's dictionaries: connections (sender, receiver, chan) numbered as it
+    # meets them, each tb's sending side before its receiving side; the last tb listed under
+    # a key wins
+    sides = np.stack((send >= 0, recv >= 0), axis=1).ravel()    # entry 2k: tb k sends, 2k + 1: receives
+    conn, _ = _groups(np.stack((gpu, recv), axis=1).ravel()[sides], np.stack((send, gpu), axis=1).ravel()[sides],
+                      np.repeat(chan, 2)[sides])
+    nconn = int(conn.max(initial=-1)) + 1
+    entry = np.full(2 * ntbs, -1, dtype=np.int64)
+    entry[sides] = conn
+    tb_out, tb_in = entry[0::2].copy(), entry[1::2].copy()
+    receiver = np.full(nconn, -1, dtype=np.int64)
+    receives = np.flatnonzero(recv >= 0)
+    np.maximum.at(receiver, tb_in[receives], receives)
+    tb_rx = np.full(ntbs, -1, dtype=np.int64)
+    tb_rx[send >= 0] = receiver[tb_out[send >= 0]]
+    name, winner = _groups(gpu, tid)            # (gpu, tb id) -> the tb the Python model finds under it
+    tb_key, _ = _groups(winner[name])
+    nkeys = int(tb_key.max(initial=-1)) + 1
     # the tb each step waits for (-1: none): a dependency on an earlier step of its own tb
     # holds by program order, and one on a tb the GPU does not have holds too
     depid = ops.depid.astype(np.int64)
@@ -464,28 +484,26 @@ def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
     row_gpu = ops.tb_gpu[tb]
     waits = (depid >= 0) & ~((depid == ops.tb_id[tb]) & (deps < ops.step))
     dep = np.full(len(depid), -1, dtype=np.int64)
-    if names and waits.any():
-        name_keys = np.array(list(names), dtype=np.int64).reshape(-1, 2)
-        name_vals = np.array(list(names.values()), dtype=np.int64)
-        lo_g, lo_t = name_keys.min(axis=0)
-        span = int(name_keys[:, 1].max() - lo_t + 1)
-        packed = (name_keys[:, 0] - lo_g) * span + (name_keys[:, 1] - lo_t)
+    if ntbs and waits.any():
+        name_gpu, name_tid = gpu[winner], tid[winner]
+        lo_g, lo_t = int(name_gpu.min()), int(name_tid.min())
+        span = int(name_tid.max()) - lo_t + 1
+        packed = (name_gpu - lo_g) * span + (name_tid - lo_t)
         order = np.argsort(packed)
-        packed, name_vals = packed[order], name_vals[order]
+        packed, name_vals = packed[order], winner[order]
         w = np.flatnonzero(waits)
         inside = (depid[w] >= lo_t) & (depid[w] < lo_t + span)
         want = (row_gpu[w] - lo_g) * span + (depid[w] - lo_t)
         at = np.minimum(np.searchsorted(packed, want), len(packed) - 1)
         hit = inside & (packed[at] == want)
         dep[w[hit]] = name_vals[at[hit]]
-    gpu_pos = {g: i for i, g in enumerate(ids)}
-    gpu_row = np.array([gpu_pos[g] for g in gpu], dtype=np.int64)
+    by_id = np.argsort(ids)
+    gpu_row = by_id[np.searchsorted(ids[by_id], gpu)]
     # narrow per-step arrays (5 million steps at 4096 ranks); a flag never reaches 2^31, so
     # clipping ``deps`` there keeps every comparison with it
-    return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, len(keys), len(conns), flags.astype(np.uint8),
+    return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, nkeys, nconn, flags.astype(np.uint8),
                    ops.op.astype(np.int8), cnt.astype(np.int32), dep.astype(np.int32),
-                   np.clip(deps, _I32.min, _I32.max).astype(np.int32), (ops.hasdep != 0).astype(np.int8),
-                   names, gpu_row)
+                   np.clip(deps, _I32.min, _I32.max).astype(np.int32), (ops.hasdep != 0).astype(np.int8), gpu_row)
 
 
 @dataclass
@@ -622,8 +640,7 @@ def _blocked(lay: _Layout, pc: np.ndarray, waits: np.ndarray, flag: np.ndarray, 
         w = int(waits[t])
         if w == W_DEP:
             a, b = int(ops.depid[row]), int(ops.deps[row])
-            target = lay.tb_name.get((gid, a))
-            why = f"waits for tb {a} step {b} (flag {int(flag[target]) if target is not None else -1})"
+            why = f"waits for tb {a} step {b} (flag {int(flag[lay.dep[row]])})"
         elif w == W_RECV:
             why = f"waits to receive from gpu {int(ops.tb_recv[t])} on chan {int(ops.tb_chan[t])}"
         elif w == W_SPACE:
