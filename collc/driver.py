@@ -24,7 +24,7 @@ from collc.backends.shards import assemble, parse_texts
 from collc.check import Report, check_parsed, simulate, size_model
 from collc.clock import cpu_seconds
 from collc.compiler.limits import LIMITS, Dialect
-from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
+from collc.compiler.pipeline import LowerOptions, lower, prepare, run_pipeline
 from collc.compiler.program import ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import check_program_size
@@ -127,15 +127,24 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
     first = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
                          max_bytes=max_bytes, pair=bool(get_algorithm(algorithm).pair_tbs or schedule.tb_pairs),
                          shard=shard, name=name, on_rank=rank_progress, jobs=jobs, dump=dump)
-    for opts in pairing_attempts(first):
+    attempts = pairing_attempts(first)
+    # the program passes do not depend on pairing: one prepare serves every attempt (for one
+    # file; in shards the plan would stay alive through the first attempt's check at 4096 ranks)
+    t_prep = clock()
+    prepared = prepare(schedule, first) if len(attempts) > 1 and not shard else None
+    prep = clock() - t_prep
+    for opts in attempts:
         # the first layout whose full check passes is kept; a partial build cannot check fully,
         # so there the executor model without data, over every rank's program, decides pairing
         pair = opts.pair
         tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
-        # the ranks' text is printed by the workers that lowered them (emit is part of "lower")
-        probe = partial and pair
-        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe)
+        # the ranks' text is printed by the workers that lowered them (emit is part of "lower");
+        # a paired layout is probed before its text is joined and read back, except in a full
+        # shard build (every rank's gpus kept at once cost about 1 GB at 4096 ranks)
+        probe = pair and (partial or not shard)
+        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe,
+                               prepared=prepared)
         t_low = clock()
         if probe:
             blocked = pairing_blocks(lowered.program, coll, opts)
@@ -144,7 +153,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             if blocked:
                 del lowered      # not alive while the next layout is lowered (memory at 4096 ranks)
                 continue
-        header = replace(lowered.program, gpus=())
+        header = lowered.program = replace(lowered.program, gpus=())
         t3 = clock()
         tell("emit")
         # one copy of the text at a time (memory at 4096 ranks): each rank's body goes as its shard is made
@@ -160,7 +169,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             parsed = parse_xml(text, "<built>")
         if partial:
             report = _partial_report(parsed, dialect, ranks)
-        elif pair and not parsed.diagnostics and pairing_blocks(parsed.program, coll, opts):
+        elif pair and not probe and not parsed.diagnostics and pairing_blocks(parsed.program, coll, opts):
             # a paired layout that blocks fails the full check too, at many times the cost of
             # this data-free run (the check then explains the deadlock): go straight to the next
             timings["pairing"] = timings.get("pairing", 0.0) + clock() - t2
@@ -169,7 +178,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         else:
             report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
         t5 = clock()
-        timings.update(lower=t_low - t2 - lowered.emit_seconds, emit=t4 - t3 + lowered.emit_seconds,
+        timings.update(lower=t_low - t2 - lowered.emit_seconds + prep, emit=t4 - t3 + lowered.emit_seconds,
                        check=t5 - t4, workers=lowered.workers)
         timings.update({f"pass:{k}": v for k, v in lowered.timings.items()})
         result = Compiled(schedule, replace(header, gpus=parsed.program.gpus), text, report, dict(timings), shards,

@@ -404,16 +404,28 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
     return run_pipeline(schedule, opts).program
 
 
-def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
-                 emit: Callable[[Gpu], str] | None = None, ranks: range | None = None,
-                 keep_gpus: bool = True) -> Lowered:
-    """Run ``PASSES`` on ``schedule``.
+@dataclass
+class Prepared:
+    """The program-wide part of a lowering: the program passes' output, split by rank, and the
+    decisions the per-rank passes share.  It does not depend on tb pairing, so the driver's
+    pairing attempts lower from one :func:`prepare` (``run_pipeline(prepared=...)``)."""
 
-    ``emit`` (if given) prints each rank's gpu in the worker that lowered it, for the ranks
-    in ``ranks`` (default all); ``keep_gpus=False`` returns the program without its gpus
-    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).
-    """
-    clock = time.process_time     # CPU seconds of this process (a worker's own)
+    plan: OpPlan
+    by_rank: list[list[RankOp]]
+    hints: list[dict[tuple[int, int], int]]
+    synced: list[frozenset[int]]
+    replies: list[frozenset[int]]
+    lanes: int
+    ordered: bool
+    spread: int
+    groups: int
+    timings: dict[str, float]      # CPU seconds of the program passes and the channel decision
+    dumps: dict[str, list[str]]
+
+
+def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Prepared:
+    """Run the program passes on ``schedule`` and decide the channel groups and peer spread."""
+    clock = time.process_time     # CPU seconds of this process
     lim = LIMITS[opts.dialect]
     timings: dict[str, float] = {}
     dumps: dict[str, list[str]] = {}
@@ -459,6 +471,29 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
     for op in plan.ops:
         by_rank[op.rank].append(op)
     timings["channels"] = clock() - a     # the channel groups are the channel pass's decision
+    return Prepared(plan, by_rank, hints, synced, replies, lanes, ordered, spread, groups, timings, dumps)
+
+
+def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
+                 emit: Callable[[Gpu], str] | None = None, ranks: range | None = None,
+                 keep_gpus: bool = True, prepared: Prepared | None = None) -> Lowered:
+    """Run ``PASSES`` on ``schedule``.
+
+    ``emit`` (if given) prints each rank's gpu in the worker that lowered it, for the ranks
+    in ``ranks`` (default all); ``keep_gpus=False`` returns the program without its gpus
+    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).  ``prepared``:
+    the program passes already run by :func:`prepare` with the same options but ``pair``
+    (its seconds and dumps are reported again).
+    """
+    clock = time.process_time     # CPU seconds of this process (a worker's own)
+    lim = LIMITS[opts.dialect]
+    pre = prepared if prepared is not None else prepare(schedule, opts)
+    timings = dict(pre.timings)
+    dumps = dict(pre.dumps)
+    plan, by_rank, hints, synced, replies = pre.plan, pre.by_rank, pre.hints, pre.synced, pre.replies
+    lanes, ordered, spread, groups = pre.lanes, pre.ordered, pre.spread, pre.groups
+    del pre
+    coll = plan.collective
     name = opts.name or program_name(schedule)
     selected = range(coll.nranks) if ranks is None else ranks
     jobs = max(1, opts.jobs)
