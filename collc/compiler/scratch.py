@@ -130,16 +130,13 @@ def _runs(idx: range | tuple[int, ...]) -> list[tuple[int, int]]:
 
 
 class _Intervals:
-    """Half-open slot intervals per (rank, buffer), merged lazily for overlap queries."""
+    """Half-open slot intervals per (rank, buffer), merged lazily for overlap queries
+    (given whole: ``expand`` gathers a step's intervals in a dict before any query, which
+    costs no method call per transfer)."""
 
-    def __init__(self) -> None:
-        self._raw: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    def __init__(self, raw: dict[tuple[int, str], list[tuple[int, int]]]) -> None:
+        self._raw = raw
         self._merged: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
-
-    def add(self, rank: int, buf: str, lo: int, hi: int) -> None:
-        self._raw.setdefault((rank, buf), []).append((lo, hi))
-        if self._merged:             # (expand adds a step's intervals before any query)
-            self._merged.pop((rank, buf), None)
 
     def overlaps(self, rank: int, buf: str, lo: int, hi: int) -> bool:
         key = (rank, buf)
@@ -200,7 +197,7 @@ def expand(schedule: Schedule) -> OpPlan:
     for step_no, transfers in enumerate(schedule.steps):
         # slots read by this step's transfers, per rank, as merged intervals; each transfer's
         # physical runs are computed once (a range is one run)
-        reads = _Intervals()
+        read_ivs: dict[tuple[int, str], list[tuple[int, int]]] = {}
         runs: list[tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
         has_local = False
         for t in transfers:
@@ -208,9 +205,10 @@ def expand(schedule: Schedule) -> OpPlan:
             srcs = phys_runs(src, t.src_buf, t.src_idx)
             runs.append((srcs, phys_runs(t.dst, t.dst_buf, t.dst_idx)))
             for b, i, c in srcs:
-                reads.add(src, b, i, i + c)
+                read_ivs.setdefault((src, b), []).append((i, i + c))
             if src == t.dst:
                 has_local = True
+        reads = _Intervals(read_ivs)
         read_now: dict[int, set[Slot]] = {}
         written_now: dict[int, set[Slot]] = {}
         if has_local:
