@@ -101,7 +101,7 @@ def fuse_rank(coll: Collective, rank: int, tbs: tuple[PlannedTb, ...]) -> tuple[
                     cands.append(cur)
         at.append(ks)
     # the access timeline is needed only for slots that a candidate pair moves
-    tl = _Timeline(tbs, cands) if cands else None
+    tl = _Timeline(tb_ops, cands) if cands else None
     pb, base = coll.alias(rank, Buffer.OUTPUT)
     outs = coll.obligated_outputs(rank)
     out_iv = (pb.value, base + outs.start, base + outs.stop)
@@ -129,9 +129,8 @@ class _Timeline:
     """Accesses of one rank to the slots that candidate receives write, per segment:
     sorted positions and whether each access is a pure write (writes without reading)."""
 
-    def __init__(self, tbs: tuple[PlannedTb, ...], cands: list[RankOp]) -> None:
-        self.part = part = Partition({iv for tb in tbs for c in tb.ops for ivs in (c.op.rd, c.op.wr)
-                                      for iv in ivs})
+    def __init__(self, tb_ops: list[list[RankOp]], cands: list[RankOp]) -> None:
+        self.part = part = Partition({iv for ops in tb_ops for op in ops for ivs in (op.rd, op.wr) for iv in ivs})
         segs = part.table        # every interval of an op is one the partition was built from
         wanted = bytearray(len(part))
         for cand in cands:
@@ -141,25 +140,23 @@ class _Timeline:
         # per interval: its wanted segments (most intervals have none, and many repeat)
         hits = {iv: tuple(g for g in r if wanted[g]) for iv, r in segs.items()}
         acc: defaultdict[int, list[tuple[tuple[int, ...], bool]]] = defaultdict(list)
-        for tb in tbs:
-            for c in tb.ops:
-                op = c.op
-                rd, wr = op.rd, op.wr
+        for ops in tb_ops:
+            for op in ops:
+                rd, wr, pos = op.rd, op.wr, op.pos
                 read: set[int] | tuple[int, ...] = ()
                 if rd:
                     read = hits[rd[0]] if len(rd) == 1 else {g for iv in rd for g in hits[iv]}
                     for g in read:
-                        acc[g].append((op.pos, False))
+                        acc[g].append((pos, False))
                 for iv in wr:
                     for g in hits[iv]:
                         if g not in read:
-                            acc[g].append((op.pos, True))
-        self.positions: dict[int, list[tuple[int, ...]]] = {}
-        self.pure_write: dict[int, list[bool]] = {}
+                            acc[g].append((pos, True))
+        self.positions: dict[int, tuple[tuple[int, ...], ...]] = {}
+        self.pure_write: dict[int, tuple[bool, ...]] = {}
         for g, lst in acc.items():
             lst.sort()
-            self.positions[g] = [p for p, _ in lst]
-            self.pure_write[g] = [w for _, w in lst]
+            self.positions[g], self.pure_write[g] = zip(*lst)
 
     def quiet_between(self, recv: RankOp, send: RankOp) -> bool:
         """No other access to the received slots between the receive and the send."""
