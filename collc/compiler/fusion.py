@@ -56,16 +56,23 @@ class FusedPlan:
     tbs: tuple[tuple[FusedTb, ...], ...]
 
 
+# enum members and the tuple constructor as module constants: ``StepType.X`` is a class
+# attribute lookup (~0.25 us) and a named tuple's own constructor a Python call, paid per op
+_SEND, _RECV, _REDUCE = Kind.SEND, Kind.RECV, Kind.REDUCE
+_S, _R, _RRC, _RE, _CPY = StepType.SEND, StepType.RECV, StepType.RECV_REDUCE_COPY, StepType.REDUCE, StepType.COPY
+_RCS, _RRS, _RRCS = StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY_SEND
+_new = tuple.__new__
+
+
 def _single(op: RankOp) -> Item:
-    if op.kind is Kind.SEND:
-        return Item(StepType.SEND, op, op.srcbuf, op.srcoff, op.srcbuf, op.srcoff, op.cnt,
-                    op.rd, ())
-    if op.kind is Kind.RECV:
-        t = StepType.RECV_REDUCE_COPY if op.reduce else StepType.RECV
-        return Item(t, op, op.dstbuf, op.dstoff, op.dstbuf, op.dstoff, op.cnt, op.rd,
-                    op.wr)
-    t = StepType.REDUCE if op.kind is Kind.REDUCE else StepType.COPY
-    return Item(t, op, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt, op.rd, op.wr)
+    kind = op.kind
+    if kind is _SEND:
+        return _new(Item, (_S, op, op.srcbuf, op.srcoff, op.srcbuf, op.srcoff, op.cnt, op.rd, ()))
+    if kind is _RECV:
+        return _new(Item, (_RRC if op.reduce else _R, op, op.dstbuf, op.dstoff, op.dstbuf, op.dstoff, op.cnt,
+                           op.rd, op.wr))
+    return _new(Item, (_RE if kind is _REDUCE else _CPY, op, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt,
+                       op.rd, op.wr))
 
 
 def fuse(plan: TbPlan) -> FusedPlan:
@@ -77,29 +84,29 @@ def fuse_rank(coll: Collective, rank: int, tbs: tuple[PlannedTb, ...]) -> tuple[
     """Fusion of one rank's tbs (the pass works rank by rank)."""
     # candidate pairs, per tb the index of the receive of each: a receive followed by a send of
     # exactly the slots it wrote
-    recv_kind, send_kind = Kind.RECV, Kind.SEND
     at: list[list[int]] = []
+    tb_ops: list[list[RankOp]] = []
     cands: list[RankOp] = []
     for tb in tbs:
         ks: list[int] = []
         ops = [c.op for c in tb.ops]
+        tb_ops.append(ops)
         for k in range(len(ops) - 1):
             cur = ops[k]
-            if cur.kind is recv_kind:
+            if cur.kind is _RECV:
                 nxt = ops[k + 1]
-                if (nxt.kind is send_kind and cur.dstoff == nxt.srcoff and cur.cnt == nxt.cnt
+                if (nxt.kind is _SEND and cur.dstoff == nxt.srcoff and cur.cnt == nxt.cnt
                         and cur.dstbuf == nxt.srcbuf):
                     ks.append(k)
                     cands.append(cur)
         at.append(ks)
     # the access timeline is needed only for slots that a candidate pair moves
-    tl = _Timeline(tbs, cands) if cands else None
+    tl = _Timeline(tb_ops, cands) if cands else None
     pb, base = coll.alias(rank, Buffer.OUTPUT)
     outs = coll.obligated_outputs(rank)
     out_iv = (pb.value, base + outs.start, base + outs.stop)
     fused_tbs: list[FusedTb] = []
-    for tb, ks in zip(tbs, at):
-        ops = [c.op for c in tb.ops]
+    for tb, ops, ks in zip(tbs, tb_ops, at):
         if not ks or tl is None:
             items = [_single(op) for op in ops]
         else:
@@ -122,9 +129,8 @@ class _Timeline:
     """Accesses of one rank to the slots that candidate receives write, per segment:
     sorted positions and whether each access is a pure write (writes without reading)."""
 
-    def __init__(self, tbs: tuple[PlannedTb, ...], cands: list[RankOp]) -> None:
-        self.part = part = Partition({iv for tb in tbs for c in tb.ops for ivs in (c.op.rd, c.op.wr)
-                                      for iv in ivs})
+    def __init__(self, tb_ops: list[list[RankOp]], cands: list[RankOp]) -> None:
+        self.part = part = Partition({iv for ops in tb_ops for op in ops for ivs in (op.rd, op.wr) for iv in ivs})
         segs = part.table        # every interval of an op is one the partition was built from
         wanted = bytearray(len(part))
         for cand in cands:
@@ -134,25 +140,23 @@ class _Timeline:
         # per interval: its wanted segments (most intervals have none, and many repeat)
         hits = {iv: tuple(g for g in r if wanted[g]) for iv, r in segs.items()}
         acc: defaultdict[int, list[tuple[tuple[int, ...], bool]]] = defaultdict(list)
-        for tb in tbs:
-            for c in tb.ops:
-                op = c.op
-                rd, wr = op.rd, op.wr
+        for ops in tb_ops:
+            for op in ops:
+                rd, wr, pos = op.rd, op.wr, op.pos
                 read: set[int] | tuple[int, ...] = ()
                 if rd:
                     read = hits[rd[0]] if len(rd) == 1 else {g for iv in rd for g in hits[iv]}
                     for g in read:
-                        acc[g].append((op.pos, False))
+                        acc[g].append((pos, False))
                 for iv in wr:
                     for g in hits[iv]:
                         if g not in read:
-                            acc[g].append((op.pos, True))
-        self.positions: dict[int, list[tuple[int, ...]]] = {}
-        self.pure_write: dict[int, list[bool]] = {}
+                            acc[g].append((pos, True))
+        self.positions: dict[int, tuple[tuple[int, ...], ...]] = {}
+        self.pure_write: dict[int, tuple[bool, ...]] = {}
         for g, lst in acc.items():
             lst.sort()
-            self.positions[g] = [p for p, _ in lst]
-            self.pure_write[g] = [w for _, w in lst]
+            self.positions[g], self.pure_write[g] = zip(*lst)
 
     def quiet_between(self, recv: RankOp, send: RankOp) -> bool:
         """No other access to the received slots between the receive and the send."""
@@ -184,10 +188,8 @@ class _Timeline:
 
 def _fused(recv: RankOp, send: RankOp, tl: _Timeline, out_iv: Interval) -> Item:
     if not recv.reduce:
-        return Item(StepType.RECV_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt,
-                    (), recv.wr)
+        return _new(Item, (_RCS, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt, (), recv.wr))
     if tl.dead_after(recv, order_key(send), out_iv):
-        return Item(StepType.RECV_REDUCE_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff,
-                    recv.cnt, recv.wr, ())
-    return Item(StepType.RECV_REDUCE_COPY_SEND, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff,
-                recv.cnt, recv.wr, recv.wr)
+        return _new(Item, (_RRS, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt, recv.wr, ()))
+    return _new(Item, (_RRCS, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt, recv.wr,
+                       recv.wr))
