@@ -145,34 +145,26 @@ class FusedTbs:
         """Step 1 for one phase's trees; returns the number of forwards kept."""
         turn_of: dict[Edge3, int] = {}
         kept = 0
-        index = self.index
-        degree = [len(o) for o in self.order]
         for r, edges in enumerate(trees.edges):
             first: dict[int, tuple[int, int]] = {}    # node -> (t, child) of its earliest child edge
             tie: set[int] = set()
             for p, c, t in edges:
                 cur = first.get(p)
-                if cur is None:
+                if cur is None or t < cur[0]:
                     first[p] = (t, c)
-                elif t <= cur[0]:
-                    if t < cur[0]:
-                        first[p] = (t, c)
-                        tie.discard(p)
-                    else:
-                        tie.add(p)
-            # node -> the child it forwards to: one lookup per edge below
-            forward = {v: c for v, (_, c) in first.items() if v not in tie}
+                    tie.discard(p)
+                elif t == cur[0]:
+                    tie.add(p)
             # allgather: top-down (edges come parents first); reduce-scatter: bottom-up
             for p, v, _ in (reversed(edges) if reduce else edges):
-                c = forward.get(v, -1)
-                if c < 0:
+                if v not in first or v in tie:
                     continue
+                c = first[v][1]
                 a, b = (c, p) if reduce else (p, c)            # v receives from a, sends to b
-                at = index[v]
-                ia, ib = at.get(a), at.get(b)
+                ia, ib = self.index[v].get(a), self.index[v].get(b)
                 if ia is None or ib is None:
                     continue
-                turn = (ib - ia) % degree[v]
+                turn = (ib - ia) % len(self.order[v])
                 e_in, e_out = (r, a, v), (r, v, b)
                 if turn_of.get(e_in, turn) != turn or e_out in turn_of:
                     continue
@@ -213,15 +205,18 @@ class FusedTbs:
         out: dict[Edge3, int] = {}
         for r, edges in enumerate(trees.edges):
             mix = (r * 2654435761 >> 11) & 0xFFFF      # decorrelates the lane from r % channel groups
-            of_tree = [choices[mix % len(choices)] if choices else -1 for choices in of_turn]   # turn -> lane
             for p, c, _ in edges:
-                e = (r, c, p) if reduce else (r, p, c)
-                link = e[1:]
+                link = (c, p) if reduce else (p, c)
+                e = (r, *link)
                 counts = load.get(link)
                 if counts is None:
                     counts = load[link] = [0] * nlanes
                 turn = turn_get(e)
-                lane = counts.index(min(counts)) if turn is None else of_tree[turn]
+                if turn is not None:
+                    choices = of_turn[turn]
+                    lane = choices[mix % len(choices)]
+                else:
+                    lane = counts.index(min(counts))
                 out[e] = lane
                 counts[lane] += 1
         return out
