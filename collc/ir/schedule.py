@@ -149,18 +149,19 @@ class Schedule:
         n = self.collective.nranks
         sizes = {Buffer.INPUT: self.collective.input_chunks, Buffer.OUTPUT: self.collective.output_chunks,
                  Buffer.SCRATCH: self.scratch_chunks}
-        nsteps = 0
-        for t in ordered:
+        nsteps = ordered[-1].step + 1 if ordered else 0    # sorted by step first
+        groups: list[list[Transfer]] = [[] for _ in range(nsteps)]
+        for t in ordered:   # one pass: a million transfers on 32x32
             if not (0 <= t.src < n and 0 <= t.dst < n):
                 raise ScheduleError(f"rank out of range 0..{n - 1} in {t}")
-            if _highest(t.src_idx) >= sizes[t.src_buf] or _highest(t.dst_idx) >= sizes[t.dst_buf]:
-                for buf, idx in ((t.src_buf, t.src_idx), (t.dst_buf, t.dst_idx)):
+            s, d = t.src_idx, t.dst_idx
+            # a range of step 1 (what make_slots gives) ends at its highest index
+            if ((s.stop - 1 if type(s) is range and s.step == 1 else _highest(s)) >= sizes[t.src_buf]
+                    or (d.stop - 1 if type(d) is range and d.step == 1 else _highest(d)) >= sizes[t.dst_buf]):
+                for buf, idx in ((t.src_buf, s), (t.dst_buf, d)):
                     if _highest(idx) >= sizes[buf]:
                         raise ScheduleError(f"chunk {max(idx)} beyond buffer {buf.value} of {sizes[buf]} chunks "
                                             f"in {t}")
-        nsteps = ordered[-1].step + 1 if ordered else 0    # sorted by step first
-        groups: list[list[Transfer]] = [[] for _ in range(nsteps)]
-        for t in ordered:
             groups[t.step].append(t)
         object.__setattr__(self, "_by_step", tuple(tuple(g) for g in groups))
         recv_of: set[tuple[int, int, int]] = set()

@@ -164,7 +164,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         assert rs is not None and ag is not None
         b = Builder(Collective(kind, n, n, request.inplace))
         start = prefix_copy(b, I, O, n, range(n))
-        # Transfers built directly (a million of them on 32x32): chunk lists are ranges already
+        # Transfers built directly here and below (a million of them on 32x32): chunk lists are ranges already
         up, down, add = start + rs.steps, start + rs.steps - 1, b.transfers.append
         for r in range(n):
             one = range(r, r + 1)
@@ -178,11 +178,14 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         if not request.inplace:
             for r in range(n):
                 b.move(0, r, r, I, [0], O, [r])
+        add, first = b.transfers.append, range(0, 1)
         for r, tree_edges in enumerate(ag.edges):
+            one = range(r, r + 1)
             for p, c, t in tree_edges:
                 # the root reads its input (in place it is o[r]); others forward o[r]
-                b.move(t - 1, p, c, I if p == r else O, [0] if p == r else [r], O, [r],
-                       lane=ln_ag.get((r, p, c), 0))
+                src_buf, src_idx = (I, first) if p == r else (O, one)
+                add(Transfer(t - 1, p, c, src_buf, src_idx, O, one, Op.COPY,
+                             ln_ag.get((r, p, c), 0) if ln_ag else 0))
     elif kind is CollKind.REDUCESCATTER:
         assert rs is not None
         b = Builder(Collective(kind, n, 1, request.inplace))
@@ -194,12 +197,14 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                 b.move(0, r, r, I, [r], O, [0])
             start = 1
         work = I if request.inplace else S
+        up, add, first = start + rs.steps, b.transfers.append, range(0, 1)
         for r, tree_edges in enumerate(rs.edges):
+            one = range(r, r + 1)
             for p, c, t in tree_edges:
                 # in place o[0] of rank r is i[r]; out of place the root accumulates in o[0]
-                dst_buf, dst_idx = (O, [0]) if p == r and not request.inplace else (work, [r])
-                b.move(start + rs.steps - t, c, p, work, [r], dst_buf, dst_idx, reduce=True,
-                       lane=ln_rs.get((r, c, p), 0))
+                dst_buf, dst_idx = (O, first) if p == r and not request.inplace else (work, one)
+                add(Transfer(up - t, c, p, work, one, dst_buf, dst_idx, Op.REDUCE,
+                             ln_rs.get((r, c, p), 0) if ln_rs else 0))
     elif kind is CollKind.ALLTOALL:
         assert ag is not None
         b = Builder(Collective(kind, n, 1, request.inplace))

@@ -10,7 +10,9 @@ which a rank's receive and the send that forwards it share a tb.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from operator import itemgetter
 
 from collc.compiler.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.frontends.multitree.trees import Trees, _grid_dims, neighbour_order
@@ -56,10 +58,13 @@ def link_runs(transfers: Sequence[Transfer]) -> list[Transfer]:
     out = list(transfers)
     if runs == 1:
         return out
+    keys = list(map(Transfer.sort_key, transfers))
     for idx in per_link.values():
-        idx.sort(key=lambda i: transfers[i].sort_key())
+        idx.sort(key=keys.__getitem__)
         for k, i in enumerate(idx):
-            out[i] = transfers[i].on_lane(k * runs // len(idx))
+            lane = k * runs // len(idx)
+            if lane != out[i].lane:     # a transfer is a frozen value: rebuild only those that move
+                out[i] = out[i].on_lane(lane)
     return out
 
 # ---------------------------------------------------------------------- fused threadblocks
@@ -78,19 +83,17 @@ def link_tbs_nodes(n: int, rs: Trees | None, ag: Trees | None, gpus_per_file: in
     A prediction (within 3%): when the lowered program refutes it, the driver builds
     again with ``threadblocks=fused`` (the registration's ``budget_fallback``).
     """
-    ops = [0] * n
-    pair: dict[tuple[int, int], int] = {}
-    for trees, up in ((rs, True), (ag, False)):
+    pair: Counter[tuple[int, int]] = Counter()    # (sender, receiver) -> transfers
+    for trees, link in ((rs, itemgetter(1, 0)), (ag, itemgetter(0, 1))):
         if trees is not None:
             for edges in trees.edges:
-                for p, c, _ in edges:
-                    ops[p] += 1
-                    ops[c] += 1
-                    key = (c, p) if up else (p, c)
-                    pair[key] = pair.get(key, 0) + 1
+                pair.update(map(link, edges))     # counted in C: two million edges on 32x32
     groups = runs_needed(max(pair.values(), default=0))
+    ops = [0] * n
     conns = [0] * n
-    for a, b in pair:
+    for (a, b), k in pair.items():
+        ops[a] += k
+        ops[b] += k
         conns[a] += 1
         conns[b] += 1
     return max(parser_nodes(gpus_per_file, conns[v] * groups, o + o // 64) for v, o in enumerate(ops))

@@ -436,7 +436,7 @@ class _Grower:
         ``rounds[1]`` the order of every later one."""
         n, cap = self.n, self.cap
         pick = self._pick if self.up_any else self._pick_direct
-        link_src = self.link_src
+        link_src, feeders = self.link_src, self.feeders
         members = [bytearray(n) for _ in range(n)]
         size = [1] * n
         for r in range(n):
@@ -471,6 +471,7 @@ class _Grower:
             added = 0
             while True:
                 order = rounds[0] if first_round else rounds[1]
+                last = order[-1]
                 first_round = False
                 grew_any = False
                 grew_last = False
@@ -490,9 +491,9 @@ class _Grower:
                         snd[p] -= 1
                         rcv[c] -= 1
                     members[r][c] = 1
-                    if self.feeders[c]:
+                    if feeders[c]:
                         miss = missing[r]
-                        for s in self.feeders[c]:
+                        for s in feeders[c]:
                             miss[s] -= 1
                     size[r] += 1
                     if size[r] == n:
@@ -503,7 +504,7 @@ class _Grower:
                     sequence.append((r, p, c, t))
                     added += 1
                     grew_any = True
-                    if r == order[-1]:
+                    if r == last:
                         grew_last = True
                 if not incomplete or not grew_any or (rule == "last" and not grew_last):
                     break
