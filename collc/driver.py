@@ -24,7 +24,7 @@ from collc.backends.shards import assemble, parse_texts
 from collc.check import Report, check_parsed, simulate, size_model
 from collc.clock import cpu_seconds
 from collc.compiler.limits import LIMITS, Dialect
-from collc.compiler.pipeline import LowerOptions, lower, prepare, run_pipeline
+from collc.compiler.pipeline import LowerOptions, lower, prepare, run_pipeline, workers
 from collc.compiler.program import ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import check_program_size
@@ -140,9 +140,9 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
         # the ranks' text is printed by the workers that lowered them (emit is part of "lower");
-        # a paired layout is probed before its text is joined and read back, except in a full
-        # shard build (every rank's gpus kept at once cost about 1 GB at 4096 ranks)
-        probe = pair and (partial or not shard)
+        # a paired layout lowered in this process is probed before its text is joined and read
+        # back (from workers its gpus would come back pickled, which costs more than the reading)
+        probe = pair and (partial or (not shard and workers(opts.jobs, coll.nranks) == 1))
         lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe,
                                prepared=prepared)
         t_low = clock()
