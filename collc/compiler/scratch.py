@@ -174,10 +174,6 @@ def expand(schedule: Schedule) -> OpPlan:
         scratch_top[rank] += size
         return base
 
-    def phys(rank: int, buf: Buffer, idx: int) -> tuple[str, int]:
-        b, i = coll.physical(rank, buf, idx)
-        return b.value, i
-
     aliases = [{b: (pb.value, base) for b in Buffer for pb, base in [coll.alias(r, b)]} for r in range(n)]
 
     def phys_runs(rank: int, buf: Buffer, idx: range | tuple[int, ...]) -> list[tuple[str, int, int]]:
@@ -199,7 +195,7 @@ def expand(schedule: Schedule) -> OpPlan:
         # physical runs are computed once (a range is one run)
         read_ivs: dict[tuple[int, str], list[tuple[int, int]]] = {}
         runs: list[tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
-        has_local = False
+        local: set[int] = set()      # ranks with a local copy or reduce in this step
         for t in transfers:
             src = t.src
             srcs = phys_runs(src, t.src_buf, t.src_idx)
@@ -207,16 +203,16 @@ def expand(schedule: Schedule) -> OpPlan:
             for b, i, c in srcs:
                 read_ivs.setdefault((src, b), []).append((i, i + c))
             if src == t.dst:
-                has_local = True
+                local.add(src)
         reads = _Intervals(read_ivs)
+        # the slots of the step on those ranks only: a local op is checked against its own rank's
         read_now: dict[int, set[Slot]] = {}
         written_now: dict[int, set[Slot]] = {}
-        if has_local:
-            for t in transfers:
-                for x in t.src_idx:
-                    read_now.setdefault(t.src, set()).add(phys(t.src, t.src_buf, x))
-                for x in t.dst_idx:
-                    written_now.setdefault(t.dst, set()).add(phys(t.dst, t.dst_buf, x))
+        if local:
+            for (srcs, dsts), t in zip(runs, transfers):
+                for rank, rr, now in ((t.src, srcs, read_now), (t.dst, dsts, written_now)):
+                    if rank in local:
+                        now.setdefault(rank, set()).update((b, i + j) for b, i, c in rr for j in range(c))
         for number, t in enumerate(transfers):
             key = (step_no, number)
             chunk = t.src_idx[0]
