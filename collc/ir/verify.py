@@ -110,9 +110,16 @@ def verify_schedule(schedule: Schedule, topology: Topology | None = None, data_c
             state[r][b][i] = acc
 
     mask_of: dict[range | tuple[int, ...], int] = {}    # the origin ranks' mask, once per rank set
+    # A rank whose obligations' class and outputs equal the last rank's (which passed: a failure
+    # raises) passes too: every rank of an allgather or allreduce is checked by one list compare.
+    passed: tuple[int, list[int | None]] | None = None
     for r in range(n):
         ob, obase = alias[r][Buffer.OUTPUT]
         row = state[r][ob]
+        cls, outs = coll.obligations_class(r), coll.obligated_outputs(r)
+        held = row[obase + outs.start:obase + outs.stop]
+        if passed is not None and passed[0] == cls and held == passed[1]:
+            continue
         for idx, origin, ranks in coll.expected(r):
             mask = mask_of.get(ranks)
             if mask is None:
@@ -122,6 +129,7 @@ def verify_schedule(schedule: Schedule, topology: Topology | None = None, data_c
                 want = dom.expect(origin, ranks)
                 raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {idx} holds "
                                   f"{dom.describe(got)}, expected {dom.describe_expect(want)}")
+        passed = cls, held
 
 
 SLICED = 4   # chunks per transfer, on average, from which a step is applied with list slices
