@@ -67,6 +67,16 @@ def test_missing_contribution() -> None:
         verify_schedule(s)
 
 
+def test_a_later_rank_missing_what_the_first_holds_is_named() -> None:
+    """Ranks whose outputs equal a passing rank's pass by one compare; one that differs is
+    still checked chunk by chunk (here the last rank of a ring allgather misses a chunk)."""
+    s = build_schedule("ring", parse_spec("ring:4"), CollKind.ALLGATHER)
+    last = max(x.step for x in s.transfers if x.dst == 3)
+    kept = tuple(x for x in s.transfers if not (x.dst == 3 and x.step == last))
+    with pytest.raises(VerifyError, match=r"rank 3 output chunk \d+ holds uninitialized"):
+        verify_schedule(Schedule(s.collective, kept, s.provenance))
+
+
 def test_double_reduction() -> None:
     s = allreduce2(*EXCHANGE, t(1, 1, 0, I, [0], O, [0], REDUCE))
     with pytest.raises(VerifyError, match=r"step 1: rank 0 i\[0\] counts .* twice"):
