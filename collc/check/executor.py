@@ -126,7 +126,7 @@ class _Conn:
 
 class _Tb:
     __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "published", "snapshots", "waiting", "done", "ready",
-                 "out", "inn", "rx", "flag_waiters", "rows", "me", "clk")
+                 "out", "inn", "rx", "flag_waiters", "rows", "me", "clk", "known")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
@@ -148,6 +148,7 @@ class _Tb:
         # its vector clock (race check), but for its own component, which is ``pc`` (steps done);
         # never written in place once a snapshot may share it
         self.clk: np.ndarray = _NO_CLOCK
+        self.known: list[int] = []       # in a pass without vector clocks: steps known done, by component
 
 
 def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
@@ -204,6 +205,28 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 return SimResult(res.finished, res.blocked, [], race_list, [], res.pieces)
             if res is not None and res.finished and res.data_ok:
                 return SimResult(True, [], [], race_list, [], res.pieces)
+    if interesting:       # first without vector clocks (see _run), which mostly suffices
+        try:
+            return _run(p, coll, model, data, numeric, seed, interesting, list(race_list), clocks=False)
+        except _Unordered:
+            pass
+    return _run(p, coll, model, data, numeric, seed, interesting, race_list, clocks=True)
+
+
+class _Unordered(Exception):
+    """A pass without vector clocks met an access that its direct dependencies do not order."""
+
+
+def _run(p: Program, coll: Collective, model: SizeModel, data: bool, numeric: bool, seed: int,
+         interesting: dict[int, int], race_list: list[str], clocks: bool) -> SimResult:
+    """The simulation proper; ``interesting``: the tbs to track for races, by clock component.
+
+    ``clocks`` False is a cheaper first pass for the race check: a tb knows only the steps of
+    the tbs it waited on directly (a part of happens-before, with no joins or snapshots); it
+    raises _Unordered at the first access that this does not order, which leaves the vector
+    clocks to decide it.  When it raises nothing, every access is ordered and the result is
+    the one the vector clocks give (data, deadlocks and pieces never depend on the clocks).
+    """
     gpus = {g.id: g for g in p.gpus}
     tbs: dict[tuple[int, int], _Tb] = {}
     order: list[_Tb] = []
@@ -246,12 +269,17 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     k_dim = len(interesting)
     for idx, me in interesting.items():
         order[idx].me = me
-    if k_dim:
+    vector = bool(k_dim) and clocks    # vector clocks; without them, a tracked tb's direct knowledge
+    if vector:
         # the narrowest integer that holds a step count: every join makes a new clock
         longest = max(len(st.tb.steps) for st in order)
         ctype = next(t for t in (np.int8, np.int16, np.int32, np.int64) if longest <= np.iinfo(t).max)
         for st in order:
             st.clk = np.zeros(k_dim, dtype=ctype)
+    elif k_dim:
+        for st in order:
+            if st.me >= 0:
+                st.known = [0] * k_dim
 
     def join(st: _Tb, snap: _Snap) -> None:
         """``st`` learns what ``snap`` knows: a new array, as snapshots may share the old one."""
@@ -281,7 +309,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
         pb, base, lw, rd = race_view[(st.gid, buf)]
         a, b = base + off, base + off + n
         me = st.idx
-        clk = st.clk
+        clk = st.clk if vector else st.known
         # A step's slots mostly share their reads (one tuple, or None): those are handled as one
         # (tuples are values, so equal ones may as well be the same), the rest slot by slot.
         reads = rd[a:b]
@@ -299,6 +327,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             if other != me:
                 oc = order[other].me
                 if (oc < 0 or clk[oc] <= e & _LOW) and len(race_list) < MAX_LISTED:
+                    if not vector:
+                        raise _Unordered
                     report_races(st, pb, a, b, write, pos, lw, rd)
                     break
         mine = me << 32 | pos
@@ -338,7 +368,11 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             return True
         if target.flag >= step.deps:
             if k_dim:
-                join(st, target.snapshots[bisect_left(target.published, step.deps)])
+                at = bisect_left(target.published, step.deps)
+                if vector:
+                    join(st, target.snapshots[at])
+                elif st.me >= 0 and target.me >= 0 and st.known[target.me] <= target.published[at]:
+                    st.known[target.me] = target.published[at] + 1
             return True
         st.waiting = ("dep", step.depid, step.deps)
         target.flag_waiters.append(st)
@@ -500,7 +534,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                         access(st, step.dstbuf, step.dstoff + lo, n, True, st.pc)
             if fl & F_SEND:
                 assert conn_out is not None
-                snap_out = (st.clk, st.me, st.pc) if k_dim else None
+                snap_out = (st.clk, st.me, st.pc) if vector else None
                 conn_out.push(k, payload if data else [], n - (k - 1) * mac, snap_out, model)
                 w = conn_out.data_waiters
                 if w:
@@ -513,6 +547,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                     st.flag = st.pc
                     if k_dim:
                         st.published.append(st.pc)
+                    if vector:
                         st.snapshots.append((st.clk, st.me, st.pc + 1))
                     w = st.flag_waiters
                     if w:
