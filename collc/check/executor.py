@@ -34,6 +34,10 @@ from collc.ir.symbolic import DataError, ExactDomain, NumVec, leaf_values
 # =========================================================================== simulation
 _LOW = (1 << 32) - 1    # the step of a packed access (race bookkeeping)
 _NO_CLOCK = np.zeros(0, dtype=np.int32)    # the vector clock of every tb when no race is tracked
+# What a message or a published flag carries for the race check: the sender's vector clock, its
+# component and its progress there (the clock's own component is kept out of the array, so that
+# the array is never written after a join made it and a snapshot can share it instead of copying)
+_Snap = tuple[np.ndarray, int, int]
 # enum members as module constants: ``StepType.SEND`` is a class attribute lookup of ~0.25 us
 _SEND, _COPY, _REDUCE = StepType.SEND, StepType.COPY, StepType.REDUCE
 
@@ -78,13 +82,13 @@ class _Conn:
         self.data_waiters: list[_Tb] = []          # tbs blocked until data arrive
         self.space_waiters: list[_Tb] = []         # tbs blocked until space frees up
 
-    def push(self, k: int, payload: Any, tail: int, snap: np.ndarray | None,
+    def push(self, k: int, payload: Any, tail: int, snap: _Snap | None,
              model: SizeModel) -> None:
         self.runs.append([k, 0, payload, tail, snap])
         self.avail += k
         self.used += (k - 1) * self.full + self.ps[tail]
 
-    def pop(self, j: int, model: SizeModel) -> tuple[Any, Sequence[np.ndarray]]:
+    def pop(self, j: int, model: SizeModel) -> tuple[Any, Sequence[_Snap]]:
         run = self.runs[0]
         if run[0] == j and run[1] == 0:     # the common case: exactly one whole run
             self.runs.popleft()
@@ -93,7 +97,7 @@ class _Conn:
             self.avail -= j
             return payload, () if snap is None else (snap,)
         parts: list[Any] = []
-        snaps: list[np.ndarray] = []
+        snaps: list[_Snap] = []
         full = self.full
         while j:
             run = self.runs[0]
@@ -122,7 +126,7 @@ class _Conn:
 
 class _Tb:
     __slots__ = ("gid", "idx", "tb", "pc", "piece", "flag", "published", "snapshots", "waiting", "done", "ready",
-                 "out", "inn", "rx", "flag_waiters", "rows", "me", "clk")
+                 "out", "inn", "rx", "flag_waiters", "rows", "me", "clk", "known")
 
     def __init__(self, gid: int, idx: int, tb: Threadblock) -> None:
         self.gid, self.idx, self.tb = gid, idx, tb
@@ -131,7 +135,7 @@ class _Tb:
         self.ready = False          # dependencies of the current step are met
         self.flag = -1
         self.published: list[int] = []             # the steps it published a flag at (race check) ...
-        self.snapshots: list[np.ndarray] = []      # ... and its vector clock at each
+        self.snapshots: list[_Snap] = []           # ... and its vector clock at each
         self.waiting: tuple[str, int, int] = ("", 0, 0)   # why it is blocked, formatted on report
         self.done = not tb.steps
         self.flag_waiters: list[_Tb] = []    # tbs blocked until it publishes a flag (or finishes)
@@ -141,7 +145,10 @@ class _Tb:
         self.rx: _Tb | None = None
         self.rows: dict[str, tuple[Any, int]] = {}   # buffer -> (its physical row, base) with data
         self.me = -1                     # its component of the vector clocks (race check), -1: untracked
-        self.clk: np.ndarray = _NO_CLOCK  # its vector clock (race check)
+        # its vector clock (race check), but for its own component, which is ``pc`` (steps done);
+        # never written in place once a snapshot may share it
+        self.clk: np.ndarray = _NO_CLOCK
+        self.known: list[int] = []       # in a pass without vector clocks: steps known done, by component
 
 
 def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
@@ -198,6 +205,28 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 return SimResult(res.finished, res.blocked, [], race_list, [], res.pieces)
             if res is not None and res.finished and res.data_ok:
                 return SimResult(True, [], [], race_list, [], res.pieces)
+    if interesting:       # first without vector clocks (see _run), which mostly suffices
+        try:
+            return _run(p, coll, model, data, numeric, seed, interesting, list(race_list), clocks=False)
+        except _Unordered:
+            pass
+    return _run(p, coll, model, data, numeric, seed, interesting, race_list, clocks=True)
+
+
+class _Unordered(Exception):
+    """A pass without vector clocks met an access that its direct dependencies do not order."""
+
+
+def _run(p: Program, coll: Collective, model: SizeModel, data: bool, numeric: bool, seed: int,
+         interesting: dict[int, int], race_list: list[str], clocks: bool) -> SimResult:
+    """The simulation proper; ``interesting``: the tbs to track for races, by clock component.
+
+    ``clocks`` False is a cheaper first pass for the race check: a tb knows only the steps of
+    the tbs it waited on directly (a part of happens-before, with no joins or snapshots); it
+    raises _Unordered at the first access that this does not order, which leaves the vector
+    clocks to decide it.  When it raises nothing, every access is ordered and the result is
+    the one the vector clocks give (data, deadlocks and pieces never depend on the clocks).
+    """
     gpus = {g.id: g for g in p.gpus}
     tbs: dict[tuple[int, int], _Tb] = {}
     order: list[_Tb] = []
@@ -240,33 +269,56 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     k_dim = len(interesting)
     for idx, me in interesting.items():
         order[idx].me = me
-    if k_dim:
+    vector = bool(k_dim) and clocks    # vector clocks; without them, a tracked tb's direct knowledge
+    if vector:
+        # the narrowest integer that holds a step count: every join makes a new clock
+        longest = max(len(st.tb.steps) for st in order)
+        ctype = next(t for t in (np.int8, np.int16, np.int32, np.int64) if longest <= np.iinfo(t).max)
         for st in order:
-            st.clk = np.zeros(k_dim, dtype=np.int32)
-    # Race bookkeeping per physical row of a tracked tb's GPU: the last write of each slot and
-    # the reads since then, as packed accesses ``tb index << 32 | step``.
-    race_rows: dict[tuple[int, str], tuple[list[int], list[list[int] | None]]] = {}
+            st.clk = np.zeros(k_dim, dtype=ctype)
+    elif k_dim:
+        for st in order:
+            if st.me >= 0:
+                st.known = [0] * k_dim
 
-    def race_row(gid: int, pb: str) -> tuple[list[int], list[list[int] | None]]:
-        got = race_rows.get((gid, pb))
-        if got is None:
-            size = len(mem[(gid, pb)])
-            got = race_rows[(gid, pb)] = ([-1] * size, [None] * size)
-        return got
+    def join(st: _Tb, snap: _Snap) -> None:
+        """``st`` learns what ``snap`` knows: a new array, as snapshots may share the old one."""
+        clk = np.maximum(st.clk, snap[0])
+        c = snap[1]
+        if c >= 0 and clk[c] < snap[2]:
+            clk[c] = snap[2]
+        st.clk = clk
+
+    # Race bookkeeping per physical row of a tracked tb's GPU: the last write of each slot and
+    # the reads since then (a tuple, None for none), as packed accesses ``tb index << 32 | step``;
+    # each tracked tb's view of them by logical buffer: (physical buffer, base, writes, reads).
+    race_rows: dict[tuple[int, str], tuple[list[int], list[tuple[int, ...] | None]]] = {}
+    race_view: dict[tuple[int, str], tuple[str, int, list[int], list[tuple[int, ...] | None]]] = {}
+    for st in order:
+        if st.me >= 0 and data:
+            for buf in "ios":
+                pb, base = amap[(st.gid, buf)]
+                if (st.gid, pb) not in race_rows:
+                    size = len(mem[(st.gid, pb)])
+                    race_rows[(st.gid, pb)] = ([-1] * size, [None] * size)
+                race_view[(st.gid, buf)] = (pb, base, *race_rows[(st.gid, pb)])
 
     def access(st: _Tb, buf: str, off: int, n: int, write: bool, pos: int) -> None:
         """Record ``st``'s access to ``n`` slots of ``buf`` from ``off``; report the earlier
         accesses of other tbs it has no ordering against."""
-        pb, base = amap[(st.gid, buf)]
-        lw, rd = race_row(st.gid, pb)
+        pb, base, lw, rd = race_view[(st.gid, buf)]
         a, b = base + off, base + off + n
         me = st.idx
-        clk = st.clk
+        clk = st.clk if vector else st.known
+        # A step's slots mostly share their reads (one tuple, or None): those are handled as one
+        # (tuples are values, so equal ones may as well be the same), the rest slot by slot.
+        reads = rd[a:b]
+        same = reads.count(reads[0]) == n if n else True
         # Whether anything races: each distinct earlier access once.  Only then, and only while
         # the list has room, are the slots walked one by one for the messages, in slot order.
         earlier = set(lw[a:b])
         if write:
-            for r in rd[a:b]:
+            for r in reads[:1] if same else reads:
                 if r:
                     earlier.update(r)
         earlier.discard(-1)
@@ -275,22 +327,24 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             if other != me:
                 oc = order[other].me
                 if (oc < 0 or clk[oc] <= e & _LOW) and len(race_list) < MAX_LISTED:
+                    if not vector:
+                        raise _Unordered
                     report_races(st, pb, a, b, write, pos, lw, rd)
                     break
         mine = me << 32 | pos
         if write:
             lw[a:b] = [mine] * n
             rd[a:b] = [None] * n
+        elif same and n:
+            r = reads[0]
+            rd[a:b] = [(mine,) if r is None else r + (mine,)] * n
         else:
             for j in range(a, b):
                 r = rd[j]
-                if r is None:
-                    rd[j] = [mine]
-                else:
-                    r.append(mine)
+                rd[j] = (mine,) if r is None else r + (mine,)
 
     def report_races(st: _Tb, pb: str, a: int, b: int, write: bool, pos: int, lw: list[int],
-                     rd: list[list[int] | None]) -> None:
+                     rd: list[tuple[int, ...] | None]) -> None:
         clk = st.clk
         for i in range(a, b):
             prev = [(lw[i], "writes")] if lw[i] >= 0 else []
@@ -314,7 +368,11 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             return True
         if target.flag >= step.deps:
             if k_dim:
-                np.maximum(st.clk, target.snapshots[bisect_left(target.published, step.deps)], out=st.clk)
+                at = bisect_left(target.published, step.deps)
+                if vector:
+                    join(st, target.snapshots[at])
+                elif st.me >= 0 and target.me >= 0 and st.known[target.me] <= target.published[at]:
+                    st.known[target.me] = target.published[at] + 1
             return True
         st.waiting = ("dep", step.depid, step.deps)
         target.flag_waiters.append(st)
@@ -440,7 +498,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 assert conn_in is not None
                 payload, snaps = conn_in.pop(k, model)
                 for snap in snaps:
-                    np.maximum(st.clk, snap, out=st.clk)
+                    join(st, snap)
                 w = conn_in.space_waiters
                 if w:
                     runnable.extend(w)
@@ -476,7 +534,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                         access(st, step.dstbuf, step.dstoff + lo, n, True, st.pc)
             if fl & F_SEND:
                 assert conn_out is not None
-                snap_out = st.clk.copy() if k_dim else None
+                snap_out = (st.clk, st.me, st.pc) if vector else None
                 conn_out.push(k, payload if data else [], n - (k - 1) * mac, snap_out, model)
                 w = conn_out.data_waiters
                 if w:
@@ -485,13 +543,12 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
             total_pieces += k
             st.piece += k
             if st.piece >= n_pieces:
-                if st.me >= 0:
-                    st.clk[st.me] = st.pc + 1
                 if step.hasdep:
                     st.flag = st.pc
                     if k_dim:
                         st.published.append(st.pc)
-                        st.snapshots.append(st.clk.copy())
+                    if vector:
+                        st.snapshots.append((st.clk, st.me, st.pc + 1))
                     w = st.flag_waiters
                     if w:
                         runnable.extend(w)
