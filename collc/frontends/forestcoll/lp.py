@@ -234,7 +234,7 @@ def _holds(n: int, caps: dict[tuple[int, int], int], roots: tuple[int, ...]) -> 
     values = list(caps.values()) + [r for r in roots if r > 0]
     g = FlowNet(n + 1, edges, values)
     need = sum(roots)
-    return all(g.flow(n, t) >= need for t in range(n))
+    return all(f >= need for f in g.flows(n, range(n)))
 
 
 _EPS = 1e-7     # the LP solver's tolerance, relative: a value this close below an integer is that integer

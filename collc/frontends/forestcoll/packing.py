@@ -43,10 +43,13 @@ import numpy as np
 # with csgraph costs about 0.2 s of start-up
 
 from collc.errors import ScheduleError
-from collc.frontends.forestcoll.flow import INT_LIMIT, Edge
+from collc.frontends.forestcoll.flow import INT_LIMIT, Edge, max_flows
 from collc.frontends.forestcoll.splitting import Logical, Path, _take
 
 __all__ = ["Tree", "pack_trees", "shorten", "map_back", "link_loads", "check_forest"]
+
+#: queries whose flows one solver call computes ahead in ``pack_trees`` (speculatively)
+BATCH = 16
 
 
 @dataclass(frozen=True)
@@ -108,14 +111,17 @@ class _Aux:
         self.big = big
         self.total = sum(m for _, m in groups)
 
-    def flow(self, x: int, y: int) -> int:
-        """F(x, y; D_j) - sum of the other trees' multiplicities."""
-        data = self.matrix.data
-        data[self.hub_slot[x]] = self.big
-        from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
-        value = int(maximum_flow(self.matrix, x, y).flow_value)
-        data[self.hub_slot[x]] = 0
-        return value - self.total
+    def flows(self, queries: list[tuple[int, int, int, bool]], mult: int, cap: np.ndarray) -> list[int]:
+        """``F(x, y; D_j) - sum of the other trees' multiplicities`` for each query
+        ``(x, y, e, take)`` in the state where every earlier query with ``take`` took
+        ``min(cap[e], mult)`` units of its edge e (one solver call, :func:`flow.max_flows`)."""
+        data = np.tile(self.matrix.data, (len(queries), 1))
+        for i, (x, _, e, take) in enumerate(queries):
+            data[i, self.hub_slot[x]] = self.big
+            if take:
+                data[i + 1:, self.edge_slot[e]] -= min(int(cap[e]), mult)
+        ends = [(x, y) for x, y, _, _ in queries]
+        return [v - self.total for v in max_flows(self.matrix, data, ends)]
 
 
 def pack_trees(logical: Logical, k: int | tuple[int, ...]) -> list[Tree]:
@@ -144,32 +150,80 @@ def pack_trees(logical: Logical, k: int | tuple[int, ...]) -> list[Tree]:
             groups[key] = groups.get(key, 0) + other.mult
         return _Aux(n, rows, cols, cap, sorted(groups.items()), big) if groups else None
 
+    def upcoming(j: _Growing, head: int, x: int, at: int, takes: dict[Edge, bool]) -> list[tuple[int, int, int, bool]]:
+        """The next queries ``(x, y, e, take)`` of j's breadth-first growth from ``succ[x][at]``
+        (then ``j.verts[head:]``), each guessed to take its edge as ``takes`` says (yes when
+        it does not know), at most BATCH."""
+        inside = set(j.verts)
+        verts = list(j.verts)
+        out: list[tuple[int, int, int, bool]] = []
+        while True:
+            for y in succ[x][at:]:
+                e = eid[(x, y)]
+                if y in inside or cap[e] == 0:
+                    continue
+                take = takes.get((x, y), True)
+                out.append((x, y, e, take))
+                if len(out) == BATCH:
+                    return out
+                if take:
+                    inside.add(y)
+                    verts.append(y)
+            if head == len(verts) or len(inside) == n:
+                return out
+            x, at, head = verts[head], 0, head + 1
+
     while queue:
         j = queue.popleft()
         aux = aux_for(queue)
         inside = set(j.verts)
-        todo = deque(j.verts)
-        while todo and len(inside) < n:
-            x = todo.popleft()
-            for y in succ[x]:
+        # Lookahead: the flows of the next BATCH queries come from one solver call, each in
+        # the state where the earlier ones went as guessed (a take when unknown, else as the
+        # latest value said).  While every edge taken since was guessed taken earlier, a
+        # value is a lower bound (capacities fell no more than guessed), value plus the units
+        # guessed taken but not taken is an upper bound (a unit of capacity adds at most a
+        # unit of flow), and the value is exact when the same edges were taken; a query the
+        # bounds do not settle starts a new batch.
+        takes: dict[Edge, bool] = {}
+        spec: dict[Edge, tuple[int, int, int, int, bool]] = {}   # position, value, units and takes guessed before, take
+        taken, took, last = 0, 0, -1      # takes since the batch: how many, their units, the latest position
+        head = 0
+        while head < len(j.verts) and len(inside) < n:
+            x = j.verts[head]
+            head += 1
+            for at, y in enumerate(succ[x]):
                 e = eid[(x, y)]
                 if y in inside or cap[e] == 0:
                     continue
                 mu = min(int(cap[e]), j.mult)
                 if aux is not None:
-                    mu = min(mu, aux.flow(x, y))
+                    pos, value, before, count, guess = spec.get((x, y), (-1, 0, 0, 0, False))
+                    if pos <= last or not (taken == count or value >= mu or value + before - took <= 0):
+                        queries = upcoming(j, head, x, at, takes)
+                        spec, before, count = {}, 0, 0
+                        for i, ((a, b, f, take), v) in enumerate(zip(queries, aux.flows(queries, j.mult, cap))):
+                            spec[(a, b)] = (i, v, before, count, take)
+                            takes[(a, b)] = v > 0
+                            if take:
+                                before, count = before + min(int(cap[f]), j.mult), count + 1
+                        taken, took, last = 0, 0, -1
+                        pos, value, before, count, guess = spec[(x, y)]
+                    mu = min(mu, value)
                 if mu <= 0:
                     continue
+                if aux is not None:
+                    # a take guessed as a skip: no later value of the batch bounds anything
+                    taken, took, last = taken + 1, took + mu, max(last, pos if guess else BATCH)
                 j.verts.append(y)
                 j.edges.append((x, y))
                 inside.add(y)
                 cap[e] -= mu
-                todo.append(y)
                 if mu < j.mult:
                     verts, edges = j.verts[:-1], j.edges[:-1]
                     queue.append(_Growing(j.root, verts, edges, j.mult - mu))
                     j.mult = mu
                     aux = aux_for(queue)      # the groups changed: rebuild D_j
+                    spec = {}
                 elif aux is not None:
                     aux.matrix.data[aux.edge_slot[e]] = cap[e]
         if len(inside) < n:

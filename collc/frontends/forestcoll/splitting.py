@@ -117,7 +117,7 @@ class _Splitter:
         self.big = sum(self.cap.values()) + k * net.nranks + 1
         self.evaluations = 0   # Theorem 1 tests and gamma formulas evaluated (for benchmarks)
         g = source_net(net, self.cap, k)
-        self.slack = [g.flow(self.s, v) - self.need for v in range(net.nranks)]
+        self.slack = [f - self.need for f in g.flows(self.s, range(net.nranks))]
         if min(self.slack) < 0:
             raise ScheduleError(f"forestcoll: the scaled fabric does not hold k={k} trees per root "
                                 f"(rank {self.slack.index(min(self.slack))})")
@@ -127,19 +127,15 @@ class _Splitter:
         return source_net(self.net, self.cap, self.k, extra)
 
     def _flows_after(self, u: int, w: int, t: int, amount: int, ranks: list[int]) -> dict[int, int] | None:
-        """``F(s, v) - N k`` after the split for ``ranks``, or None at the first that drops below 0."""
+        """``F(s, v) - N k`` after the split for ``ranks``, or None when one drops below 0."""
         cap = dict(self.cap)
         cap[(u, w)] -= amount
         cap[(w, t)] -= amount
         if u != t:
             cap[(u, t)] = cap.get((u, t), 0) + amount
         g = source_net(self.net, {e: c for e, c in cap.items() if c > 0}, self.k)
-        out: dict[int, int] = {}
-        for v in ranks:
-            out[v] = g.flow(self.s, v) - self.need
-            if out[v] < 0:
-                return None
-        return out
+        out = {v: f - self.need for v, f in zip(ranks, g.flows(self.s, ranks))}
+        return None if any(f < 0 for f in out.values()) else out
 
     def gamma(self, u: int, w: int, t: int) -> int:
         """Theorem 8's maximal split of (u, w), (w, t).
@@ -249,11 +245,9 @@ class _Splitter:
             cap[(u, t)] = cap.get((u, t), 0) + a
         self.evaluations += 1
         g = source_net(self.net, {e: c for e, c in cap.items() if c > 0}, self.k)
-        exact: list[int] = []
-        for v in range(self.net.nranks):
-            exact.append(g.flow(self.s, v) - self.need)
-            if exact[-1] < 0:
-                return False
+        exact = [f - self.need for f in g.flows(self.s, range(self.net.nranks))]
+        if min(exact) < 0:
+            return False
         for u, t, a in plan:
             self.pending = None
             self.split(u, w, t, a)
