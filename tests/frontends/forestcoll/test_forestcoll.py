@@ -6,7 +6,10 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from collc.cli import main
 from collc.compiler.limits import Dialect
@@ -14,7 +17,7 @@ from collc.driver import compile_xml
 from collc.errors import ScheduleError
 from collc.frontends.forestcoll import best_pieces, forest, lane_per_tree, lp_allreduce_forest
 from collc.frontends.forestcoll import splitting
-from collc.frontends.forestcoll.flow import Network, feasible, fixed_k, optimal
+from collc.frontends.forestcoll.flow import INT_LIMIT, FlowNet, Network, feasible, fixed_k, max_flows, optimal
 from collc.frontends.forestcoll.lp import allreduce_lp, bottleneck_parts, partition_bound
 from collc.frontends.forestcoll.packing import Tree, check_forest, link_loads, map_back, pack_trees, shorten
 from collc.frontends.registry import build_schedule
@@ -431,3 +434,28 @@ def test_allreduce_lp_option_is_for_allreduce_only() -> None:
         build_schedule("forestcoll", topo, CollKind.ALLGATHER, params={"allreduce": "lp"})
     with pytest.raises(ScheduleError, match="must be rsag or lp"):
         build_schedule("forestcoll", topo, CollKind.ALLREDUCE, params={"allreduce": "x"})
+
+
+# ---------------------------------------------------------------------- batched max-flows
+@settings(max_examples=40, deadline=None)
+@given(st.integers(3, 9), st.integers(0, 2**32 - 1), st.sampled_from([10, 1000, 2**29]))
+def test_max_flows_of_joined_copies_equal_one_call_each(n: int, seed: int, top: int) -> None:
+    """The copies joined by a super source and sink give each copy's own maximum flow, also
+    when the copies' flows add up beyond int32 (scipy sums them in 64 bits)."""
+    from scipy.sparse.csgraph import maximum_flow  # type: ignore[import-untyped]
+    rng = np.random.default_rng(seed)
+    edges = [(a, b) for a in range(n) for b in range(n) if a != b and rng.random() < 0.5] or [(0, 1)]
+    caps = [int(c) for c in rng.integers(1, top, len(edges))]
+    while sum(caps) > INT_LIMIT:      # each copy within int32 (FlowNet's rule), their sum need not be
+        caps = [c // 2 + 1 for c in caps]
+    g = FlowNet(n, edges, caps)
+    ends = [(int(a), int(b)) for a, b in rng.integers(0, n, (12, 2)) if a != b]
+    data = np.stack([g.matrix.data] * len(ends)) if ends else g.matrix.data
+    for i in range(len(ends)):        # every copy its own capacities
+        data[i] = np.maximum(0, data[i] - rng.integers(0, 2, len(data[i])) * data[i] // 3)
+    one = []
+    for i, (a, b) in enumerate(ends):
+        m = g.matrix.copy()
+        m.data = data[i].astype(np.int32)
+        one.append(int(maximum_flow(m, a, b).flow_value))
+    assert max_flows(g.matrix, data, ends) == one
