@@ -459,3 +459,18 @@ def test_max_flows_of_joined_copies_equal_one_call_each(n: int, seed: int, top: 
         m.data = data[i].astype(np.int32)
         one.append(int(maximum_flow(m, a, b).flow_value))
     assert max_flows(g.matrix, data, ends) == one
+
+
+@pytest.mark.parametrize("spec, k", [("a100:2x8", 0), ("a100:2x8", 3), ("mi250:2", 1), ("torus:3x3", 2),
+                                     ("ring:6:uni", 1), ("mi250:8+8", 1)])
+def test_packing_lookahead_gives_the_trees_of_one_flow_at_a_time(spec: str, k: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flows computed ahead in batches (speculating on the queries' outcomes) settle every
+    query exactly as a flow computed on its own would: the same trees, edges and multiplicities."""
+    from collc.frontends.forestcoll import packing
+    net = _net(spec)
+    opt = optimal(net) if k == 0 else fixed_k(net, k)
+    logical = splitting.split_switches(net, opt.scaled(net), opt.k)
+    batched = pack_trees(logical, opt.k)
+    monkeypatch.setattr(packing, "BATCH", 1)
+    assert pack_trees(logical, opt.k) == batched
