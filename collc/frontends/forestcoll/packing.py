@@ -36,6 +36,7 @@ against ``U b(e)`` exactly (``link_loads``).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -150,28 +151,37 @@ def pack_trees(logical: Logical, k: int | tuple[int, ...]) -> list[Tree]:
             groups[key] = groups.get(key, 0) + other.mult
         return _Aux(n, rows, cols, cap, sorted(groups.items()), big) if groups else None
 
-    def upcoming(j: _Growing, head: int, x: int, at: int, takes: dict[Edge, bool]) -> list[tuple[int, int, int, bool]]:
-        """The next queries ``(x, y, e, take)`` of j's breadth-first growth from ``succ[x][at]``
-        (then ``j.verts[head:]``), each guessed to take its edge as ``takes`` says (yes when
-        it does not know), at most BATCH."""
-        inside = set(j.verts)
-        verts = list(j.verts)
-        out: list[tuple[int, int, int, bool]] = []
+    def frontier(verts: list[int], inside: set[int], head: int, x: int,
+                 at: int) -> Iterator[tuple[int, int, int, int, int]]:
+        """The edges ``(x, y, e)`` a breadth-first growth queries next, from ``succ[x][at:]``
+        and then from ``verts[head:]`` on, each with the ``at`` and ``head`` it resumes from;
+        it reads ``verts``, ``inside`` and ``cap`` as the caller changes them."""
         while True:
-            for y in succ[x][at:]:
+            nexts = succ[x]
+            for i in range(at, len(nexts)):
+                y = nexts[i]
                 e = eid[(x, y)]
-                if y in inside or cap[e] == 0:
-                    continue
-                take = takes.get((x, y), True)
-                out.append((x, y, e, take))
-                if len(out) == BATCH:
-                    return out
-                if take:
-                    inside.add(y)
-                    verts.append(y)
+                if y not in inside and cap[e] != 0:
+                    yield x, y, e, i, head
             if head == len(verts) or len(inside) == n:
-                return out
+                return
             x, at, head = verts[head], 0, head + 1
+
+    def upcoming(j: _Growing, head: int, x: int, at: int, takes: dict[Edge, bool]) -> list[tuple[int, int, int, bool]]:
+        """The next queries ``(x, y, e, take)`` of j's growth from ``succ[x][at]`` (then
+        ``j.verts[head:]``), each guessed to take its edge as ``takes`` says (yes when it does
+        not know), at most BATCH."""
+        verts, inside = list(j.verts), set(j.verts)
+        out: list[tuple[int, int, int, bool]] = []
+        for x, y, e, _, _ in frontier(verts, inside, head, x, at):
+            take = takes.get((x, y), True)
+            out.append((x, y, e, take))
+            if len(out) == BATCH:
+                break
+            if take:
+                inside.add(y)
+                verts.append(y)
+        return out
 
     while queue:
         j = queue.popleft()
@@ -187,45 +197,39 @@ def pack_trees(logical: Logical, k: int | tuple[int, ...]) -> list[Tree]:
         takes: dict[Edge, bool] = {}
         spec: dict[Edge, tuple[int, int, int, int, bool]] = {}   # position, value, units and takes guessed before, take
         taken, took, last = 0, 0, -1      # takes since the batch: how many, their units, the latest position
-        head = 0
-        while head < len(j.verts) and len(inside) < n:
-            x = j.verts[head]
-            head += 1
-            for at, y in enumerate(succ[x]):
-                e = eid[(x, y)]
-                if y in inside or cap[e] == 0:
-                    continue
-                mu = min(int(cap[e]), j.mult)
-                if aux is not None:
-                    pos, value, before, count, guess = spec.get((x, y), (-1, 0, 0, 0, False))
-                    if pos <= last or not (taken == count or value >= mu or value + before - took <= 0):
-                        queries = upcoming(j, head, x, at, takes)
-                        spec, before, count = {}, 0, 0
-                        for i, ((a, b, f, take), v) in enumerate(zip(queries, aux.flows(queries, j.mult, cap))):
-                            spec[(a, b)] = (i, v, before, count, take)
-                            takes[(a, b)] = v > 0
-                            if take:
-                                before, count = before + min(int(cap[f]), j.mult), count + 1
-                        taken, took, last = 0, 0, -1
-                        pos, value, before, count, guess = spec[(x, y)]
-                    mu = min(mu, value)
-                if mu <= 0:
-                    continue
-                if aux is not None:
-                    # a take guessed as a skip: no later value of the batch bounds anything
-                    taken, took, last = taken + 1, took + mu, max(last, pos if guess else BATCH)
-                j.verts.append(y)
-                j.edges.append((x, y))
-                inside.add(y)
-                cap[e] -= mu
-                if mu < j.mult:
-                    verts, edges = j.verts[:-1], j.edges[:-1]
-                    queue.append(_Growing(j.root, verts, edges, j.mult - mu))
-                    j.mult = mu
-                    aux = aux_for(queue)      # the groups changed: rebuild D_j
-                    spec = {}
-                elif aux is not None:
-                    aux.matrix.data[aux.edge_slot[e]] = cap[e]
+        for x, y, e, at, head in frontier(j.verts, inside, 1, j.verts[0], 0):
+            mu = min(int(cap[e]), j.mult)
+            if aux is not None:
+                # an edge the batch did not foresee has position -1 <= last: a new batch
+                pos, value, before, count, guess = spec.get((x, y), (-1, 0, 0, 0, False))
+                if pos <= last or not (taken == count or value >= mu or value + before - took <= 0):
+                    queries = upcoming(j, head, x, at, takes)
+                    spec, before, count = {}, 0, 0
+                    for i, ((a, b, f, take), v) in enumerate(zip(queries, aux.flows(queries, j.mult, cap))):
+                        spec[(a, b)] = (i, v, before, count, take)
+                        takes[(a, b)] = v > 0
+                        if take:
+                            before, count = before + min(int(cap[f]), j.mult), count + 1
+                    taken, took, last = 0, 0, -1
+                    pos, value, before, count, guess = spec[(x, y)]
+                mu = min(mu, value)
+            if mu <= 0:
+                continue
+            if aux is not None:
+                # a take guessed as a skip: no later value of the batch bounds anything
+                taken, took, last = taken + 1, took + mu, max(last, pos if guess else BATCH)
+            j.verts.append(y)
+            j.edges.append((x, y))
+            inside.add(y)
+            cap[e] -= mu
+            if mu < j.mult:
+                verts, edges = j.verts[:-1], j.edges[:-1]
+                queue.append(_Growing(j.root, verts, edges, j.mult - mu))
+                j.mult = mu
+                aux = aux_for(queue)      # the groups changed: rebuild D_j
+                spec = {}
+            elif aux is not None:
+                aux.matrix.data[aux.edge_slot[e]] = cap[e]
         if len(inside) < n:
             raise ScheduleError(f"forestcoll: tree packing got stuck at root {j.root} with {len(inside)} of {n} "
                                 f"ranks (the logical graph does not hold k={k} trees per root)")
