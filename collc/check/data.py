@@ -56,14 +56,12 @@ def postcondition(p: Program, coll: Collective, dom: ExactDomain, mem: dict[tupl
             continue
         b, base = phys(r, "o", 0)
         row = mem[(r, b)]
-        cls = coll.obligations_class(r)
-        outs = coll.obligated_outputs(r)
-        held = row[base + outs.start:base + outs.stop]
-        if passed is not None and passed[0] == cls and held == passed[1]:
+        key = coll.verdict_key(r, row, base)
+        if key == passed:
             continue
-        obligations = obligations_of.get(cls)
+        obligations = obligations_of.get(key[0])
         if obligations is None:
-            obligations = obligations_of[cls] = coll.expected(r)
+            obligations = obligations_of[key[0]] = coll.expected(r)
         before = len(errors)
         for idx, origin, ranks in obligations:
             m = masks.get(ranks)
@@ -81,7 +79,7 @@ def postcondition(p: Program, coll: Collective, dom: ExactDomain, mem: dict[tupl
                 else:
                     nodes.add(got)
         if len(errors) == before:
-            passed = cls, held
+            passed = key
     differing = sorted(k for k, nodes in per_chunk.items() if len(nodes) > 1)
     if differing:
         warnings.append(f"ranks reduce input chunk(s) {differing[:MAX_LISTED]}"

@@ -179,6 +179,13 @@ class Collective:
             return -1 if rank == self.root else -2
         return -1
 
+    def verdict_key(self, rank: int, row: list[int | None], base: int) -> tuple[int, list[int | None]]:
+        """What ``rank``'s postcondition verdict depends on, given the physical row holding its
+        output from ``base``: its obligations' class and the values at the outputs they
+        constrain.  Ranks with equal keys get equal verdicts, so a checker judges one of them."""
+        outs = self.obligated_outputs(rank)
+        return self.obligations_class(rank), row[base + outs.start:base + outs.stop]
+
     def obligated_outputs(self, rank: int) -> range:
         """The output indices ``expected(rank)`` constrains, without listing them: all of
         them, or none on the non-roots of reduce."""

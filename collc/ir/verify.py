@@ -116,9 +116,8 @@ def verify_schedule(schedule: Schedule, topology: Topology | None = None, data_c
     for r in range(n):
         ob, obase = alias[r][Buffer.OUTPUT]
         row = state[r][ob]
-        cls, outs = coll.obligations_class(r), coll.obligated_outputs(r)
-        held = row[obase + outs.start:obase + outs.stop]
-        if passed is not None and passed[0] == cls and held == passed[1]:
+        key = coll.verdict_key(r, row, obase)
+        if key == passed:
             continue
         for idx, origin, ranks in coll.expected(r):
             mask = mask_of.get(ranks)
@@ -129,7 +128,7 @@ def verify_schedule(schedule: Schedule, topology: Topology | None = None, data_c
                 want = dom.expect(origin, ranks)
                 raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {idx} holds "
                                   f"{dom.describe(got)}, expected {dom.describe_expect(want)}")
-        passed = cls, held
+        passed = key
 
 
 SLICED = 4   # chunks per transfer, on average, from which a step is applied with list slices
