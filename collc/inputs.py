@@ -315,6 +315,8 @@ def load_yaml(text: str, where: str, error: type[CollcError] = UsageError) -> An
         return yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())
+        if "nesting depth" in detail:    # PyYAML >= 6.0.4 scans ahead and may stop at its own bound first
+            raise error(f"{where}: nested more than {MAX_NESTING} levels deep") from None
         raise error(f"{where}: invalid YAML: {detail}") from None
     except (ValueError, RecursionError) as exc:
         raise error(f"{where}: invalid YAML: {exc}") from None

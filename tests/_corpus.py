@@ -1,4 +1,4 @@
-"""Shared access to the real-world MSCCL XML corpus (``/work/shared/msccl-corpus``).
+"""Shared access to the real-world MSCCL XML corpus (``msccl-corpus`` of ``tests._shared``).
 
 Parsing and checking the 63 files takes a few seconds, so parsed files and reports
 are cached for the whole test session and shared by the backend and checker tests.
@@ -16,8 +16,9 @@ from collc.backends.msccl_xml import read_xml
 from collc.compiler.program import ParsedFile
 from collc.compiler.limits import Dialect
 from collc.check import Report, check_parsed
+from tests._shared import missing, shared
 
-CORPUS = (Path(__file__).resolve().parents[1] / ".." / "shared" / "msccl-corpus").resolve()
+CORPUS = shared("msccl-corpus")
 EXPECTED_FILES = 63
 EXECUTOR_KEYS = ("minBytes", "maxBytes", "outofplace")
 
@@ -42,7 +43,7 @@ def corpus_params(only: str | None = None) -> list[object]:
     """
     files = corpus_files()
     if not files:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"corpus not found at {CORPUS}"), id="no-corpus")]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=missing("msccl-corpus")), id="no-corpus")]
     if only is not None:
         files = [p for p in files if is_executor_file(p) == (only == "executor")]
     return [pytest.param(p, id=rel(p)) for p in files]

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-PLANS = (Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "mscclpp-plans").resolve()
+from tests._shared import missing, shared
+
+PLANS = shared("corpora", "mscclpp-plans")
 
 
 def plan_files() -> list[Path]:
@@ -20,7 +22,7 @@ def name(path: Path) -> str:
 def plan_params() -> list[object]:
     files = plan_files()
     if not files:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"plan corpus not found at {PLANS}"),
+        return [pytest.param(None, marks=pytest.mark.skip(reason=missing("corpora", "mscclpp-plans")),
                              id="no-corpus")]
     return [pytest.param(p, id=name(p)) for p in files]
 

@@ -18,6 +18,7 @@ from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind
 from collc.topology import parse_spec
 from tests._corpus import EXPECTED_FILES, algo_attrs, corpus_files, corpus_params, parsed
+from tests._shared import missing
 
 # (topology, algorithm, collective, inplace, chunks, instances, protocol)
 Case = tuple[str, str, CollKind, bool, int, int, Proto]
@@ -267,7 +268,7 @@ def test_write_atomic(tmp_path: Path) -> None:
 def test_corpus_is_complete() -> None:
     files = corpus_files()
     if not files:
-        pytest.skip("msccl-corpus not found")
+        pytest.skip(missing("msccl-corpus"))
     assert len(files) == EXPECTED_FILES
 
 

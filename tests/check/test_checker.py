@@ -17,6 +17,7 @@ from collc.compiler.limits import Dialect
 from collc.compiler.program import Proto
 from collc.check import Finding, Report, buffering_model, check_parsed, check_program, size_model
 from tests._corpus import corpus_files, corpus_params, is_executor_file, rel, report
+from tests._shared import missing
 
 # ======================================================================= the corpus
 CHAIN = "chain of dependencies"
@@ -70,7 +71,7 @@ def test_legacy_corpus_file_fails_with_the_executor_dialect(path: Path) -> None:
 def test_the_expected_failures_are_legacy_files_of_the_corpus() -> None:
     files = corpus_files()
     if not files:
-        pytest.skip("msccl-corpus not found")
+        pytest.skip(missing("msccl-corpus"))
     legacy = {rel(p) for p in files if not is_executor_file(p)}
     assert set(LEGACY_FAILURES) <= legacy
     assert len(legacy) == 35 and len(files) - len(legacy) == 28

@@ -19,6 +19,7 @@ from collc.check.structure import check_structure, suspect_tbs
 from collc.compiler.limits import LIMITS, Dialect
 from collc.compiler.program import Program
 from tests._corpus import corpus_files
+from tests._shared import missing
 
 REPO = Path(__file__).resolve().parents[2]
 GOLDEN = sorted((REPO / "tests" / "golden").rglob("*.xml"))
@@ -85,5 +86,5 @@ def test_fast_paths_agree_on_broken_files(golden: Path, old: str, new: str) -> N
 @pytest.mark.parametrize("path", corpus_files() or [None], ids=lambda p: p.name if p else "no-corpus")
 def test_fast_paths_agree_on_the_corpus(path: Path | None) -> None:
     if path is None:
-        pytest.skip("corpus not found (../shared/msccl-corpus)")
+        pytest.skip(missing("msccl-corpus"))
     _same_rules(read_xml(path).program)

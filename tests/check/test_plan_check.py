@@ -18,6 +18,7 @@ from collc.check.plan_report import PlanReport
 from collc.cli import main
 from collc.compiler.plan import (ChannelType, LocalBuff, Op, OpName, Plan, PlanError, RemoteBuff, TbChannels)
 from tests._plan_corpus import name, plan_params, plan_path
+from tests._shared import missing
 
 # Every plan of the corpus (the held-out ones are only required to get a verdict): the error codes of its
 # report, and a phrase of the first error.  An empty set means the plan passes.
@@ -368,7 +369,7 @@ def test_randomly_broken_plans_get_a_verdict_never_a_crash() -> None:
 
     files = [p for p in plan_files() if name(p) not in UNREADABLE][:12]
     if not files:
-        pytest.skip("plan corpus not found")
+        pytest.skip(missing("corpora", "mscclpp-plans"))
     rng = random.Random(20)
     plans = [read_plan(p) for p in files]
     for _ in range(60):

@@ -1,12 +1,5 @@
-"""Where the shared corpora are: ``../shared`` next to the repository (the CI layout).
-Tests that read them skip, naming the folder, only when it is absent."""
+"""The shared corpora, as located by ``tests._shared`` (``COLLC_CORPUS`` or ``../shared``)."""
 
-from __future__ import annotations
+from tests._shared import shared
 
-from pathlib import Path
-
-_ROOT = Path(__file__).resolve().parents[2]
-
-
-def shared(*parts: str) -> Path:
-    return (_ROOT / ".." / "shared").joinpath(*parts).resolve()
+__all__ = ["shared"]
