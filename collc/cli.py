@@ -7,23 +7,22 @@ file left behind).
 
 from __future__ import annotations
 
+if __name__ == "__main__":
+    # run as a program: until main() installs its handlers, a signal ends the process with one line and
+    # 128 + the signal (the imports below take a second; a KeyboardInterrupt there would print a traceback)
+    from collc._startup import exit_on_signal
+    exit_on_signal()
+
 import argparse
 import importlib
 import json
 import os
 import re
-import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-if __name__ == "__main__":
-    # run as a program: until main() installs its handlers, Ctrl-C simply ends the process
-    # (the imports below take a second; a KeyboardInterrupt there would print a traceback)
-    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 from collc.compiler.limits import LIMITS, Dialect  # noqa: E402
 from collc.compiler.program import Proto  # noqa: E402
@@ -31,6 +30,7 @@ from collc.errors import CollcError, UsageError  # noqa: E402
 from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks,  # noqa: E402
                           check_bytes, finite, one_line, output_dir, output_file, plot_file, show)
 from collc.ir.collective import CollKind  # noqa: E402
+from collc._startup import ignore_signals  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
@@ -955,6 +955,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with interrupt_handlers():
             return _run(args)
     except Interrupted as exc:
+        ignore_signals()     # the one line below is the last word, whatever arrives next
         print(f"collc: interrupted by {exc}; unfinished output removed", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -34,14 +34,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from collc._startup import SIGNALS as _SIGNALS
 from collc.errors import EmitError
 from collc.inputs import output_dir, output_file, show
 
 __all__ = ["Interrupted", "write_file", "new_temp_dir", "publish_dir", "discard", "discard_pending", "pending",
            "interrupt_handlers", "signals_blocked"]
 
-# SIGHUP: the terminal of a long build was closed (absent on Windows)
-_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 _pending: dict[str, bool] = {}          # temporary path -> is a directory
 _lock = threading.RLock()   # re-entered by a signal handler that runs while it is held
 
@@ -270,3 +269,4 @@ def interrupt_handlers() -> Iterator[None]:
         for s, h in old.items():
             signal.signal(s, h)
         discard_pending()
+

@@ -1,8 +1,9 @@
-"""SIGTERM and SIGINT at several moments of real ``collc build`` processes leave no file behind.
+"""SIGTERM, SIGINT and SIGHUP at several moments of real ``collc`` processes leave no file behind and
+end with one line and 128 + the signal.
 
 Each run starts ``python -m collc.cli build`` (one file, or ``--shard-per-rank``) in an
-empty directory and signals it after a delay (while it imports, builds or lowers) or
-as soon as its temporary output appears (while it writes).  Afterwards the directory
+empty directory and signals it a delay after collc's first code ran (while it imports, builds or
+lowers) or as soon as its temporary output appears (while it writes).  Afterwards the directory
 holds nothing, or, if the build finished first, exactly the complete output.
 """
 
@@ -22,7 +23,26 @@ from collc.cli import main
 REPO = Path(__file__).resolve().parents[1]
 SWING = ["--algorithm", "swing", "--collective", "allreduce"]
 KINDS = {"file": ["-o", "out.xml"], "shards": ["--shard-per-rank", "-o", "out"]}
-INTERRUPTED = {signal.SIGINT: (130, -signal.SIGINT), signal.SIGTERM: (143, -signal.SIGTERM)}
+INTERRUPTED = {signal.SIGINT: (130,), signal.SIGTERM: (143,)}
+
+
+def _catches_sigterm(pid: int) -> bool:
+    """Whether the process has a handler for SIGTERM (the SigCgt mask of /proc/PID/status)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("SigCgt:")), 0)
+    return bool(caught >> (signal.SIGTERM - 1) & 1)
+
+
+def _until_started(proc: subprocess.Popen[str]) -> None:
+    """Until collc's first code has run (its start-up handler is installed), or the process ended.
+
+    Before that the interpreter is still starting (tens of ms, longer on a loaded machine) and a
+    signal takes its default action: no program can answer it then."""
+    while proc.poll() is None and not _catches_sigterm(proc.pid):
+        time.sleep(0.0005)
 
 
 def _complete(d: Path, kind: str, ranks: int) -> bool:
@@ -45,6 +65,7 @@ def _interrupt(d: Path, topology: str, kind: str, sig: signal.Signals, moment: f
                 time.sleep(0.0005)
     else:
         assert isinstance(moment, float)
+        _until_started(proc)
         time.sleep(moment)
     if proc.poll() is None:
         proc.send_signal(sig)
@@ -61,10 +82,8 @@ def _interrupt(d: Path, topology: str, kind: str, sig: signal.Signals, moment: f
     assert left in ([], [KINDS[kind][-1]]), left
     if left:
         assert _complete(d, kind, ranks)
-    if proc.returncode > 0:   # our handler ran
-        assert err.count("\n") == 1 and err.startswith("collc: interrupted"), err
-    else:                     # a signal during start-up ends the process quietly
-        assert err == "", err
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert err.count("\n") == 1 and err.startswith("collc: interrupted"), err
     # A signal while writing leaves nothing or (it landed just after the final rename, which
     # a loaded machine makes likely) the complete output: never the temporary or a partial file,
     # which the two assertions above already rule out.
@@ -138,3 +157,38 @@ def test_sighup_stops_the_build_unless_ignored(tmp_path: Path, ignored: bool) ->
         assert proc.returncode == 129 and os.listdir(tmp_path) in ([], ["out.xml"]), err
         if os.listdir(tmp_path):
             assert main(["check", str(tmp_path / "out.xml")]) == 0
+
+
+START_UP = {
+    "build": ["build", "--topology", "torus:8x8", *SWING, "-o", "out.xml"],
+    "ranks": ["build", "--topology", "torus:8x8", *SWING, "--shard-per-rank", "--ranks", "0-7", "-o", "sh"],
+    "tune": ["tune", "--topology", "ring:8", "--collective", "allreduce", "--algorithm", "ring", "--sizes", "1KiB",
+             "-o", "tuned"],
+    "compare": ["compare", "--topology", "torus:4x4", "--collective", "allreduce", "--plot", "c.png"],
+}
+
+
+@pytest.mark.parametrize("entry", [["-m", "collc.cli"], ["-m", "collc"]], ids=["cli", "collc"])
+@pytest.mark.parametrize("command, sig, moment", [
+    ("build", signal.SIGINT, 0.0), ("build", signal.SIGHUP, 0.16), ("ranks", signal.SIGTERM, 0.0),
+    ("ranks", signal.SIGINT, 0.3), ("tune", signal.SIGTERM, 0.05), ("tune", signal.SIGINT, 0.6),
+    ("compare", signal.SIGHUP, 0.0), ("compare", signal.SIGTERM, 1.2)])
+def test_a_signal_during_start_up_gives_one_line_and_128_plus_it(tmp_path: Path, entry: list[str], command: str,
+                                                                  sig: signal.Signals, moment: float) -> None:
+    """From collc's first line on (imports, argument parsing, the command's own handlers later), a
+    signal ends the run with exactly one line, 128 + the signal, and no file; never Python's default
+    action or a KeyboardInterrupt traceback."""
+    proc = subprocess.Popen([sys.executable, *entry, *START_UP[command]], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    _until_started(proc)
+    time.sleep(moment)
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    if proc.returncode == 0:      # finished first: the whole output
+        assert os.listdir(tmp_path) == [START_UP[command][-1]], err
+        return
+    assert proc.returncode == 128 + sig, (proc.returncode, err)
+    assert err.count("\n") == 1 and err.startswith(f"collc: interrupted by {sig.name}"), err
+    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
