@@ -222,10 +222,10 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     model_args(sim)
     sim.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor", help=DIALECT_HELP)
     sim.add_argument("--plot", default=None, metavar="PNG", help="write busbw against size")
-    sim.epilog = (f"{sim.epilog}\n\nThe `selected` column says whether the runtime would pick this file for a call "
-                  f"of that size: inside its\n[minBytes, maxBytes] window and with an element count the file divides "
-                  f"(docs/runtime-model.md);\n'no' rows are what it would do if chosen, for sizes the runtime gives "
-                  f"to another file or NCCL.")
+    sim.epilog = (f"{sim.epilog}\n\nThe `selected` column says whether the runtime would pick this file for a "
+                  f"call of that size:\ninside its [minBytes, maxBytes] window and with an element count the file "
+                  f"divides\n(docs/runtime-model.md); 'no' rows are what it would do if chosen, for sizes the "
+                  f"runtime\ngives to another file or NCCL.")
 
     def candidate_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--collective", required=True, help="allreduce, allgather, ... (`collc list collectives`)")
@@ -326,7 +326,7 @@ def _algorithm_lines(args: argparse.Namespace) -> list[str]:
     for alg in algorithms():
         have = alg.collectives & set(kinds)
         if topo is not None:
-            have = {k for k in have if alg.refusal_of_kind(topo, k) is None}
+            have = frozenset(k for k in have if alg.refusal_of_kind(topo, k) is None)
         if have:
             rows.append((alg, have))
     where = f" on {topo.name}" if topo is not None else ""
@@ -355,10 +355,9 @@ def _algorithm_lines(args: argparse.Namespace) -> list[str]:
         paper = _first_clause(alg.reference)
         room = LIST_WIDTH - len(left)
         lines.append(left + (paper if len(paper) <= room else paper[:room - 3].rstrip() + "..."))
-    lines.append(f"{len(rows)} algorithm(s){where}; AR allreduce, AG allgather, RS reducescatter, A2A alltoall, "
-                 f"BC broadcast, RD reduce")
-    lines.append("details: collc list algorithms --long" + ("" if topo is None else
-                 f"; what does not apply and why: --why"))
+    lines.append("key: " + ", ".join(f"{COLL_ABBREV[k]} {k.value}" for k in CollKind))
+    lines += textwrap.wrap(f"{len(rows)} algorithm(s){where}; details: --long" +
+                           ("" if topo is None else "; what does not apply and why: --why"), LIST_WIDTH)
     return lines
 
 

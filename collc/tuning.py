@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Proto
@@ -21,7 +22,7 @@ from collc.errors import CollcError
 from collc.inputs import output_dir
 from collc.ir.collective import CollKind
 from collc.outputs import discard, new_temp_dir, publish_dir, signals_blocked, write_file, write_into
-from collc.sim.plot import busbw_figure, save_busbw_figure
+from collc.sim.plot import busbw_figure, style_busbw_axes, write_figure
 from collc.sim.runner import (ModelParams, Row, SimUsageError, bound_busbw, count_multiple, human, rows_for,
                               time_program)
 from collc.topology import Topology, parse_spec
@@ -199,7 +200,13 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", "*")
 
 def plot_busbw(comparison: Comparison, path: str | Path) -> None:
     """busbw against message size, log-x, one line per candidate (its own colour and marker),
-    like the papers' figures, with the bandwidth model's upper bound."""
+    like the papers' figures, with the bandwidth model's upper bound; written atomically."""
+    fig, _ = comparison_figure(comparison)
+    write_figure(fig, path)
+
+
+def comparison_figure(comparison: Comparison) -> tuple[Any, Any]:
+    """The (figure, axes) :func:`plot_busbw` writes."""
     import matplotlib
 
     fig, ax = busbw_figure()
@@ -213,8 +220,9 @@ def plot_busbw(comparison: Comparison, path: str | Path) -> None:
     ax.plot(comparison.sizes, comparison.bound_busbw, linestyle="--", color="black", alpha=0.6,
             label="upper bound (bandwidth model)")
     title = f"{comparison.kind.value} on {comparison.topology}"
-    save_busbw_figure(fig, ax, title + (f"\n{comparison.model}" if comparison.model else ""), path,
-                      title_size=9 if comparison.model else None, legend_outside=len(comparison.series) > 5)
+    style_busbw_axes(fig, ax, title + (f"\n{comparison.model}" if comparison.model else ""),
+                     title_size=9 if comparison.model else None, legend_outside=len(comparison.series) > 5)
+    return fig, ax
 
 
 # --------------------------------------------------------------------------- tune

@@ -38,11 +38,9 @@ def busbw_figure() -> tuple[Any, Any]:
     return plt.subplots(figsize=(7.5, 4.5), dpi=120)
 
 
-def save_busbw_figure(fig: Any, ax: Any, title: str, path: str | Path, legend_size: int = 8,
-                      title_size: int | None = None, legend_outside: bool = False) -> None:
-    """Label the axes (sizes in B/KiB/MiB/GiB), then write the figure to ``path`` (.png, .pdf or .svg) atomically."""
-    import matplotlib.pyplot as plt
-
+def style_busbw_axes(fig: Any, ax: Any, title: str, legend_size: int = 8, title_size: int | None = None,
+                     legend_outside: bool = False) -> None:
+    """Log-2 size axis labelled in B/KiB/MiB/GiB, busbw axis, title, grid and legend."""
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     ax.set_xscale("log", base=2)
@@ -58,6 +56,19 @@ def save_busbw_figure(fig: Any, ax: Any, title: str, path: str | Path, legend_si
     else:
         ax.legend(fontsize=legend_size)
     fig.tight_layout()
+
+
+def save_busbw_figure(fig: Any, ax: Any, title: str, path: str | Path, legend_size: int = 8,
+                      title_size: int | None = None, legend_outside: bool = False) -> None:
+    """:func:`style_busbw_axes`, then :func:`write_figure`."""
+    style_busbw_axes(fig, ax, title, legend_size, title_size, legend_outside)
+    write_figure(fig, path)
+
+
+def write_figure(fig: Any, path: str | Path) -> None:
+    """Write the figure to ``path`` (.png, .pdf or .svg) atomically and close it."""
+    import matplotlib.pyplot as plt
+
     image = io.BytesIO()
     fig.savefig(image, format=plot_file(path).suffix.lower().lstrip("."))
     plt.close(fig)
