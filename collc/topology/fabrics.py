@@ -15,6 +15,15 @@ paper's schedule generator models its testbeds (see ``docs/forestcoll.md``):
   (``mi250:8+8`` is the paper's 8+8 setting, the left half of each box).  Ranks are
   numbered box by box; the IB switch is the one switch node.
 
+* ``h100:NxM`` -- as ``a100`` with DGX H100 figures: NVLink4 NVSwitch, 450 GB/s per GPU each
+  way (900 GB/s bidirectional), and 400 Gb/s NICs (50 GB/s each way).
+* ``mi300x:N`` -- N boxes of 8 MI300X, fully connected inside a box by one 64 GB/s xGMI link per
+  pair (7 per GPU, AMD's 896 GB/s aggregate bidirectional), and from 2 boxes a 400 Gb/s NIC per
+  GPU on the two rails as in ``a100``.
+
+The spec grammar's machine aliases stand for these (``dgx-a100[:N]`` = ``a100:Nx8``,
+``dgx-h100[:N]`` = ``h100:Nx8``, ``mi300x`` = ``mi300x:1``; ``collc list topologies``).
+
 All links are bidirectional with equal bandwidth both ways, so both fabrics are
 Eulerian (ingress = egress at every node), as ForestColl requires.
 

@@ -19,6 +19,9 @@ on each board, A, B >= 1) in an X x Y arrangement (X, Y >= 2), each global row a
 column joined by one switch node linked to the board-edge ranks of that line, e.g.
 ``hammingmesh:2x2:32x32`` (Hx2Mesh) and ``hammingmesh:4x4:16x16`` (Hx4Mesh).  Both
 number their ranks row-major over the global grid.
+Machine names (:data:`ALIASES`) stand for a family's spec: ``dgx-a100`` is ``a100:1x8`` and
+``dgx-a100:N`` is ``a100:Nx8``, likewise ``dgx-h100`` (``h100:Nx8``) and ``mi300x``; a family's own
+name alone (``mi250``) is its one-box form.
 Families live in :data:`FAMILIES`; a new family is one :func:`register_family`
 call.  Its parser receives ``ARGS`` and the raw ``OPTIONS`` text (None when
 absent) and may interpret the third field as it likes (``circulant:16:3,4``).
