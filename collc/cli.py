@@ -19,6 +19,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,11 +58,55 @@ EXAMPLES = {
 }
 
 
+DIALECT_HELP = "the runtime that reads the file: executor (MSCCL executor, default), rccl, legacy"
+INPLACE_HELP = "in-place buffers (default: the collective's usual placement)"
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # main() prints "collc: "; name the subcommand only ("collc: build: ...")
         sub = self.prog.removeprefix("collc").strip()
+        message = _suggest_choice(message, self.prog)
         raise UsageError(f"{sub}: {message}" if sub else message)
+
+
+def _suggest_choice(message: str, prog: str) -> str:
+    """argparse's "invalid choice: 'X' (choose from ...)" with the nearest choices first, and the
+    full list only where it is short (else the --help that shows it)."""
+    from collc.errors import nearest
+
+    m = re.match(r"(.*invalid choice: )'(.*)' \(choose from (.*)\)$", message, re.S)
+    if m is None:
+        return message
+    given, choices = m.group(2), [c.strip().strip("'\"") for c in m.group(3).split(",")]
+    close = nearest(given, choices)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+    listing = f"choose from {', '.join(choices)}" if len(", ".join(choices)) <= 120 else f"see `{prog} --help`"
+    return f"{m.group(1)}{given!r}{hint} ({listing})"
+
+
+def _version() -> str:
+    """The installed package's version, else the checkout's ``collc.__version__`` (the same)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("collc")
+    except PackageNotFoundError:
+        import collc
+        return collc.__version__
+
+
+class _Version(argparse.Action):
+    """``--version``, looked up only when asked (importlib.metadata costs start-up)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0,
+                         help="print collc's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"collc {_version()}")
+        parser.exit()
 
 
 def _parser(bench: bool = True) -> argparse.ArgumentParser:
@@ -70,32 +115,46 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     p = _Parser(prog="collc", description="Compile a topology plus an algorithm into a verified MSCCL XML.",
                 epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check,simulate,compare,tune,bench}")
+    p.add_argument("--version", action=_Version)
+    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check,simulate,compare,tune,bench}",
+                           help="the command; `collc COMMAND --help` for its options")
     sub.required = True
 
     def cmd(name: str, help_: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, epilog=f"example:\n  {EXAMPLES[name]}",
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
-    lst = cmd("list", "list algorithms, topology families or collectives")
-    lst.add_argument("what", nargs="?", choices=["algorithms", "topologies", "collectives"], default="algorithms")
+    lst = cmd("list", "list algorithms, topology families and aliases, or collectives")
+    lst.add_argument("what", nargs="?", choices=["algorithms", "topologies", "collectives"], default="algorithms",
+                     help="what to list (default: algorithms)")
     lst.add_argument("--topology", default=None, metavar="SPEC",
-                     help="with algorithms: say for each collective whether it applies on this topology, or why not")
+                     help="with algorithms: only those that apply on this topology (see --why)")
+    lst.add_argument("--collective", default=None, metavar="NAME",
+                     help="with algorithms: only those implementing this collective (applying, with --topology)")
+    shown = lst.add_mutually_exclusive_group()
+    shown.add_argument("--applicable", action="store_true",
+                       help="with --topology: only what applies (the default with --topology)")
+    shown.add_argument("--why", "--all", dest="why", action="store_true",
+                       help="with --topology: every algorithm and collective, and the reason where it does not apply")
+    lst.add_argument("--long", action="store_true",
+                     help="with algorithms: summary, topologies, parameters and an example for each")
 
     top = cmd("topology", "inspect a topology spec")
-    tsub = top.add_subparsers(dest="action", metavar="{show,import,find}")
+    tsub = top.add_subparsers(dest="action", metavar="{show,import,find}", help="what to do with the topology")
     tsub.required = True
     show = tsub.add_parser("show", help="summarize a topology (or print its JSON file form)")
-    show.add_argument("spec")
+    show.add_argument("spec", help="a spec such as torus:4x4 or dgx-h100:2 (`collc list topologies`), or a "
+                      ".yaml/.json file")
     show.add_argument("--json", action="store_true", help="print the round-trippable JSON file format")
     imp = tsub.add_parser("import", help="NCCL topology XML (one per node) or nvidia-smi/rocm-smi text -> YAML")
-    imp.add_argument("files", nargs="+", metavar="FILE")
+    imp.add_argument("files", nargs="+", metavar="FILE",
+                     help="NCCL topology XML files (one per node) or nvidia-smi topo -m / rocm-smi text")
     imp.add_argument("-o", "--output", default=None, help="write the topology file here (.yaml or .json)")
     fnd = tsub.add_parser("find", help="Pareto frontier of direct-connect topologies (T_L, beta) for N nodes, "
                           "degree d", epilog="example:\n  collc topology find --nodes 1024 --degree 4",
                           formatter_class=argparse.RawDescriptionHelpFormatter)
-    fnd.add_argument("--nodes", type=int, required=True)
-    fnd.add_argument("--degree", type=int, required=True)
+    fnd.add_argument("--nodes", type=int, required=True, help="number of nodes N")
+    fnd.add_argument("--degree", type=int, required=True, help="links per node d (each way)")
     fnd.add_argument("--bidirectional", action="store_true", help="only topologies of bidirectional links")
     fnd.add_argument("--alpha", type=float, default=10.0, help="us per communication step (default 10)")
     fnd.add_argument("--bw", type=float, default=100.0, help="node egress bandwidth B in Gbit/s (default 100)")
@@ -110,16 +169,17 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     b.add_argument("--root", type=int, default=None, help="root rank for broadcast/reduce (default 0)")
     b.add_argument("--chunks", type=int, default=1, help="pipelining: split every chunk into P parts")
     b.add_argument("--instances", type=int, default=1, help="replicate the schedule on K channel sets")
-    b.add_argument("--protocol", choices=[x.value for x in Proto], default="Simple")
-    b.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    b.add_argument("--protocol", choices=[x.value for x in Proto], default="Simple",
+                   help="the runtime protocol the file asks for (default Simple; LL, LL128 for small messages)")
+    b.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor", help=DIALECT_HELP)
     b.add_argument("--backend", choices=["msccl", "mscclpp"], default="msccl",
                    help="msccl: MSCCL XML (default); mscclpp: an MSCCL++ execution plan (JSON)")
     b.add_argument("--register", default=None, metavar="PY",
                    help="with --backend mscclpp: also write a Python module registering the plans of -o's "
                         "directory with the MSCCL++ v0.9+ plan registry")
     place = b.add_mutually_exclusive_group()
-    place.add_argument("--inplace", dest="inplace", action="store_true", default=None)
-    place.add_argument("--outofplace", dest="inplace", action="store_false")
+    place.add_argument("--inplace", dest="inplace", action="store_true", default=None, help=INPLACE_HELP)
+    place.add_argument("--outofplace", dest="inplace", action="store_false", help="out-of-place buffers")
     b.add_argument("--min-bytes", default="0", help="smallest message size this file is selected for")
     b.add_argument("--max-bytes", default="0", help="largest message size (0: no limit)")
     b.add_argument("--shard-per-rank", action="store_true",
@@ -139,12 +199,12 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     b.add_argument("-o", "--output", required=True, help="output XML path")
 
     c = cmd("check", "check MSCCL XML files or MSCCL++ JSON plans: reader rules, limits, executor simulation")
-    c.add_argument("paths", nargs="+")
-    c.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    c.add_argument("paths", nargs="+", help="XML files, MSCCL++ JSON plans, or directories of them")
+    c.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor", help=DIALECT_HELP)
     c.add_argument("--root", type=int, default=None, help="root to check broadcast/reduce files against")
     c.add_argument("--data", choices=["auto", "exact", "numeric"], default="auto",
                    help="data check: exact symbolic sets, or random 64-bit sums for huge programs (auto: by size)")
-    c.add_argument("--json", action="store_true")
+    c.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
 
     def model_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--topology", required=True, help="the fabric to time it on (same ranks as the program)")
@@ -158,28 +218,33 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
         a.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
 
     sim = cmd("simulate", "predict time, algbw and busbw of an XML (or shard directory) per message size")
-    sim.add_argument("path")
+    sim.add_argument("path", help="an XML file, a shard directory or an MSCCL++ JSON plan")
     model_args(sim)
-    sim.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    sim.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor", help=DIALECT_HELP)
     sim.add_argument("--plot", default=None, metavar="PNG", help="write busbw against size")
+    sim.epilog = (f"{sim.epilog}\n\nThe `selected` column says whether the runtime would pick this file for a "
+                  f"call of that size:\ninside its [minBytes, maxBytes] window and with an element count the file "
+                  f"divides\n(docs/runtime-model.md); 'no' rows are what it would do if chosen, for sizes the "
+                  f"runtime\ngives to another file or NCCL.")
 
     def candidate_args(a: argparse.ArgumentParser) -> None:
-        a.add_argument("--collective", required=True)
+        a.add_argument("--collective", required=True, help="allreduce, allgather, ... (`collc list collectives`)")
         a.add_argument("--algorithm", action="append", default=None,
                        help="repeat; NAME or NAME:key=value,key=value for parameters; @SPEC runs it on its own "
                             "topology (same ranks) (default: every algorithm that applies to the collective on "
                             "the topology)")
-        a.add_argument("--root", type=int, default=None)
+        a.add_argument("--root", type=int, default=None, help="root rank for broadcast/reduce (default 0)")
         place = a.add_mutually_exclusive_group()
-        place.add_argument("--inplace", dest="inplace", action="store_true", default=None)
-        place.add_argument("--outofplace", dest="inplace", action="store_false")
+        place.add_argument("--inplace", dest="inplace", action="store_true", default=None, help=INPLACE_HELP)
+        place.add_argument("--outofplace", dest="inplace", action="store_false", help="out-of-place buffers")
 
     cmpr = cmd("compare", "build algorithms on one topology and compare predicted busbw per size")
     model_args(cmpr)
     candidate_args(cmpr)
-    cmpr.add_argument("--plot", default=None, metavar="PNG",
-                      help="where to write the plot (default compare-<topology>-<collective>.png)")
-    cmpr.add_argument("--no-plot", action="store_true")
+    cplot = cmpr.add_mutually_exclusive_group()
+    cplot.add_argument("--plot", default=None, metavar="PNG",
+                       help="also draw busbw against size into this .png/.pdf/.svg (no plot without it)")
+    cplot.add_argument("--no-plot", action="store_true", help="no plot (the default; kept for older scripts)")
 
     tn = cmd("tune", "pick the best candidate per size window and write one checked XML per window")
     model_args(tn)
@@ -187,7 +252,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     tn.add_argument("--chunks", default="1", help="comma-separated pipelining choices (default 1)")
     tn.add_argument("--instances", default="1", help="comma-separated instance counts (default 1)")
     tn.add_argument("--protocols", default="Simple", help="comma-separated: Simple,LL,LL128")
-    tn.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor")
+    tn.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor", help=DIALECT_HELP)
     tn.add_argument("-o", "--output", required=True, help="directory: msccl-algorithms/*.xml and MANIFEST.json")
     bn = cmd("bench", "run nccl-tests/rccl-tests with a schedule, parse their logs, report")
     if bench:
@@ -197,33 +262,108 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------------- commands
-def cmd_list(args: argparse.Namespace) -> int:
-    from collc.frontends.registry import algorithms
-    from collc.topology import list_families, parse_spec
+#: ``collc list`` tables are at most this wide (reasons and long texts wrap below their row).
+LIST_WIDTH = 100
+#: Column of each collective in the compact algorithm table.
+COLL_ABBREV = {CollKind.ALLREDUCE: "AR", CollKind.ALLGATHER: "AG", CollKind.REDUCESCATTER: "RS",
+               CollKind.ALLTOALL: "A2A", CollKind.BROADCAST: "BC", CollKind.REDUCE: "RD"}
 
-    if args.what == "algorithms" and args.topology is not None:
-        topo = parse_spec(args.topology)
-        for alg in algorithms():
-            for k in sorted(alg.collectives, key=lambda k: k.value):
-                why = alg.refusal_of_kind(topo, k)
-                print(f"{alg.name:28s} {k.value:14s} {'applies' if why is None else 'no: ' + why}")
-    elif args.what == "algorithms":
-        for alg in algorithms():
-            colls = ", ".join(sorted(k.value for k in alg.collectives))
-            print(f"{alg.name:28s} {colls}")
-            print(f"{'':28s} {alg.summary}")
-            print(f"{'':28s} topologies: {alg.topologies}")
-            for prm in alg.params:
-                print(f"{'':28s} --param {prm.name}=... ({prm.doc}; default {prm.default!r})")
-            print(f"{'':28s} e.g. {alg.example}")
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from collc.topology import list_families
+
+    if args.what != "algorithms" and (args.topology or args.collective or args.applicable or args.why or args.long):
+        raise UsageError(f"list {args.what}: --topology, --collective, --applicable, --why and --long are for "
+                         f"`collc list algorithms`")
+    if args.what == "algorithms":
+        for line in _algorithm_lines(args):
+            print(line)
     elif args.what == "topologies":
+        from collc.topology.spec import list_aliases
         for name, desc, example in list_families():
-            print(f"{name:12s} {desc}  (e.g. {example})")
+            print("\n".join(textwrap.wrap(f"{name:12s} {desc}  (e.g. {example})", LIST_WIDTH,
+                                           subsequent_indent=" " * 13, break_on_hyphens=False)))
+        print("\naliases (machine names; NAME is one box, NAME:N is N boxes):")
+        for typed, expands, desc in list_aliases():
+            print("\n".join(textwrap.wrap(f"  {typed:14s} = {expands:12s} {desc}", LIST_WIDTH,
+                                           subsequent_indent=" " * 32, break_on_hyphens=False)))
     else:
         for k in CollKind:
             print(k.value)
     return 0
 
+
+def _first_clause(text: str) -> str:
+    """``text`` up to its first ``;`` outside parentheses (the paper of a reference list)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch == "(") - (ch == ")")
+        if ch == ";" and depth == 0:
+            return text[:i].strip()
+    return text.strip()
+
+
+def _algorithm_lines(args: argparse.Namespace) -> list[str]:
+    """``collc list algorithms``: one row per algorithm (``--long``: the full entry; ``--why``:
+    a row per algorithm and collective with the reason where it does not apply)."""
+    from collc.frontends.registry import algorithms
+    from collc.topology import parse_spec
+
+    if (args.applicable or args.why) and args.topology is None:
+        raise UsageError("list algorithms: --applicable and --why need --topology SPEC")
+    kinds = [CollKind.parse(args.collective)] if args.collective else list(CollKind)
+    topo = parse_spec(args.topology) if args.topology is not None else None
+    lines: list[str] = []
+    if args.why:
+        assert topo is not None
+        for alg in algorithms():
+            for k in sorted(alg.collectives & set(kinds), key=lambda k: k.value):
+                why = alg.refusal_of_kind(topo, k)
+                lines += textwrap.wrap(f"{alg.name:27s} {k.value:14s} {'applies' if why is None else 'no: ' + why}",
+                                       LIST_WIDTH, subsequent_indent=" " * 43, break_on_hyphens=False)
+        return lines
+    rows = []
+    for alg in algorithms():
+        have = alg.collectives & set(kinds)
+        if topo is not None:
+            have = frozenset(k for k in have if alg.refusal_of_kind(topo, k) is None)
+        if have:
+            rows.append((alg, have))
+    where = f" on {topo.name}" if topo is not None else ""
+    if args.long:
+        for alg, have in rows:
+            lines.append(f"{alg.name:28s} {', '.join(sorted(k.value for k in have))}")
+            lines += textwrap.wrap(alg.summary, LIST_WIDTH, initial_indent=" " * 29, subsequent_indent=" " * 29)
+            lines += textwrap.wrap(f"topologies: {alg.topologies}", LIST_WIDTH, initial_indent=" " * 29,
+                                   subsequent_indent=" " * 31)
+            for prm in alg.params:
+                lines += textwrap.wrap(f"--param {prm.name}=... ({prm.doc}; default {prm.default!r})", LIST_WIDTH,
+                                       initial_indent=" " * 29, subsequent_indent=" " * 31, break_on_hyphens=False)
+            lines.append(" " * 29 + f"e.g. {alg.example}")
+            lines += textwrap.wrap(f"paper: {alg.reference}", LIST_WIDTH, initial_indent=" " * 29,
+                                   subsequent_indent=" " * 31)
+        return lines
+    if not rows:
+        what = f" implements {kinds[0].value}" if args.collective else ""
+        return [f"no algorithm{what} applies{where}; `collc list algorithms --topology {args.topology} --why` "
+                f"says why"]
+    head = f"{'algorithm':27s} " + " ".join(f"{COLL_ABBREV[k]:3s}" for k in CollKind) + "  paper"
+    lines.append(head)
+    for alg, have in rows:
+        marks = " ".join(f"{'x' if k in have else '.':3s}" for k in CollKind)
+        left = f"{alg.name:27s} {marks}  "
+        paper = _first_clause(alg.reference)
+        room = LIST_WIDTH - len(left)
+        lines.append(left + (paper if len(paper) <= room else paper[:room - 3].rstrip() + "..."))
+    lines.append("key: " + ", ".join(f"{COLL_ABBREV[k]} {k.value}" for k in CollKind))
+    lines += textwrap.wrap(f"{len(rows)} algorithm(s){where}; details: --long" +
+                           ("" if topo is None else "; what does not apply and why: --why"), LIST_WIDTH)
+    return lines
+
+
+SELECTED_NOTE = ("selected: whether the runtime picks this file for a call of that size (inside its "
+                 "[minBytes, maxBytes] window, the call's element count a multiple of {multiple}); 'no' rows are a prediction "
+                 "for a size another file or NCCL serves")
 
 SHOW_DIAMETER_RANKS = 4096
 
@@ -744,9 +884,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from collc.check import check_parsed
     from tqdm import tqdm
 
-    from collc.sim.runner import bound_busbw, human, parse_sizes, rows_for, time_program
+    from collc.sim.runner import bound_busbw, count_multiple, human, parse_sizes, rows_for, time_program
     from collc.topology import parse_spec
-    from collc.tuning import Comparison, plot_busbw
+    from collc.tuning import Comparison, model_summary, plot_busbw
 
     path = Path(args.path)
     if not os.path.lexists(path):
@@ -778,14 +918,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                           "collective": parsed.program.coll, "ngpus": parsed.program.ngpus,
                           "results": [r.to_json() for r in rows]}, indent=2, sort_keys=True))
     else:
-        print(f"{parsed.program.coll} on {topo.name}, {params.model} model, alpha {params.alpha_us} us")
+        print(f"{parsed.program.coll} on {topo.name}, {model_summary(params, topo)}")
+        print("\n".join(textwrap.wrap(SELECTED_NOTE.format(multiple=count_multiple(parsed.program)), LIST_WIDTH)))
         print(f"{'size':>10s} {'time (us)':>12s} {'algbw GB/s':>11s} {'busbw GB/s':>11s}  selected")
         for r in rows:
             print(f"{human(r.size):>10s} {r.time_us:12.2f} {r.algbw:11.3f} {r.busbw:11.3f}  "
                   f"{'yes' if r.selected else 'no (window or divisibility)'}")
     if args.plot:
         plot_busbw(Comparison(topo.name, parsed.program.kind, sizes, {path.name: rows}, {},
-                              bound_busbw(parsed.program.kind, topo, sizes, params)), args.plot)
+                              bound_busbw(parsed.program.kind, topo, sizes, params), model_summary(params, topo)),
+                   args.plot)
     return 0
 
 
@@ -833,6 +975,9 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
     else:
         print(f"{plan.collective} on {topo.name}, one-sided event model, {plan.protocol.value}, "
               f"alpha {params.alpha_us} us")
+        print("\n".join(textwrap.wrap("selected: whether MSCCL++ would run this plan for a call of that size (its "
+                                       "message-size window and buffer alignment); 'no' rows predict a size "
+                                       "another plan or NCCL would serve", LIST_WIDTH)))
         print(f"{'size':>10s} {'time (us)':>12s} {'algbw GB/s':>11s} {'busbw GB/s':>11s}  selected")
         for r in rows:
             print(f"{human(r.size):>10s} {r.time_us:12.2f} {r.algbw:11.3f} {r.busbw:11.3f}  "
@@ -854,15 +999,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     params = _model(args)
     sizes = parse_sizes(args.sizes)
     given = _candidates(args.algorithm) if args.algorithm else None   # a typo fails before any work
-    if args.plot and not args.no_plot:
+    if args.plot:              # a plot only where asked for (nothing written into the cwd uninvited)
         plot_file(args.plot)
     topo = parse_spec(args.topology)
     check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
     cands = given or _candidates(_applicable(topo, kind))
-    plot = args.plot or f"compare-{re.sub(r'[^A-Za-z0-9]+', '-', topo.name)}-{kind.value}.png"
-    if not args.no_plot and not args.plot:
-        plot_file(plot)
     with tqdm(total=len(cands), unit="alg", leave=False, file=sys.stderr, disable=not sys.stderr.isatty()) as bar:
         def tell(label: str) -> None:
             bar.set_description_str(label)
@@ -872,10 +1014,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
         print(result.table())
-    if not args.no_plot:
-        plot_busbw(result, plot)
+    if args.plot:
+        plot_busbw(result, args.plot)
         if not args.json:
-            print(f"plot: {plot}")
+            print(f"plot: {args.plot}")
     return 0
 
 
@@ -884,7 +1026,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from collc.sim.runner import human, parse_sizes
     from collc.topology import parse_spec
-    from collc.tuning import tune
+    from collc.tuning import PREBUILT_MODEL, model_summary, tune
 
     params = _model(args)
     sizes = parse_sizes(args.sizes)
@@ -913,9 +1055,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.json:
         print((out / "MANIFEST.json").read_text(), end="")
         return 0
+    print(f"windows chosen by the {model_summary(params, topo)}")
+    print(f"{'window':>20s} {'count multiple':>14s}  {'candidate':30s} file")
     for w in windows:
         hi = human(w.max_bytes + 1) if w.max_bytes else "inf"
-        print(f"{human(w.min_bytes):>8s} .. {hi:<8s} {w.candidate:40s} {out}/msccl-algorithms/{w.file}")
+        print(f"{human(w.min_bytes):>8s} .. {hi:<8s} {w.count_multiple:>14d}  {w.candidate:30s} "
+              f"{out}/msccl-algorithms/{w.file}")
+    print("\n".join(textwrap.wrap("count multiple: the runtime uses a file only when the call's element count "
+                                   "is a multiple of it; other counts run NCCL's own algorithm silently", LIST_WIDTH)))
+    if params != PREBUILT_MODEL:
+        print("note: schedules/ was tuned with --model step --alpha 5 on nominal links; this model differs, "
+              "so its windows can")
     print(f"manifest: {out}/MANIFEST.json; point MSCCL_ALGO_DIR at {out}/msccl-algorithms")
     return 0
 
@@ -969,12 +1119,37 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parse(argv: list[str]) -> argparse.Namespace | int:
     """The parsed command line, or the exit code of --help or a usage error (reported)."""
     try:
-        return _parser(bench="bench" in argv).parse_args(argv)
+        parser = _parser(bench="bench" in argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            raise UsageError(_unrecognized(parser, args, extra))
+        return args
     except CollcError as exc:
         print(f"collc: {one_line(exc)}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+
+
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> str:
+    """argparse's "unrecognized arguments", with the nearest options of the command given."""
+    from collc.errors import nearest
+
+    prog = "collc"
+    options = [o for a in parser._actions for o in a.option_strings]
+    for dest in ("command", "action"):           # down to the (sub)command's own parser
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, dest, None)
+        if not subs or name not in subs[0].choices:
+            break
+        parser = subs[0].choices[name]
+        prog = parser.prog
+        options = [o for a in parser._actions for o in a.option_strings]
+    shown = " ".join(show(x)[:40] for x in extra[:4]) + (" ..." if len(extra) > 4 else "")
+    flags = [x.partition("=")[0] for x in extra if x.startswith("-")]
+    close = nearest(flags[0], options) if flags else []
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return f"unrecognized arguments: {shown}; {hint}see `{prog} --help`"
 
 
 def _run(args: argparse.Namespace) -> int:

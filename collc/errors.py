@@ -7,6 +7,9 @@ checker returns a report, and the CLI exits 1 when it has errors.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class CollcError(Exception):
     """Base class for every error collc raises on purpose."""
@@ -38,3 +41,38 @@ class EmitError(CollcError):
 
 class UsageError(CollcError):
     """Bad command-line usage, or an input beyond collc's limits (``collc.inputs``)."""
+
+
+#: Names an "unknown X" message offers at most: the nearest few, never a truncated list.
+MAX_SUGGESTIONS = 3
+
+
+def nearest(given: str, known: Iterable[str], n: int = MAX_SUGGESTIONS) -> list[str]:
+    """The known names closest to ``given`` (those it begins, then ``difflib``'s close matches,
+    case-insensitive), at most ``n``.
+
+    >>> nearest("forestcol", ["ring", "forestcoll", "direct"])
+    ['forestcoll']
+    >>> nearest("multi", ["multitree", "ring"])
+    ['multitree']
+    """
+    names = list(dict.fromkeys(known))
+    low = {k.lower(): k for k in names}
+    g = given.strip().lower()
+    prefix = [k for k in names if g and k.lower().startswith(g)]
+    close = [low[m] for m in difflib.get_close_matches(g, list(low), n=n, cutoff=0.6)]
+    return list(dict.fromkeys(close + prefix))[:n]
+
+
+def did_you_mean(given: str, known: Iterable[str], listing: str) -> str:
+    """``"did you mean 'a' or 'b'? see `listing`"``: the nearest names and the command that
+    lists them all (an error never offers a truncated list).
+
+    >>> did_you_mean("allredcue", ["allreduce", "allgather"], "collc list collectives")
+    "did you mean 'allreduce'? see `collc list collectives`"
+    >>> did_you_mean("zzz", ["allreduce"], "collc list collectives")
+    'see `collc list collectives`'
+    """
+    close = nearest(given, known)
+    head = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    return f"{head}see `{listing}`"

@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from collc.compiler.limits import Dialect
 from collc.compiler.program import Proto
@@ -21,8 +22,9 @@ from collc.errors import CollcError
 from collc.inputs import output_dir
 from collc.ir.collective import CollKind
 from collc.outputs import discard, new_temp_dir, publish_dir, signals_blocked, write_file, write_into
-from collc.sim.plot import busbw_figure, save_busbw_figure
-from collc.sim.runner import ModelParams, Row, SimUsageError, bound_busbw, human, rows_for, time_program
+from collc.sim.plot import busbw_figure, style_busbw_axes, write_figure
+from collc.sim.runner import (ModelParams, Row, SimUsageError, bound_busbw, count_multiple, human, rows_for,
+                              time_program)
 from collc.topology import Topology, parse_spec
 
 
@@ -51,6 +53,24 @@ class Candidate:
         return self.algorithm + (f"({','.join(extra)})" if extra else "")
 
 
+#: Candidates whose predicted busbw at a size is within this fraction of the best are reported as
+#: a tie by ``collc compare``: the models are approximations (link sharing, protocol efficiency),
+#: so a 0.1% lead is no reason to call one algorithm faster.
+TIE_TOLERANCE = 0.01
+
+
+def model_summary(params: ModelParams, topology: Topology) -> str:
+    """The model in words, with the link bandwidth and latency it times with."""
+    if params.link_bw is not None:
+        bw = f"every link {params.link_bw:g} GB/s"
+    else:
+        bws = sorted({link.bandwidth for link in topology.links}, reverse=True)
+        bw = "links " + "/".join(f"{b:g}" for b in bws[:4]) + ("/..." if len(bws) > 4 else "") + " GB/s"
+    hop = f", {params.hop_latency_us:g} us per hop" if params.hop_latency_us else ""
+    red = f", reduce {params.reduce_us_per_byte:g} us/B" if params.reduce_us_per_byte else ""
+    return f"{params.model} model, {bw}, {params.alpha_us:g} us per message{hop}{red}"
+
+
 @dataclass
 class Comparison:
     topology: str
@@ -59,31 +79,86 @@ class Comparison:
     series: dict[str, list[Row]] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     bound_busbw: list[float] = field(default_factory=list)
+    model: str = ""          # :func:`model_summary` of the model that timed the series
 
     def winners(self) -> list[str]:
+        """The best candidate at each size (ties broken by label; :meth:`standings` has the ties)."""
         out = []
         for i in range(len(self.sizes)):
             best = max(self.series, key=lambda lab: (self.series[lab][i].busbw, lab))
             out.append(best)
         return out
 
+    def standings(self, tolerance: float = TIE_TOLERANCE) -> list[tuple[str, ...]]:
+        """At each size the candidates within ``tolerance`` of the best busbw, best first:
+        one label where a candidate wins, several where they tie."""
+        out = []
+        for i in range(len(self.sizes)):
+            top = max(rows[i].busbw for rows in self.series.values())
+            near = [lab for lab, rows in self.series.items() if rows[i].busbw >= top * (1 - tolerance)]
+            out.append(tuple(sorted(near, key=lambda lab: (-self.series[lab][i].busbw, lab))))
+        return out
+
     def to_json(self) -> dict[str, object]:
         return {"topology": self.topology, "collective": self.kind.value, "sizes": self.sizes,
                 "series": {k: [r.to_json() for r in v] for k, v in self.series.items()},
                 "winners": self.winners() if self.series else [], "failed": self.failed,
+                "ties": [list(t) if len(t) > 1 else [] for t in self.standings()] if self.series else [],
+                "tie_tolerance": TIE_TOLERANCE, "model": self.model,
                 "bound_busbw_GBps": [round(x, 4) for x in self.bound_busbw]}
 
     def table(self) -> str:
+        """One row per candidate: busbw at the smallest and largest size, its peak, and the size
+        windows where it is best (or tied within :data:`TIE_TOLERANCE`)."""
+        import textwrap
+
         labels = list(self.series)
-        width = max([10] + [len(x) for x in labels])
-        head = f"{'size':>8s}  " + "  ".join(f"{lab:>{width}s}" for lab in labels) + f"  {'bound':>8s}  winner"
-        lines = [f"busbw in GB/s ({self.kind.value} on {self.topology})", head, "-" * len(head)]
-        for i, size in enumerate(self.sizes):
-            cells = "  ".join(f"{self.series[lab][i].busbw:>{width}.3f}" for lab in labels)
-            lines.append(f"{human(size):>8s}  {cells}  {self.bound_busbw[i]:>8.3f}  {self.winners()[i]}")
+        standing = self.standings()
+        lo, hi = human(self.sizes[0]), human(self.sizes[-1])
+        width = max([len("upper bound (bandwidth model)")] + [len(x) for x in labels])
+        head = f"{'candidate':{width}s} {'@' + lo:>9s} {'@' + hi:>9s} {'peak':>9s} {'at':>6s}  best for"
+        lines = [f"{self.kind.value} on {self.topology}: busbw in GB/s, {self.model}" if self.model else
+                 f"{self.kind.value} on {self.topology}: busbw in GB/s", head]
+        for lab in labels:
+            rows = self.series[lab]
+            peak = max(rows, key=lambda r: r.busbw)
+            won = [i for i, t in enumerate(standing) if t == (lab,)]
+            tied = [i for i, t in enumerate(standing) if len(t) > 1 and lab in t]
+            best = "; ".join(filter(None, [", ".join(self._runs(won)),
+                                           "tie at " + ", ".join(self._runs(tied)) if tied else ""])) or "-"
+            lines.append(f"{lab:{width}s} {rows[0].busbw:9.3f} {rows[-1].busbw:9.3f} {peak.busbw:9.3f} "
+                         f"{human(peak.size):>6s}  {best}")
+        bound = self.bound_busbw
+        if bound:
+            at = max(range(len(bound)), key=lambda i: bound[i])
+            lines.append(f"{'upper bound (bandwidth model)':{width}s} {bound[0]:9.3f} {bound[-1]:9.3f} "
+                         f"{bound[at]:9.3f} {human(self.sizes[at]):>6s}")
+        groups: list[tuple[tuple[str, ...], list[int]]] = []    # consecutive sizes with the same tied set
+        for i, t in enumerate(standing):
+            key = tuple(sorted(t))
+            if len(t) > 1 and groups and groups[-1][0] == key and groups[-1][1][-1] == i - 1:
+                groups[-1][1].append(i)
+            elif len(t) > 1:
+                groups.append((key, [i]))
+        if groups:
+            lines += textwrap.wrap(f"tie (within {TIE_TOLERANCE:.0%}): " + "; ".join(
+                f"{self._runs(idx)[0]} {' = '.join(key)}" for key, idx in groups), 100, subsequent_indent="  ")
         for lab, why in self.failed.items():
-            lines.append(f"not compared: {lab}: {why}")
+            lines += textwrap.wrap(f"not compared: {lab}: {why}", 100, subsequent_indent="  ")
         return "\n".join(lines)
+
+    def _runs(self, idx: list[int]) -> list[str]:
+        """Consecutive size indices as ``1KiB..64KiB`` ranges."""
+        out: list[str] = []
+        start = prev = -2
+        for i in idx + [-9]:
+            if i != prev + 1:
+                if start >= 0:
+                    a, b = human(self.sizes[start]), human(self.sizes[prev])
+                    out.append(a if start == prev else f"{a}..{b}")
+                start = i
+            prev = i
+        return out
 
 
 def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
@@ -114,16 +189,40 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
     if not result.series:
         raise SimUsageError("no candidate could be built: " + "; ".join(f"{k}: {v}" for k, v in result.failed.items()))
     result.bound_busbw = bound_busbw(kind, topology, sizes, params)
+    result.model = model_summary(params, topology)
     return result
 
 
+#: Markers cycled with the colours; 9 is coprime with tab20's 20 colours, so no two of the first
+#: 180 series share both.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", "*")
+
+
 def plot_busbw(comparison: Comparison, path: str | Path) -> None:
-    """busbw against message size, log-x, one line per candidate, like the papers' figures."""
+    """busbw against message size, log-x, one line per candidate (its own colour and marker),
+    like the papers' figures, with the bandwidth model's upper bound; written atomically."""
+    fig, _ = comparison_figure(comparison)
+    write_figure(fig, path)
+
+
+def comparison_figure(comparison: Comparison) -> tuple[Any, Any]:
+    """The (figure, axes) :func:`plot_busbw` writes."""
+    import matplotlib
+
     fig, ax = busbw_figure()
-    for label, rows in comparison.series.items():
-        ax.plot([r.size for r in rows], [r.busbw for r in rows], marker="o", markersize=3, label=label)
-    ax.plot(comparison.sizes, comparison.bound_busbw, linestyle="--", color="grey", label="lower bound")
-    save_busbw_figure(fig, ax, f"{comparison.kind.value} on {comparison.topology}", path)
+    cmap = matplotlib.colormaps["tab20"]
+    # the dark tab20 shades first, then the light ones
+    colours = [cmap(i) for i in range(0, 20, 2)] + [cmap(i) for i in range(1, 20, 2)]
+    for n, (label, rows) in enumerate(comparison.series.items()):
+        ax.plot([r.size for r in rows], [r.busbw for r in rows], marker=MARKERS[n % len(MARKERS)], markersize=4,
+                color=colours[n % len(colours)], label=label)
+    # the time lower bound makes an upper bound on busbw
+    ax.plot(comparison.sizes, comparison.bound_busbw, linestyle="--", color="black", alpha=0.6,
+            label="upper bound (bandwidth model)")
+    title = f"{comparison.kind.value} on {comparison.topology}"
+    style_busbw_axes(fig, ax, title + (f"\n{comparison.model}" if comparison.model else ""),
+                     title_size=9 if comparison.model else None, legend_outside=len(comparison.series) > 5)
+    return fig, ax
 
 
 # --------------------------------------------------------------------------- tune
@@ -135,6 +234,15 @@ class Window:
     sizes: tuple[int, ...]
     busbw: tuple[float, ...]
     file: str
+    count_multiple: int = 1   # the call's element count must be a multiple of this for the runtime to pick it
+
+
+COUNT_MULTIPLE_NOTE = ("the runtime picks a file only for calls whose element count (sendcount for allgather, "
+                       "recvcount for reducescatter) is a multiple of its count_multiple; other counts run NCCL's "
+                       "own algorithm without a word (docs/runtime-model.md)")
+#: The model schedules/ was tuned with (scripts/build_schedules.py): another model or other links
+#: move the crossovers, so `collc tune` says so when its own differs.
+PREBUILT_MODEL = ModelParams("step", 5.0)
 
 
 def windows_from(comparison: Comparison) -> list[tuple[str, int, int, list[int]]]:
@@ -181,11 +289,13 @@ def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], si
         texts[fname] = built.text
         rows = comparison.series[label]
         busbw = tuple(r.busbw for r in rows if r.size in run)
-        windows.append(Window(label, lo, hi, tuple(run), busbw, fname))
+        windows.append(Window(label, lo, hi, tuple(run), busbw, fname, count_multiple(built.program)))
     manifest = {"topology": topology.name, "collective": kind.value, "model": params.model,
                 "alpha_us": params.alpha_us, "link_bw_GBps": params.link_bw,
+                "model_summary": model_summary(params, topology), "count_multiple_note": COUNT_MULTIPLE_NOTE,
                 "windows": [{"file": f"msccl-algorithms/{w.file}", "candidate": w.candidate,
                              "minBytes": w.min_bytes, "maxBytes": w.max_bytes, "sizes": list(w.sizes),
+                             "count_multiple": w.count_multiple,
                              "predicted_busbw_GBps": [round(x, 4) for x in w.busbw]} for w in windows],
                 "not_compared": comparison.failed}
     _write_tuned(out, texts, json.dumps(manifest, indent=2, sort_keys=True) + "\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -154,23 +155,31 @@ def test_check_directory(tmp_path: Path, capsys: Capture) -> None:
 
 # ---------------------------------------------------------------------- list, topology show
 def test_list_algorithms(capsys: Capture) -> None:
+    # compact by default (one row per algorithm, at most 100 wide); the full entries with --long
     code, out, _ = run(capsys, "list", "algorithms")
     assert code == 0
+    rows = out.splitlines()
+    assert max(len(line) for line in rows) <= 100
+    assert [line.split()[0] for line in rows[1:len(algorithms()) + 1]] == [a.name for a in algorithms()]
+    assert run(capsys, "list")[1] == out  # the default
+    code, out, _ = run(capsys, "list", "algorithms", "--long")
     for alg in algorithms():
         assert alg.name in out and alg.example in out
     assert "--param bidirectional=" in out
-    assert run(capsys, "list")[1] == out  # the default
 
 
 def test_list_algorithms_on_a_topology_says_what_applies(capsys: Capture) -> None:
-    code, out, _ = run(capsys, "list", "algorithms", "--topology", "ring:8")
+    # --why (was the default with --topology): every algorithm and collective, reasons wrapped below
+    code, out, _ = run(capsys, "list", "algorithms", "--topology", "ring:8", "--why")
     assert code == 0
-    lines = dict((" ".join(line.split()[:2]), line) for line in out.splitlines())
+    joined = re.sub(r"\n +", " ", out)
+    lines = dict((" ".join(line.split()[:2]), line) for line in joined.splitlines())
     assert lines["ring allreduce"].endswith("applies")
     assert "no: recursive-doubling sends between partners r xor 2^k, but ring:8 has no link or switch route" in \
         lines["recursive-doubling allreduce"]
     assert "no: hdrm needs a BiGraph" in lines["hdrm allreduce"]
     assert len(lines) == sum(len(a.collectives) for a in algorithms())
+    assert max(len(line) for line in out.splitlines()) <= 100
 
 
 def test_compare_defaults_to_every_applicable_algorithm(capsys: Capture) -> None:

@@ -49,7 +49,7 @@ def test_refusals(tmp_path: Path, capsys: Capture, topology: str, algorithm: str
 
 
 def test_list_says_scatter_gather_not_emitted(capsys: Capture) -> None:
-    code, out, _ = run(capsys, "list", "algorithms")
+    code, out, _ = run(capsys, "list", "algorithms", "--long")   # summaries are in the long form
     assert code == 0
     for name in ("kautz-c", "kautz-m"):
         block = out[out.index(name + " "):]

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collc.errors import ScheduleError
+from collc.errors import ScheduleError, did_you_mean
 from collc.ir.collective import Collective, CollKind
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
@@ -126,7 +126,8 @@ def get(name: str) -> Algorithm:
     if name not in REGISTRY:
         _load(name)
     if name not in REGISTRY:
-        raise ScheduleError(f"unknown algorithm {name!r} (known: {', '.join(sorted(REGISTRY))})")
+        _load()    # every name, for the suggestion
+        raise ScheduleError(f"unknown algorithm {name!r}; {did_you_mean(name, sorted(REGISTRY), 'collc list algorithms')}")
     return REGISTRY[name]
 
 

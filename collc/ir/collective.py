@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from collc.errors import ScheduleError
+from collc.errors import ScheduleError, did_you_mean
 
 
 class CollKind(str, Enum):
@@ -46,8 +46,8 @@ class CollKind(str, Enum):
         for kind in cls:
             if kind.value == key:
                 return kind
-        known = ", ".join(k.value for k in cls)
-        raise ScheduleError(f"unknown collective {text!r} (known: {known})")
+        hint = did_you_mean(key, [k.value for k in cls], "collc list collectives")
+        raise ScheduleError(f"unknown collective {text!r}; {hint}")
 
     @property
     def reduces(self) -> bool:

@@ -16,6 +16,7 @@ that carries data (Simple 1, LL128 120/128, LL 1/2).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -145,6 +146,16 @@ def selected(program: Program, size: int, typesize: int = 4) -> bool:
     lo = program.min_bytes or 0
     hi = program.max_bytes or 0
     return size >= lo and (hi == 0 or size <= hi)
+
+
+def count_multiple(program: Program) -> int:
+    """What the element count of a call must be a multiple of for the runtime to pick the file:
+    the count times the size multiplier (``ngpus`` for allgather, reducescatter and alltoall, else
+    1) must be a multiple of ``nchunksperloop`` (docs/runtime-model.md, "Selection and placement").
+    The count is the call's own: sendcount for allgather, recvcount for reducescatter."""
+    mult = program.ngpus if program.kind in (CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLTOALL) else 1
+    loop = max(program.nchunksperloop, 1)
+    return loop // math.gcd(loop, mult)
 
 
 def rows_for(program: Program, sizes: Sequence[int], times: Sequence[float]) -> list[Row]:

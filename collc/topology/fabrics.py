@@ -15,6 +15,15 @@ paper's schedule generator models its testbeds (see ``docs/forestcoll.md``):
   (``mi250:8+8`` is the paper's 8+8 setting, the left half of each box).  Ranks are
   numbered box by box; the IB switch is the one switch node.
 
+* ``h100:NxM`` -- as ``a100`` with DGX H100 figures: NVLink4 NVSwitch, 450 GB/s per GPU each
+  way (900 GB/s bidirectional), and 400 Gb/s NICs (50 GB/s each way).
+* ``mi300x:N`` -- N boxes of 8 MI300X, fully connected inside a box by one 64 GB/s xGMI link per
+  pair (7 per GPU, AMD's 896 GB/s aggregate bidirectional), and from 2 boxes a 400 Gb/s NIC per
+  GPU on the two rails as in ``a100``.
+
+The spec grammar's machine aliases stand for these (``dgx-a100[:N]`` = ``a100:Nx8``,
+``dgx-h100[:N]`` = ``h100:Nx8``, ``mi300x`` = ``mi300x:1``; ``collc list topologies``).
+
 All links are bidirectional with equal bandwidth both ways, so both fabrics are
 Eulerian (ingress = egress at every node), as ForestColl requires.
 
@@ -37,12 +46,16 @@ from collc.errors import TopologyError
 from collc.topology.model import Link, Topology
 from collc.topology.spec import register_family
 
-__all__ = ["a100", "mi250", "MI250_XGMI", "NVLINK_BW", "A100_NIC_BW", "XGMI_BW", "MI250_IB_BW"]
+__all__ = ["a100", "h100", "mi300x", "mi250", "MI250_XGMI", "NVLINK_BW", "A100_NIC_BW", "XGMI_BW", "MI250_IB_BW"]
 
 NVLINK_BW = 300.0     # GB/s per GPU to its box's NVSwitch, each way
 A100_NIC_BW = 25.0    # GB/s per NIC, each way
 XGMI_BW = 50.0        # GB/s per xGMI link, each way
 MI250_IB_BW = 16.0    # GB/s per GCD to the IB switch, each way
+H100_NVLINK_BW = 450.0   # GB/s per H100 to its box's NVSwitch, each way (NVLink4, 900 GB/s bidirectional)
+NIC_400G_BW = 50.0       # GB/s per 400 Gb/s NIC (ConnectX-7), each way
+MI300X_XGMI_BW = 64.0    # GB/s per xGMI link, each way (7 per GPU: 896 GB/s bidirectional in all)
+MI300X_GPUS = 8
 MAX_BOXES = 512
 
 #: xGMI links inside one MI250 box: (gcd, gcd, number of parallel links), each pair once.
@@ -64,25 +77,76 @@ def _both(a: int, b: int, bw: float, mult: int = 1) -> list[Link]:
 
 def a100(dims: Sequence[int]) -> Topology:
     """``dims = [boxes, gpus per box]``; see the module docstring for the numbering."""
+    return _switch_boxes("a100", dims, NVLINK_BW, A100_NIC_BW)
+
+
+def h100(dims: Sequence[int]) -> Topology:
+    """DGX H100 boxes: as :func:`a100` with NVLink4 (18 links, 450 GB/s per GPU each way) and
+    a 400 Gb/s NIC per GPU (50 GB/s each way).
+
+    >>> t = h100([2, 8])
+    >>> t.name, t.nranks, t.nswitches, t.link(0, 16).bandwidth, t.link(0, 18).bandwidth
+    ('h100:2x8', 16, 20, 450.0, 50.0)
+    """
+    return _switch_boxes("h100", dims, H100_NVLINK_BW, NIC_400G_BW)
+
+
+def _switch_boxes(family: str, dims: Sequence[int], nvswitch_bw: float, nic_bw: float) -> Topology:
+    """Boxes of GPUs on one NVSwitch each and, from 2 boxes on, a NIC per GPU on two IB rails."""
     if len(dims) != 2 or any(not isinstance(d, int) or isinstance(d, bool) for d in dims):
-        raise TopologyError(f"a100 needs two integers BOXESxGPUS, got {dims!r}")
+        raise TopologyError(f"{family} needs two integers BOXESxGPUS, got {dims!r}")
     nbox, per = dims
     if not 1 <= nbox <= MAX_BOXES or not 2 <= per <= 64:
-        raise TopologyError(f"a100:{nbox}x{per}: boxes must be in 1..{MAX_BOXES} and GPUs per box in 2..64")
+        raise TopologyError(f"{family}:{nbox}x{per}: boxes must be in 1..{MAX_BOXES} and GPUs per box in 2..64")
     n = nbox * per
     links: list[Link] = []
     for box in range(nbox):
         for g in range(per):
-            links += _both(box * per + g, n + box, NVLINK_BW)
+            links += _both(box * per + g, n + box, nvswitch_bw)
     nsw = nbox
     if nbox > 1:
-        nic0, ib0 = n + nbox, n + nbox + n
-        for r in range(n):
-            links += _both(r, nic0 + r, A100_NIC_BW)
-            links += _both(nic0 + r, ib0 + (r % per) % 2, A100_NIC_BW)
+        links += _rails(n, per, n + nbox, nic_bw)
         nsw = nbox + n + 2
-    return Topology(f"a100:{nbox}x{per}", n, tuple(links), nswitches=nsw,
+    return Topology(f"{family}:{nbox}x{per}", n, tuple(links), nswitches=nsw,
                     params=(("boxes", str(nbox)), ("gpus", str(per))), cycle=_a100_cycle(nbox, per))
+
+
+def _rails(n: int, per: int, nic0: int, nic_bw: float) -> list[Link]:
+    """A NIC (switch node ``nic0 + rank``) per rank, those of even GPUs on IB switch
+    ``nic0 + n``, of odd GPUs on ``nic0 + n + 1`` (the two rails)."""
+    links: list[Link] = []
+    ib0 = nic0 + n
+    for r in range(n):
+        links += _both(r, nic0 + r, nic_bw)
+        links += _both(nic0 + r, ib0 + (r % per) % 2, nic_bw)
+    return links
+
+
+def mi300x(nbox: int) -> Topology:
+    """``nbox`` boxes of 8 MI300X, each box fully connected by xGMI (7 links per GPU, one per
+    peer, 64 GB/s each way: AMD's 896 GB/s aggregate bidirectional peer bandwidth); from 2
+    boxes on a 400 Gb/s NIC per GPU (50 GB/s each way) on two IB rails as in :func:`a100`.
+    Switch nodes after the ranks: the NICs in rank order, then the 2 IB switches.
+
+    >>> t = mi300x(2)
+    >>> t.name, t.nranks, t.nswitches, t.link(0, 7).bandwidth, t.route(0, 10)
+    ('mi300x:2', 16, 18, 64.0, (0, 16, 32, 26, 10))
+    """
+    if isinstance(nbox, bool) or not 1 <= nbox <= MAX_BOXES:
+        raise TopologyError(f"mi300x boxes must be in 1..{MAX_BOXES}, got {nbox!r}")
+    per = MI300X_GPUS
+    n = nbox * per
+    links: list[Link] = []
+    for box in range(nbox):
+        for a in range(per):
+            for b in range(a + 1, per):
+                links += _both(box * per + a, box * per + b, MI300X_XGMI_BW)
+    nsw = 0
+    if nbox > 1:
+        links += _rails(n, per, n, NIC_400G_BW)
+        nsw = n + 2
+    return Topology(f"mi300x:{nbox}", n, tuple(links), nswitches=nsw, params=(("boxes", str(nbox)),),
+                    cycle=_a100_cycle(nbox, per))
 
 
 def _a100_cycle(nbox: int, per: int) -> tuple[int, ...] | None:
@@ -140,6 +204,22 @@ def _parse_a100(args: str, options: str | None) -> Topology:
     return a100([int(x) for x in args.split("x")])
 
 
+def _parse_h100(args: str, options: str | None) -> Topology:
+    if options is not None:
+        raise TopologyError("h100 takes no options")
+    if not re.fullmatch(r"[0-9]+x[0-9]+", args):
+        raise TopologyError(f"h100 arguments must be BOXESxGPUS such as 2x8, got {args!r}")
+    return h100([int(x) for x in args.split("x")])
+
+
+def _parse_mi300x(args: str, options: str | None) -> Topology:
+    if options is not None:
+        raise TopologyError("mi300x takes no options")
+    if not re.fullmatch(r"[0-9]{1,6}", args):
+        raise TopologyError(f"mi300x arguments must be a box count such as 2, got {args!r}")
+    return mi300x(int(args))
+
+
 def _parse_mi250(args: str, options: str | None) -> Topology:
     if options is not None:
         raise TopologyError("mi250 takes no options")
@@ -152,5 +232,9 @@ def _parse_mi250(args: str, options: str | None) -> Topology:
 
 register_family("a100", _parse_a100, "N boxes of M A100s: NVSwitch 300 GB/s, a 25 GB/s NIC per GPU on 2 IB rails",
                 "a100:2x8")
+register_family("h100", _parse_h100, "N boxes of M H100s: NVSwitch 450 GB/s, a 50 GB/s NIC per GPU on 2 IB rails",
+                "h100:2x8")
+register_family("mi300x", _parse_mi300x, "N boxes of 8 MI300X, xGMI all-to-all 64 GB/s per link; from 2 boxes a "
+                "50 GB/s NIC per GPU on 2 IB rails", "mi300x:2")
 register_family("mi250", _parse_mi250, "N boxes of 16 MI250 GCDs (xGMI 50 GB/s links, 16 GB/s per GCD to IB); "
                 "A+B uses the first A, B GCDs", "mi250:2")

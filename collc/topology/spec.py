@@ -19,6 +19,9 @@ on each board, A, B >= 1) in an X x Y arrangement (X, Y >= 2), each global row a
 column joined by one switch node linked to the board-edge ranks of that line, e.g.
 ``hammingmesh:2x2:32x32`` (Hx2Mesh) and ``hammingmesh:4x4:16x16`` (Hx4Mesh).  Both
 number their ranks row-major over the global grid.
+Machine names (:data:`ALIASES`) stand for a family's spec: ``dgx-a100`` is ``a100:1x8`` and
+``dgx-a100:N`` is ``a100:Nx8``, likewise ``dgx-h100`` (``h100:Nx8``) and ``mi300x``; a family's own
+name alone (``mi250``) is its one-box form.
 Families live in :data:`FAMILIES`; a new family is one :func:`register_family`
 call.  Its parser receives ``ARGS`` and the raw ``OPTIONS`` text (None when
 absent) and may interpret the third field as it likes (``circulant:16:3,4``).
@@ -57,12 +60,13 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from collc.errors import TopologyError
+from collc.errors import TopologyError, did_you_mean
 from collc.inputs import MAX_TOPOLOGY_BYTES, check_spec_text, load_json, load_yaml, read_input
 from collc.topology import generators
 from collc.topology.model import Topology
 
-__all__ = ["FamilyEntry", "FAMILIES", "register_family", "list_families", "parse_spec", "load_file",
+__all__ = ["FamilyEntry", "FAMILIES", "register_family", "list_families", "Alias", "ALIASES", "register_alias",
+           "list_aliases", "expand_alias", "parse_spec", "load_file",
            "dump_json", "parse_link_options", "LinkOptions", "FILE_SUFFIXES"]
 
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -93,6 +97,56 @@ def register_family(name: str, parse: FamilyParser, description: str, example: s
 def list_families() -> list[tuple[str, str, str]]:
     """``(name, description, example spec)`` for every family, in registration order."""
     return [(name, e.description, e.example) for name, e in FAMILIES.items()]
+
+
+class Alias(NamedTuple):
+    expansion: str      # a spec with ``{n}`` for the box count (1 when the name stands alone)
+    description: str
+
+
+#: Names people type for the machines they own (``dgx-a100``, ``dgx-h100:4``), each standing for
+#: a family's spec: ``NAME`` is one box, ``NAME:N`` N boxes.
+ALIASES: dict[str, Alias] = {}
+
+
+def register_alias(name: str, expansion: str, description: str) -> None:
+    """Add a machine name; a family's own name is allowed and then means its bare form only
+    (``mi250`` = ``mi250:1``, while ``mi250:2`` stays the family's)."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]*", name) or name in ALIASES:
+        raise TopologyError(f"bad or repeated topology alias {name!r}")
+    if expansion.partition(":")[0] not in FAMILIES:
+        raise TopologyError(f"topology alias {name!r} expands to an unknown family: {expansion!r}")
+    ALIASES[name] = Alias(expansion, description)
+
+
+def list_aliases() -> list[tuple[str, str, str]]:
+    """``(name as typed, what it expands to, description)`` for every alias."""
+    out = []
+    for name, a in ALIASES.items():
+        typed, expands = (name, a.expansion.format(n=1)) if name in FAMILIES else \
+            (f"{name}[:N]", a.expansion.format(n="N"))
+        out.append((typed, expands, a.description))
+    return out
+
+
+def expand_alias(spec: str) -> str | None:
+    """The family spec an alias stands for (None when ``spec`` is no alias).
+
+    >>> expand_alias("dgx-a100"), expand_alias("dgx-h100:4"), expand_alias("mi250"), expand_alias("mi250:2")
+    ('a100:1x8', 'h100:4x8', 'mi250:1', None)
+    """
+    name, _, rest = spec.partition(":")
+    alias = ALIASES.get(name)
+    if alias is None or (name in FAMILIES and rest):
+        return None
+    args, sep, _ = rest.partition(":")
+    if sep:
+        raise TopologyError(f"topology alias {name!r} takes no options (it is {alias.expansion.format(n='N')}); "
+                            f"write {name} or {name}:BOXES")
+    boxes = parse_int(args, f"{name} box count") if args else 1
+    if boxes < 1:
+        raise TopologyError(f"{name} box count must be at least 1, got {boxes}")
+    return alias.expansion.format(n=boxes)
 
 
 # ---------------------------------------------------------------------- argument helpers
@@ -275,6 +329,9 @@ def parse_spec(text: str) -> Topology:
     if _looks_like_file(spec):
         return load_file(spec)
     check_spec_text(spec, TopologyError)
+    expanded = expand_alias(spec)
+    if expanded is not None:
+        return parse_spec(expanded)
     family, _, rest = spec.partition(":")
     args, sep, options = rest.partition(":")
     entry = FAMILIES.get(family)
@@ -282,8 +339,10 @@ def parse_spec(text: str) -> Topology:
         family, args, sep, options = "recipe", spec, "", ""
         entry = FAMILIES["recipe"]
     if entry is None:
-        raise TopologyError(f"unknown topology family {family!r} in spec {spec!r} (known: "
-                            f"{', '.join(FAMILIES)}; or a path to a {'/'.join(FILE_SUFFIXES)} file)")
+        where = f" in spec {spec!r}" if len(spec) <= 40 else ""
+        hint = did_you_mean(family, [*FAMILIES, *ALIASES], "collc list topologies")
+        raise TopologyError(f"unknown topology family {family[:40]!r}{where}; {hint}; or a path to a "
+                            f"{'/'.join(FILE_SUFFIXES)} file")
     if not args:
         raise TopologyError(f"topology spec {spec!r} has no arguments (example: {entry.example})")
     try:
@@ -299,3 +358,14 @@ def dump_json(topology: Topology) -> str:
 
 # Families defined in their own modules register themselves on import.
 from collc.topology import kautz_dfc as _kautz_dfc  # noqa: E402,F401
+from collc.topology import fabrics as _fabrics  # noqa: E402,F401
+
+# The machines of schedules/ (dgx-a100-executor, dgx-h100-executor, mi300x-rccl, mi250-*): one
+# box is the fabric those directories were tuned on (tests/test_cli_names.py checks it).
+register_alias("dgx-a100", "a100:{n}x8", "DGX A100: 8 A100 on NVSwitch (300 GB/s per GPU each way), 8 NICs")
+register_alias("dgx-h100", "h100:{n}x8", "DGX H100: 8 H100 on NVSwitch (NVLink4, 450 GB/s per GPU each way), "
+               "8x400 Gb/s NICs")
+register_alias("mi300x", "mi300x:{n}", "8 MI300X fully connected by xGMI (7 x 64 GB/s per GPU each way), 8 NICs")
+register_alias("mi250", "mi250:{n}", "one MI250 box: 16 GCDs on xGMI")
+register_alias("h100", "h100:{n}x8", "one 8-GPU H100 box")
+register_alias("a100", "a100:{n}x8", "one 8-GPU A100 box")

@@ -63,7 +63,11 @@ def test_compare_table_winners_and_bound() -> None:
     assert result.winners()[0] == "recursive-halving-doubling"   # fewer steps win small messages
     for i in range(2):
         assert all(rows[i].busbw <= result.bound_busbw[i] + 1e-9 for rows in result.series.values())
-    assert "winner" in result.table()
+    table = result.table()    # one row per candidate with its best sizes (was: a column per candidate)
+    # 0.999 against 1.000 at 64 MiB is within the 1% tie tolerance: a tie, not a winner
+    assert table.splitlines()[2].startswith("ring") and table.splitlines()[2].endswith("  tie at 64MiB")
+    assert table.splitlines()[3].endswith("  1KiB; tie at 64MiB")
+    assert "upper bound (bandwidth model)" in table
     assert json.loads(json.dumps(result.to_json()))["collective"] == "allreduce"
 
 
@@ -114,11 +118,15 @@ def test_cli_simulate_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_cli_compare_writes_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    assert main(["compare", "--topology", "torus:4x4", "--collective", "allreduce", "--algorithm", "ring",
-                 "--algorithm", "recursive-halving-doubling", "--model", "step", "--sizes", "1KiB:1MiB"]) == 0
+    # no plot unless --plot names one (it used to land in the cwd uninvited)
+    argv = ["compare", "--topology", "torus:4x4", "--collective", "allreduce", "--algorithm", "ring",
+            "--algorithm", "recursive-halving-doubling", "--model", "step", "--sizes", "1KiB:1MiB"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "winner" in out and "plot: compare-torus-4x4-allreduce.png" in out
-    assert (tmp_path / "compare-torus-4x4-allreduce.png").stat().st_size > 1000
+    assert "best for" in out and "plot:" not in out and list(tmp_path.iterdir()) == []
+    assert main([*argv, "--plot", "cmp.png"]) == 0
+    assert "plot: cmp.png" in capsys.readouterr().out
+    assert (tmp_path / "cmp.png").stat().st_size > 1000
 
 
 @pytest.mark.parametrize("argv, needle", [
