@@ -20,7 +20,7 @@ import os
 import re
 import sys
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ from collc._startup import ignore_signals  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
+    from collc.frontends.registry import Algorithm
     from collc.check.plan_report import PlanReport
     from collc.check import Report
     from collc.sim.runner import ModelParams
@@ -138,6 +139,10 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
                        help="with --topology: every algorithm and collective, and the reason where it does not apply")
     lst.add_argument("--long", action="store_true",
                      help="with algorithms: summary, topologies, parameters and an example for each")
+    lst.add_argument("--dialect", choices=[d.value for d in Dialect], default=None,
+                     help="with --topology: also build each applying algorithm (checked) for this runtime, so "
+                          "that only what fits its limits (threadblocks, channels, parser nodes) is listed, "
+                          "exactly as `collc build --dialect` decides; without it, the algorithms' own rules")
 
     top = cmd("topology", "inspect a topology spec")
     tsub = top.add_subparsers(dest="action", metavar="{show,import,find}", help="what to do with the topology")
@@ -272,9 +277,10 @@ COLL_ABBREV = {CollKind.ALLREDUCE: "AR", CollKind.ALLGATHER: "AG", CollKind.REDU
 def cmd_list(args: argparse.Namespace) -> int:
     from collc.topology import list_families
 
-    if args.what != "algorithms" and (args.topology or args.collective or args.applicable or args.why or args.long):
-        raise UsageError(f"list {args.what}: --topology, --collective, --applicable, --why and --long are for "
-                         f"`collc list algorithms`")
+    if args.what != "algorithms" and (args.topology or args.collective or args.applicable or args.why or args.long
+                                      or args.dialect):
+        raise UsageError(f"list {args.what}: --topology, --collective, --applicable, --why, --long and --dialect "
+                         f"are for `collc list algorithms`")
     if args.what == "algorithms":
         for line in _algorithm_lines(args):
             print(line)
@@ -303,22 +309,44 @@ def _first_clause(text: str) -> str:
     return text.strip()
 
 
+def _refusal(dialect: Dialect | None) -> Callable[[Algorithm, Topology, CollKind], str | None]:
+    """Why an algorithm does not run a collective on a topology (None: it does): the algorithm's own
+    rules, and with a dialect also a checked build for that runtime, whose limits (threadblocks per GPU,
+    channels, parser nodes) only the lowered program shows -- the same build `collc build` runs."""
+    def refusal(alg: Algorithm, topo: Topology, kind: CollKind) -> str | None:
+        why = alg.refusal_of_kind(topo, kind)
+        if why is not None or dialect is None:
+            return why
+        from collc.driver import compile_xml
+        try:
+            built = compile_xml(topo, alg.name, kind, dialect=dialect, shard=topo.nranks >= 1024)
+        except CollcError as exc:
+            return f"does not fit the {dialect.value} runtime: {one_line(exc)}"
+        if not built.report.ok:
+            return f"fails its check for the {dialect.value} runtime: {built.report.errors()[0].message}"
+        return None
+    return refusal
+
+
 def _algorithm_lines(args: argparse.Namespace) -> list[str]:
     """``collc list algorithms``: one row per algorithm (``--long``: the full entry; ``--why``:
     a row per algorithm and collective with the reason where it does not apply)."""
     from collc.frontends.registry import algorithms
     from collc.topology import parse_spec
 
-    if (args.applicable or args.why) and args.topology is None:
-        raise UsageError("list algorithms: --applicable and --why need --topology SPEC")
+    if (args.applicable or args.why or args.dialect) and args.topology is None:
+        raise UsageError("list algorithms: --applicable, --why and --dialect need --topology SPEC")
     kinds = [CollKind.parse(args.collective)] if args.collective else list(CollKind)
     topo = parse_spec(args.topology) if args.topology is not None else None
+    if topo is not None and args.dialect:
+        check_build_ranks(topo.nranks)
+    refusal = _refusal(Dialect(args.dialect) if args.dialect else None)
     lines: list[str] = []
     if args.why:
         assert topo is not None
         for alg in algorithms():
             for k in sorted(alg.collectives & set(kinds), key=lambda k: k.value):
-                why = alg.refusal_of_kind(topo, k)
+                why = refusal(alg, topo, k)
                 lines += textwrap.wrap(f"{alg.name:27s} {k.value:14s} {'applies' if why is None else 'no: ' + why}",
                                        LIST_WIDTH, subsequent_indent=" " * 43, break_on_hyphens=False)
         return lines
@@ -326,7 +354,7 @@ def _algorithm_lines(args: argparse.Namespace) -> list[str]:
     for alg in algorithms():
         have = alg.collectives & set(kinds)
         if topo is not None:
-            have = frozenset(k for k in have if alg.refusal_of_kind(topo, k) is None)
+            have = frozenset(k for k in have if refusal(alg, topo, k) is None)
         if have:
             rows.append((alg, have))
     where = f" on {topo.name}" if topo is not None else ""
@@ -1065,7 +1093,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                                    "is a multiple of it; other counts run NCCL's own algorithm silently", LIST_WIDTH)))
     if params != PREBUILT_MODEL:
         print("note: schedules/ was tuned with --model step --alpha 5 on nominal links; this model differs, "
-              "so its windows can")
+              "so its windows can differ from the prebuilt ones")
     print(f"manifest: {out}/MANIFEST.json; point MSCCL_ALGO_DIR at {out}/msccl-algorithms")
     return 0
 

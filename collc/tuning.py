@@ -163,8 +163,9 @@ class Comparison:
 
 def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
             params: ModelParams, inplace: bool | None = None, root: int | None = None,
-            progress: Callable[[str], None] | None = None) -> Comparison:
-    """Build every candidate (checked) and simulate it over the sizes."""
+            progress: Callable[[str], None] | None = None, dialect: Dialect = Dialect.EXECUTOR) -> Comparison:
+    """Build every candidate (checked, for ``dialect``: a candidate over that runtime's limits is not
+    compared, with its reason) and simulate it over the sizes."""
     result = Comparison(topology.name, kind, list(sizes))
     for cand in candidates:
         if progress:
@@ -177,7 +178,7 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
             # files (what such a job must use: one file cannot hold its ranks' XML nodes)
             built = compile_xml(own, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
                                 chunks=cand.chunks, instances=cand.instances, proto=cand.proto,
-                                shard=topology.nranks >= 1024)
+                                shard=topology.nranks >= 1024, dialect=dialect)
         except CollcError as exc:
             result.failed[cand.label] = str(exc)
             continue
@@ -270,7 +271,7 @@ def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], si
     ``out/msccl-algorithms/`` holds only the XMLs (point MSCCL_ALGO_DIR there);
     ``out/MANIFEST.json`` lists the windows and the predicted busbw.
     """
-    comparison = compare(topology, kind, candidates, sizes, params, inplace, root, progress)
+    comparison = compare(topology, kind, candidates, sizes, params, inplace, root, progress, dialect)
     by_label = {c.label: c for c in candidates}
     algo_dir = out / "msccl-algorithms"
     if algo_dir.exists() and any(p.suffix != ".xml" for p in algo_dir.iterdir()):

@@ -85,6 +85,9 @@ def _applies(topology: Topology, kind: CollKind, algorithm: str) -> str | None:
                f"got {topology.name}"
     if kind not in KINDS[algorithm]:
         return f"{algorithm} does not implement {kind.value}"
+    if algorithm == "dfc-md" and len(dims) > 2 and kind is not CollKind.REDUCESCATTER and len(set(dims)) != 1:
+        return f"dfc-md in {len(dims)} dimensions needs equal sizes (the thesis gives no split for unequal ones), " \
+               f"got {topology.name}"
     if algorithm == "dfc-multitree" and dims[0] != dims[1]:
         return f"dfc-multitree's parity build is defined for square networks only (thesis 4.1.2), got {topology.name}"
     return None
