@@ -140,9 +140,11 @@ class Verdict:
     status: str
     reason: str
     evidence: tuple[str, ...] = ()
+    stock: bool = False        # not-ran because the library is stock NCCL / no MSCCL is configured at all
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "evidence": list(self.evidence)}
+        return {"status": self.status, "reason": self.reason, "evidence": list(self.evidence),
+                "stock_nccl": self.stock}
 
 
 @dataclass(frozen=True)
@@ -949,11 +951,11 @@ def verdict(log: BenchLog) -> Verdict:
     nccl = log.versions.get("NCCL")
     if nccl and _major_minor(nccl) > (2, 23, 4) and log.tool != "rccl-tests":
         return Verdict("not-ran", f"NCCL {nccl} is stock NCCL: the MSCCL executor is a fork of NCCL 2.23.4 "
-                       f"(no MSCCL XML support in newer NCCL)", (f"NCCL version {nccl}",))
+                       f"(no MSCCL XML support in newer NCCL)", (f"NCCL version {nccl}",), stock=True)
     if log.info_lines:
         return Verdict("not-ran", "NCCL_DEBUG=INFO lines are present but none mentions MSCCL: this library has "
-                       "no MSCCL, or MSCCL is off", ())
-    return Verdict("unknown", "no NCCL_DEBUG=INFO lines: rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV "
+                       "no MSCCL, or MSCCL is off", (), stock=log.msccl_state == "not configured")
+    return Verdict("unknown", f"no NCCL_DEBUG=INFO lines: rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS={DEBUG_SUBSYS} "
                    "to see whether MSCCL ran", ())
 
 
