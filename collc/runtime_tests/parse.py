@@ -208,7 +208,7 @@ class BenchLog:
         if sum(self.launches.values()):
             return "loaded"
         configured = any("MSCCL" in k for k in self.env) or "MSCCL" in self.env.get("NCCL_ALGO", "").upper()
-        if self.info_lines and not self.msccl and not configured:
+        if self.info_lines > len(self.warns) and not self.msccl and not configured:   # INFO lines, not only WARNs
             return "not configured"
         return "unknown"
 
@@ -896,6 +896,14 @@ def _infer_collective(log: BenchLog) -> None:
 
 
 def _finish(log: BenchLog) -> None:
+    # "host: Test NCCL failure" names no rank when the host runs several: take the ranks another
+    # failure line of that host names (" .. host pid P: Test failure", an NCCL WARN of pid P)
+    named: dict[str, tuple[int, ...]] = {}
+    for f in log.failures:
+        if f.host and f.ranks:
+            named.setdefault(f.host, f.ranks)
+    log.failures = [Failure(f.source, f.line, f.host, named[f.host]) if f.host in named and not f.ranks else f
+                    for f in log.failures]
     if log.nranks is None and "nranks" in log.settings:
         log.nranks = log.settings["nranks"]
     _infer_collective(log)
