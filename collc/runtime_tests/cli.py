@@ -139,14 +139,20 @@ def _msccl_word(log: BenchLog) -> str:
     return "MSCCL did not run" if log.verdict.status == "not-ran" else "MSCCL unknown"
 
 
+def _human(size: int) -> str:
+    """``8B``, ``1KiB``, ``8GiB``: the size as nccl-tests users write it."""
+    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return f"{size}B"
+
+
 def summary_lines(logs: list[BenchLog], files: int) -> list[str]:
     """One line per test (collective, sizes, MSCCL ran or not, peak busbw) and a total line."""
-    from collc.sim.runner import human
-
     out = ["summary:"]
     for lg in logs:
         sizes = lg.sizes
-        span = f"{human(sizes[0])}..{human(sizes[-1])} ({len(sizes)} sizes)" if sizes else "no sizes"
+        span = f"{_human(sizes[0])}..{_human(sizes[-1])} ({len(sizes)} sizes)" if sizes else "no sizes"
         peak = max((r.busbw for r in lg.rows), default=None)
         state = "RUN FAILED, " if lg.run_failed else ""
         out.append(f"  {lg.path}: {lg.collective}, {span}, {state}{_msccl_word(lg)}, "

@@ -353,6 +353,8 @@ def options_from(args: argparse.Namespace) -> Options:
         raise LaunchError("--iters must be >= 1 and --warmup >= 0")
     if args.np is not None and args.np < 1:
         raise LaunchError("--np must be >= 1")
+    if args.program is not None:
+        split_words(args.program, "--program")      # an unbalanced quote is refused before anything runs
     return Options(tuple(args.xml), args.runtime, args.launcher, args.np, args.tests_dir, args.program,
                    args.msccl_lib, (lo, hi), args.iters, args.warmup, args.dtype,
                    tuple(split_words(args.launcher_args, "--launcher-args")), args.hostfile, not args.no_baseline, args.baseline_algo,

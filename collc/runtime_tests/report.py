@@ -199,9 +199,14 @@ REPORT_FILES = ("report.csv", "report.json", "busbw.png")
 
 def report_command(args: argparse.Namespace) -> int:
     from collc.inputs import output_dir, show
-    from collc.outputs import discard, new_temp_dir, publish_dir, write_into
+    from collc.outputs import discard, new_temp_dir, publish_dir, signals_blocked, write_into
 
     output_dir(args.output, "-o", ReportError)      # before the parsing and the simulation
+    with signals_blocked():   # a signal inside matplotlib's C extension init would end in a traceback
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+        import collc.backends.msccl_xml  # noqa: F401  (lxml)
     run = parse_file(args.run)
     if not run.rows:      # a failed run: nothing to report, say why (exit 1, like a failed check)
         from collc.runtime_tests.cli import format_failures
