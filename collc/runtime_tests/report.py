@@ -188,7 +188,8 @@ def add_report_arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("--baseline", default=None, metavar="LOG", help="the MSCCL-off run's log")
     a.add_argument("--xml", action="append", default=[], metavar="PATH", help="the schedule set that was loaded")
     a.add_argument("--topology", default=None, help="predict with collc's simulator on this topology")
-    a.add_argument("--model", choices=["event", "step"], default="step")
+    a.add_argument("--model", choices=["event", "step"], default="step",
+                   help="collc's cost model for the prediction (default: step)")
     a.add_argument("--alpha", type=float, default=5.0, help="latency per message in us for the prediction")
     a.add_argument("-o", "--output", required=True, help="directory: report.csv, report.json, busbw.png")
 
