@@ -65,6 +65,9 @@ MAX_TOPOLOGY_BYTES = 1 << 26
 #: Nesting of a YAML/JSON topology file (the format itself needs 3 levels).
 #: A test log (nccl-tests / rccl-tests output, INFO lines included) or a tuner CSV.
 MAX_LOG_BYTES = 1 << 28
+#: Characters of one log line that the parser reads (a longer line, never printed by nccl-tests or
+#: NCCL, is cut here, which keeps every pattern's work linear in the file's size).
+MAX_LOG_LINE = 1 << 16
 MAX_NESTING = 32
 #: Values of a YAML file after its aliases are expanded (a 64 MiB file holds fewer than this).
 MAX_YAML_NODES = 1 << 24

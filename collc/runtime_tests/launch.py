@@ -43,6 +43,7 @@ from pathlib import Path
 
 from collc.errors import CollcError
 from collc.inputs import MAX_LOG_BYTES, read_input, show
+from collc.runtime_tests.parse import DEBUG_SUBSYS
 
 __all__ = ["LaunchError", "RunPlan", "Options", "plan_runs", "render", "add_run_arguments", "run_command",
            "tuner_csv"]
@@ -192,7 +193,7 @@ def tuner_csv(path: str) -> list[list[str]]:
 
 def _test_args(o: Options, coll: str) -> list[str]:
     if o.program is not None:
-        return shlex.split(o.program)
+        return split_words(o.program, "--program")
     stem = PERF_STEM.get(coll)
     if stem is None:
         raise LaunchError(f"no nccl-tests binary for collective {coll!r}; pass --collective or --program")
@@ -200,6 +201,14 @@ def _test_args(o: Options, coll: str) -> list[str]:
     lo, hi = o.sizes
     return [binary, "-b", str(lo), "-e", str(hi), "-f", "2", "-g", "1", "-c", "1", "-n", str(o.iters),
             "-w", str(o.warmup), "-d", o.dtype]
+
+
+def split_words(text: str, flag: str) -> list[str]:
+    """``text`` split as the shell would (quotes kept together); an unbalanced quote is bad input."""
+    try:
+        return shlex.split(text)
+    except ValueError as exc:      # "No closing quotation", "No escaped character"
+        raise LaunchError(f"{flag} {show(text)!r}: {str(exc).lower()} (unbalanced quote)") from None
 
 
 def _launch(o: Options, np_: int, env: list[tuple[str, str]], cmd: list[str]) -> list[str]:
@@ -233,7 +242,7 @@ def plan_runs(o: Options) -> list[RunPlan]:
     if np_ != s.ngpus:
         raise LaunchError(f"--np {np_} but the schedules are for ngpus={s.ngpus}: the runtime only selects an "
                           f"algorithm whose ngpus equals the communicator size")
-    debug = [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", "INIT,ENV")]
+    debug = [("NCCL_DEBUG", "INFO"), ("NCCL_DEBUG_SUBSYS", DEBUG_SUBSYS)]   # what the verdict reads
     msccl: list[tuple[str, str]] = []
     base: list[tuple[str, str]] = []
     prefix: list[str] = []
@@ -306,19 +315,21 @@ def add_run_arguments(a: argparse.ArgumentParser) -> None:
                    help="instead of --xml: build the schedule for this topology (with --algorithm, --collective) "
                         "into OUT/msccl-algorithms, checked, before launching")
     a.add_argument("--algorithm", default=None, help="with --topology: the algorithm to build")
-    a.add_argument("--runtime", choices=RUNTIMES, default="executor")
-    a.add_argument("--launcher", choices=["mpirun", "srun"], default="mpirun")
+    a.add_argument("--runtime", choices=RUNTIMES, default="executor",
+                   help="which MSCCL runtime loads the schedules (default: executor)")
+    a.add_argument("--launcher", choices=["mpirun", "srun"], default="mpirun",
+                   help="how the processes start, one GPU each (default: mpirun)")
     a.add_argument("--np", type=int, default=None, help="processes (default: the schedules' ngpus)")
-    a.add_argument("--hostfile", default=None)
+    a.add_argument("--hostfile", default=None, help="mpirun --hostfile for a multi-node run")
     a.add_argument("--launcher-args", default="", help="extra launcher arguments, e.g. '--oversubscribe'")
     a.add_argument("--tests-dir", default="./build", help="nccl-tests / rccl-tests / msccl-tests-nccl build dir")
     a.add_argument("--program", default=None, help="run this command instead of the nccl-tests binary")
     a.add_argument("--msccl-lib", default=None,
                    help="executor: the MSCCL-enabled libnccl.so.2 (LD_PRELOAD); legacy: the build's lib dir")
     a.add_argument("--sizes", default="1KiB:1GiB", help="LO:HI message sizes (-b/-e, step factor 2)")
-    a.add_argument("--iters", type=int, default=20)
-    a.add_argument("--warmup", type=int, default=5)
-    a.add_argument("--dtype", default="float")
+    a.add_argument("--iters", type=int, default=20, help="timed iterations per size (-n, default 20)")
+    a.add_argument("--warmup", type=int, default=5, help="warm-up iterations per size (-w, default 5)")
+    a.add_argument("--dtype", default="float", help="element type (-d, default float)")
     a.add_argument("--collective", default=None, help="override the collective read from the schedules")
     a.add_argument("--no-baseline", action="store_true", help="skip the MSCCL-off baseline run")
     a.add_argument("--baseline-algo", default=None, help="pin the baseline: NCCL_ALGO value, e.g. Ring")
@@ -342,9 +353,11 @@ def options_from(args: argparse.Namespace) -> Options:
         raise LaunchError("--iters must be >= 1 and --warmup >= 0")
     if args.np is not None and args.np < 1:
         raise LaunchError("--np must be >= 1")
+    if args.program is not None:
+        split_words(args.program, "--program")      # an unbalanced quote is refused before anything runs
     return Options(tuple(args.xml), args.runtime, args.launcher, args.np, args.tests_dir, args.program,
                    args.msccl_lib, (lo, hi), args.iters, args.warmup, args.dtype,
-                   tuple(shlex.split(args.launcher_args)), args.hostfile, not args.no_baseline, args.baseline_algo,
+                   tuple(split_words(args.launcher_args, "--launcher-args")), args.hostfile, not args.no_baseline, args.baseline_algo,
                    args.baseline_proto, args.tuner_csv, args.tuner_plugin, args.out, args.collective)
 
 
@@ -415,8 +428,11 @@ def run_command(args: argparse.Namespace) -> int:
         from collc.runtime_tests.parse import LogParseError, parse_file
         for p in plans:
             try:
-                for line in format_log(parse_file(p.log), sys.stdout.isatty()):
+                log = parse_file(p.log)
+                for line in format_log(log, sys.stdout.isatty()):
                     print(line)
+                if log.run_failed:
+                    worst = 1
             except LogParseError as exc:
                 print(f"collc: {exc}", file=sys.stderr)
                 worst = 1

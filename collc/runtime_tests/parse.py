@@ -41,13 +41,18 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from collc.errors import CollcError
-from collc.inputs import MAX_LOG_BYTES, read_input
+from collc.inputs import MAX_LOG_BYTES, MAX_LOG_LINE, load_json, read_input
 
-__all__ = ["LogParseError", "Row", "Verdict", "BenchLog", "parse_file", "parse_file_tests", "parse_text",
-           "parse_tests", "TYPE_SIZES", "PERF_NAMES"]
+__all__ = ["LogParseError", "Row", "Verdict", "Failure", "BenchLog", "parse_file", "parse_file_tests", "parse_text",
+           "parse_tests", "TYPE_SIZES", "PERF_NAMES", "DEBUG_SUBSYS"]
+
+#: The ``NCCL_DEBUG_SUBSYS`` value whose lines the verdict reads: INIT (``NCCL version``, ``Using MSCCL
+#: Algo files from``, ``MSCCL: Initialization finished``, ``MSCCL: Setup Kernel finished``) and ENV
+#: (``X set by environment to Y``).  TUNING adds a line per call and rank and is not needed.
+DEBUG_SUBSYS = "INIT,ENV"
 
 
 class LogParseError(CollcError):
@@ -67,17 +72,42 @@ _RCCL_NAMES = {"allreduce": "allreduce", "allgather": "allgather", "reducescatte
                "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce", "sendrecv": "sendrecv",
                "gather": "gather", "scatter": "scatter", "alltoallv": "alltoallv"}
 
-# The host must start with a letter: a row fragment printed just before an INFO line
-# ("... -1lm2:1708221:...") would otherwise be taken as part of the host name.
-_NCCL_LINE = re.compile(r"(?P<host>[A-Za-z][^\s:]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL "
-                        r"(?P<level>INFO|WARN|TRACE|ABORT)\b ?(?P<msg>.*)")
-_NUM = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+# An NCCL log line is "host:pid:tid [dev] NCCL INFO msg" (WARN lines put "file.cc:line" before
+# "NCCL WARN").  It is found from its literal " NCCL " and read backwards: the text before it,
+# reversed, is matched from its start, so the work is bounded by the window whatever the line holds.
+_MARK = " NCCL "
+_MARK_SCAN = 1024            # the marker follows at most a row fragment and the prefix
+_LEVELS = ("INFO", "WARN", "TRACE", "ABORT")
+_PREFIX_REV = re.compile(r"(?:(?P<line>\d{1,9}):(?P<src>[^\s:\]\[]{1,200}) )?\](?P<dev>\d{1,6})\[ "
+                         r"(?P<tid>\d{1,12}):(?P<pid>\d{1,12}):(?P<host>[^\s:]{1,300})")
+_WHOLE = re.compile(r"(?P<host>[A-Za-z][^\s:]{0,299}):(?P<pid>\d{1,12}):\d{1,12} \[\d{1,6}\]"
+                    r"(?: [^\s:\]\[]{1,200}:\d{1,9})? NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b")
+_ROW_TAIL = ("N/A",)         # row cells that can sit just before a host name
+# one way to match each number (no "\d+\.?\d*"): no backtracking inside a long token
+_NUM_TEXT = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_NUM = re.compile(_NUM_TEXT)
 _PREAMBLE = re.compile(r"#\s*nThreads?:?\s+(?P<nthreads>\d+)\s+nGpus:?\s+(?P<ngpus>\d+)(?P<rest>.*)")
+_SETTINGS = re.compile(r"\b(warmup iters|warmupiters|agg iters|iters|validation|graph)\s*:?\s+(\d+)", re.IGNORECASE)
+_ENV_SET = re.compile(r"(\w{1,200}) set by environment to (.*)")
+_NRANKS = re.compile(r"\bnranks (\d{1,9})")
 _RANK_LINE = re.compile(r"#\s+Rank\s+(?P<rank>\d+)\s+(?:Group\s+(?P<group>\d+)\s+)?Pid\s+(?P<pid>\d+)\s+on\s+"
                         r"(?P<host>\S+)\s+device\s+(?P<dev>\d+)\s+\[(?P<bus>[^\]]*)\]\s*(?P<name>.*)")
-_PERF = re.compile(r"(?:^|[\s/])(?P<stem>[a-z_]+?)_perf(?:_mpi)?\b")
+_PERF = re.compile(r"(?:^|[\s/])(?P<stem>[a-z_]{1,40}?)_perf(?:_mpi)?\b")
 _BANNER = re.compile(r"#\s*Collective test (?:starting|concluded):\s*(?P<stem>[a-z_]+?)_perf")
-_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version\s*:?\s*(?P<version>\d+\.\d+\.\d+)")
+_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version\s{0,10}:?\s{0,10}(?P<version>\d{1,4}\.\d{1,4}\.\d{1,4})")
+# How a run fails (nccl-tests' NCCLCHECK/CUDACHECK/TESTCHECK lines, Open MPI, Slurm); each is tried
+# only on a line holding its literal key.
+_FAILS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
+    ("Test ", "nccl-tests", re.compile(r"\s*(?P<host>[^\s:]{1,300}): Test (?:\w{1,10} )?failure \S")),
+    ("Test failure", "nccl-tests", re.compile(r"\s*\.\. (?P<host>\S{1,300}) pid (?P<pid>\d{1,12}): Test failure")),
+    ("MPI_ABORT", "mpirun", re.compile(r".{0,200}?MPI_ABORT was invoked on rank (?P<rank>\d{1,9})")),
+    ("exited on signal", "mpirun", re.compile(r".{0,200}?process rank (?P<rank>\d{1,9}) with PID (?P<pid>\d{1,12}) "
+                                               r"on node (?P<host>[^\s,]{1,300}) exited on signal")),
+    ("Process name:", "mpirun", re.compile(r"\s*Process name:\s*\[\[\d+,\d+\],(?P<rank>\d{1,9})\]")),
+    ("job has been aborted", "mpirun", re.compile(r".{0,200}?job has been aborted")),
+    ("srun: error:", "slurm", re.compile(r"\s*srun: error: (?P<host>[^\s:]{1,300}): tasks? (?P<rank>\d{1,9})")),
+)
+_MSCCL_WARN = re.compile(r"msccl|Attribute \w{1,100} of node", re.IGNORECASE)
 _SETUP = "MSCCL: Setup Kernel finished"
 
 
@@ -110,9 +140,24 @@ class Verdict:
     status: str
     reason: str
     evidence: tuple[str, ...] = ()
+    stock: bool = False        # not-ran because the library is stock NCCL / no MSCCL is configured at all
 
     def to_json(self) -> dict[str, Any]:
-        return {"status": self.status, "reason": self.reason, "evidence": list(self.evidence)}
+        return {"status": self.status, "reason": self.reason, "evidence": list(self.evidence),
+                "stock_nccl": self.stock}
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One line saying the run failed, with the host and ranks it names (when it does)."""
+
+    source: str                  # nccl-tests, nccl (a WARN), msccl (an MSCCL load error), mpirun, slurm
+    line: str
+    host: str | None = None
+    ranks: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "line": self.line, "host": self.host, "ranks": list(self.ranks)}
 
 
 @dataclass
@@ -142,7 +187,30 @@ class BenchLog:
     msccl: list[str] = field(default_factory=list)           # MSCCL lines, deduplicated, in order
     nccl_lazy: bool = False           # NCCL connected its own rings/trees after the table header
     notes: list[str] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    pids: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)   # pid -> host, its ranks
+    long_lines: int = 0               # lines cut at MAX_LOG_LINE characters
     verdict: Verdict = field(default_factory=lambda: Verdict("unknown", "not evaluated"))
+
+    @property
+    def run_failed(self) -> bool:
+        """The log shows the run itself failing (not a data check)."""
+        return bool(self.failures)
+
+    @property
+    def msccl_state(self) -> str:
+        """``loaded``, ``load failed``, ``not configured`` (INFO lines with no MSCCL at all) or ``unknown``."""
+        if self.failures and any(_MSCCL_WARN.search(w) for w in self.warns):
+            return "load failed"
+        if any(k in m for m in self.msccl for k in ("Algo files from", "MSCCL files from", "Initialization finished",
+                                                    "Setup Kernel finished", "MSCCL algorithms")):
+            return "loaded"
+        if sum(self.launches.values()):
+            return "loaded"
+        configured = any("MSCCL" in k for k in self.env) or "MSCCL" in self.env.get("NCCL_ALGO", "").upper()
+        if self.info_lines > len(self.warns) and not self.msccl and not configured:   # INFO lines, not only WARNs
+            return "not configured"
+        return "unknown"
 
     @property
     def sizes(self) -> list[int]:
@@ -157,8 +225,9 @@ class BenchLog:
                 "avg_busbw": self.avg_busbw, "out_of_bounds": self.out_of_bounds, "failed": self.failed,
                 "versions": dict(self.versions), "env": dict(self.env), "info_lines": self.info_lines,
                 "warnings": self.warns, "msccl_lines": self.msccl, "nccl_connected_at_first_call": self.nccl_lazy,
-                "notes": self.notes,
-                "verdict": self.verdict.to_json()}
+                "notes": self.notes, "run_failed": self.run_failed,
+                "failures": [f.to_json() for f in self.failures], "msccl_state": self.msccl_state,
+                "long_lines": self.long_lines, "verdict": self.verdict.to_json()}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -187,15 +256,37 @@ def collective_from_stem(stem: str) -> str | None:
 
 
 # --------------------------------------------------------------------------- text tables
+def _cell_pattern(name: str) -> str:
+    if name in ("size", "count", "root"):
+        return r"[-+]?\d+"
+    if name == "type":
+        return "(?i:" + "|".join(sorted(TYPE_SIZES, key=len, reverse=True)) + ")"
+    if name == "redop":
+        return r"[A-Za-z_]+"
+    if name in ("time", "cputime", "algbw", "busbw", "#wrong", "wrong", "error"):
+        return rf"(?:N/A|{_NUM_TEXT})\*?"
+    return r"\S+"
+
+
 @dataclass
 class _Table:
     lead: list[str]                # column names before the first placement group
     group: list[str]               # the names of one placement group, e.g. time algbw busbw #wrong
     placements: list[str]          # in printed order
+    full: int = 0                  # cells of a whole row
+    rx: re.Pattern[str] = field(default=re.compile("(?!)"))   # a row of one or more whole groups
+    index: dict[str, int] = field(default_factory=dict)      # lead column -> position
+    gindex: dict[str, int] = field(default_factory=dict)     # group column -> position in a group
+    time_at: int | None = None
 
-    @property
-    def full(self) -> int:
-        return len(self.lead) + len(self.group) * len(self.placements)
+    def __post_init__(self) -> None:
+        self.full = len(self.lead) + len(self.group) * len(self.placements)
+        lead = r"\s+".join(_cell_pattern(n) for n in self.lead)
+        group = "".join(r"\s+" + _cell_pattern(n) for n in self.group)
+        self.rx = re.compile(rf"\s*{lead}(?:{group}){{1,{max(1, len(self.placements))}}}\s*")
+        self.index = {n: k for k, n in enumerate(self.lead)}
+        self.gindex = {n: k for k, n in enumerate(self.group)}
+        self.time_at = self.gindex.get("time", self.gindex.get("cputime"))
 
 
 def _header(tokens: list[str], placements: list[str]) -> _Table | None:
@@ -217,43 +308,140 @@ def _header(tokens: list[str], placements: list[str]) -> _Table | None:
 
 def _row(tokens: list[str], table: _Table) -> list[Row] | None:
     nlead = len(table.lead)
-    if len(tokens) < nlead + len(table.group):
+    width = len(table.group)
+    if len(tokens) < nlead + width:
         return None
-    lead = dict(zip(table.lead, tokens[:nlead]))
-    size, count = _int_tok(lead.get("size", "")), _int_tok(lead.get("count", ""))
+    ix = table.index
+    size, count = _int_tok(tokens[ix["size"]]), _int_tok(tokens[ix["count"]])
     if size is None or count is None:
         return None
-    root = _int_tok(lead.get("root", "-1"))
+    root = _int_tok(tokens[ix["root"]]) if "root" in ix else -1
+    dtype = tokens[ix["type"]] if "type" in ix else "?"
+    redop = tokens[ix["redop"]] if "redop" in ix else "none"
+    t_at, a_at, b_at = table.time_at, table.gindex.get("algbw"), table.gindex.get("busbw")
+    w_at, e_at = table.gindex.get("#wrong"), table.gindex.get("error")
+    if a_at is None or b_at is None:
+        return None
     out: list[Row] = []
-    rest = tokens[nlead:]
     for gi, placement in enumerate(table.placements):
-        chunk = rest[gi * len(table.group):(gi + 1) * len(table.group)]
-        if len(chunk) < len(table.group):
+        base = nlead + gi * width
+        if len(tokens) < base + width:
             break
-        vals = dict(zip(table.group, chunk))
         try:
-            time_us = float(vals.get("time", vals.get("cputime", "nan")))
-            algbw, busbw = float(vals["algbw"]), float(vals["busbw"])
-        except (KeyError, ValueError):
+            time_us = float(tokens[base + t_at]) if t_at is not None else float("nan")
+            algbw, busbw = float(tokens[base + a_at]), float(tokens[base + b_at])
+        except ValueError:
             return None
         wrong: int | None = None
         error: float | None = None
-        if "#wrong" in vals:
-            wrong = _wrong(vals["#wrong"])
-        elif "error" in vals:
-            text = vals["error"].rstrip("*")
+        if w_at is not None:
+            wrong = _wrong(tokens[base + w_at])
+        elif e_at is not None:
+            text = tokens[base + e_at].rstrip("*")
             error = None if text.upper() == "N/A" else float(text) if _is_num(text) else None
-        out.append(Row(size, count, lead.get("type", "?"), lead.get("redop", "none"),
-                       -1 if root is None else root, placement, time_us, algbw, busbw, wrong, error))
+        out.append(Row(size, count, dtype, redop, -1 if root is None else root, placement, time_us, algbw, busbw,
+                       wrong, error))
     return out or None
 
 
-def _split_info(line: str) -> tuple[str, str | None]:
-    """Text before an NCCL log marker, and the log line (None when absent)."""
-    m = _NCCL_LINE.search(line)
-    if m is None:
+class _Info(NamedTuple):
+    host: str
+    pid: int
+    level: str
+    msg: str
+
+
+def _split_info(line: str, pids: dict[int, tuple[str, tuple[int, ...]]]) -> tuple[str, _Info | None]:
+    """Text before an NCCL log line, and that line (None when absent).
+
+    A row fragment can sit right before the host (``... -1gpu-7:1234:1240 [3] NCCL INFO``,
+    ``... N/Agpu-7:...``): the host is the one its pid has on a rank line when there is one,
+    else the name from its first letter (a host name starts with one)."""
+    if _MARK not in line[:_MARK_SCAN + len(_MARK)]:
         return line, None
-    return line[:m.start()], line[m.start():]
+    whole = _WHOLE.match(line)     # the common case: the line is the log line
+    if whole is not None:
+        return "", _Info(whole.group("host"), int(whole.group("pid")), whole.group("level"), line[whole.end():].strip())
+    start = 0
+    while True:
+        i = line.find(_MARK, start, _MARK_SCAN + len(_MARK))
+        if i < 0:
+            return line, None
+        start = i + 1
+        level = line[i + len(_MARK):i + len(_MARK) + 5].rstrip(" :")
+        if level not in _LEVELS:
+            continue
+        m = _PREFIX_REV.match(line[max(0, i - 700):i][::-1])
+        if m is None:
+            continue
+        host, pid = m.group("host")[::-1], int(m.group("pid")[::-1])
+        known = pids.get(pid)
+        if known and host.endswith(known[0]):
+            host = known[0]
+        elif pids and (suffix := _known_suffix(host, pids)) is not None:
+            host = suffix
+        else:
+            for tail in _ROW_TAIL:
+                if host.startswith(tail) and len(host) > len(tail):
+                    host = host[len(tail):]
+            letter = next((k for k, ch in enumerate(host) if ch.isalpha()), None)
+            if letter is None:
+                continue
+            host = host[letter:]
+        cut = i - len(m.group(0)) + (len(m.group("host")) - len(host))
+        msg = line[i + len(_MARK) + len(level):].strip()
+        return line[:cut], _Info(host, pid, level, msg)
+
+
+def _known_suffix(host: str, pids: dict[int, tuple[str, tuple[int, ...]]]) -> str | None:
+    """The longest end of ``host`` that a rank line names (a pid from another run of the log)."""
+    names = {h for h, _ in pids.values()}
+    return next((host[k:] for k in range(len(host)) if host[k:] in names), None)
+
+
+#: What each column of a table holds: a cell that does not fit is not part of a row.
+def _fits(name: str, tok: str) -> bool:
+    if name in ("size", "count", "root"):
+        return _int_tok(tok) is not None
+    if name == "type":
+        return tok.lower() in TYPE_SIZES
+    if name == "redop":
+        return tok.replace("_", "").isalpha()
+    if name in ("time", "cputime", "algbw", "busbw", "#wrong", "wrong", "error"):
+        t = tok.rstrip("*")
+        return t.upper() == "N/A" or _is_num(t)
+    return True
+
+
+def _fits_at(tokens: list[str], table: _Table, offset: int) -> bool:
+    """``tokens`` can be the cells from column ``offset`` of a row of ``table``."""
+    if not tokens or offset + len(tokens) > table.full:
+        return False
+    names = table.lead + table.group * len(table.placements)
+    return all(_fits(names[offset + k], t) for k, t in enumerate(tokens))
+
+
+def _note_failure(log: BenchLog, s: str) -> None:
+    for key, source, rx in _FAILS:
+        if key not in s:
+            continue
+        m = rx.match(s)
+        if m is None:
+            continue
+        d = m.groupdict()
+        host = d.get("host")
+        ranks: tuple[int, ...] = ()
+        if d.get("rank") is not None:
+            ranks = (int(d["rank"]),)
+        elif d.get("pid") is not None and int(d["pid"]) in log.pids:
+            ranks = log.pids[int(d["pid"])][1]
+        elif host is not None:
+            on_host = sorted(r for h, rs in log.pids.values() if h == host for r in rs)
+            ranks = tuple(on_host) if len(on_host) == 1 else ()
+        f = Failure(source, s.strip()[:300], host, ranks)
+        if f not in log.failures and len(log.failures) < 50:
+            log.failures.append(f)
+        return
 
 
 def parse_text(text: str, path: str = "<text>", finish: bool = True) -> BenchLog:
@@ -262,11 +450,21 @@ def parse_text(text: str, path: str = "<text>", finish: bool = True) -> BenchLog
     stripped = text.lstrip()
     if stripped.startswith("{") and '"results"' in text:
         return _parse_nccl_json(text, path)
-    first = stripped.splitlines()[0] if stripped else ""
+    first = stripped[:MAX_LOG_LINE].splitlines()[0] if stripped else ""
     if first.lower().startswith("collective,") or first.lower().startswith("collective ,"):
         return _parse_rccl_csv(text, path)
     if stripped.startswith('{"name":'):
         return _parse_rccl_jsonl(text, path)
+    log = _parse_lines(text.splitlines(), path)
+    if not log.rows and not log.failures:
+        raise LogParseError(f"{path}: no nccl-tests/rccl-tests result rows found")
+    if finish:
+        _finish(log)
+    return log
+
+
+def _parse_lines(lines: list[str], path: str) -> BenchLog:
+    """The text-table parser: one pass, a bounded amount of work per line."""
     log = BenchLog(path)
     table: _Table | None = None
     placements = ["out-of-place", "in-place"]
@@ -289,19 +487,19 @@ def parse_text(text: str, path: str = "<text>", finish: bool = True) -> BenchLog
         log.launches[size] = log.launches.get(size, 0) + launches_since_row
         launches_since_row = 0
 
-    for raw in text.splitlines():
-        body, info = _split_info(raw)
+    for raw in lines:
+        if len(raw) > MAX_LOG_LINE:
+            raw = raw[:MAX_LOG_LINE]
+            log.long_lines += 1
+        body, info = _split_info(raw, log.pids)
         if info is not None:
             log.info_lines += 1
-            m = _NCCL_LINE.match(info)
-            assert m is not None
-            msg = m.group("msg").strip()
-            if _SETUP in msg:
+            if _SETUP in info.msg:
                 launches_since_row += 1
-            elif table is not None and msg.startswith(("Connected all rings", "Connected all trees")):
+            elif table is not None and info.msg.startswith(("Connected all rings", "Connected all trees")):
                 # NCCL connects its own rings/trees lazily, at the first call that uses them
                 log.nccl_lazy = True
-            _note_info(log, m.group("level"), msg)
+            _note_info(log, info.level, info.msg)
         line = body.rstrip()
         if not line.strip():
             continue
@@ -312,18 +510,20 @@ def parse_text(text: str, path: str = "<text>", finish: bool = True) -> BenchLog
             if pre:
                 log.runs += 1
                 log.nthreads, log.ngpus = int(pre.group("nthreads")), int(pre.group("ngpus"))
-                for key, val in re.findall(r"([a-zA-Z][a-zA-Z ]*?):?\s+(\d+)", pre.group("rest")):
-                    key = key.strip().lower()
-                    if key in ("warmup iters", "warmupiters", "iters", "agg iters", "validation", "graph"):
-                        log.settings[key.replace("warmupiters", "warmup iters")] = int(val)
+                for key, val in _SETTINGS.findall(pre.group("rest")):
+                    key = key.lower()
+                    log.settings[key.replace("warmupiters", "warmup iters")] = int(val)
                 continue
             rk = _RANK_LINE.match(s)
             if rk:
-                ranks[int(rk.group("rank"))] = rk.group("host")
+                rank, host, pid = int(rk.group("rank")), rk.group("host"), int(rk.group("pid"))
+                ranks[rank] = host
+                prev = log.pids.get(pid, (host, ()))
+                log.pids[pid] = (host, prev[1] + (rank,) if rank not in prev[1] else prev[1])
                 continue
             ver = re.match(r"#\s*nccl-tests version (\S+).*?nccl-library=(\d+)", s)
             if ver:   # newer nccl-tests: the library's version code, e.g. 22703 = 2.27.3
-                code = int(ver.group(2))
+                code = int(ver.group(2)[:9])
                 log.versions["nccl-tests"] = ver.group(1)
                 log.versions.setdefault("NCCL", f"{code // 10000}.{code % 10000 // 100}.{code % 100}")
                 continue
@@ -355,40 +555,47 @@ def parse_text(text: str, path: str = "<text>", finish: bool = True) -> BenchLog
                     log.avg_busbw.append(float(m2.group(1)))
                 log.failed |= "FAILED" in s
             continue
-        vm = _VERSION.search(s)
-        if vm and not s[:1].isdigit():
-            log.versions.setdefault(vm.group("lib"), vm.group("version"))
+        if table is not None and not pending and s[0].isdigit() and table.rx.fullmatch(s):
+            pending = s.split()       # a row on one line: the common case
+            if len(pending) >= table.full:
+                flush()
+            continue
+        if "version" in s:
+            vm = _VERSION.search(s)
+            if vm and not s[:1].isdigit():
+                log.versions.setdefault(vm.group("lib"), vm.group("version"))
         if s.startswith("rccl-tests:") or s.startswith("RCCL version"):
             log.tool = "rccl-tests"
-        if log.collective == "unknown":
+        if log.collective == "unknown" and "_perf" in s:
             pm = _PERF.search(s)
             if pm and collective_from_stem(pm.group("stem")):
                 _set_collective(log, pm.group("stem"), "command line")
-        tokens = s.split()
+        if "fail" in s or "MPI_ABORT" in s or "aborted" in s or "exited" in s or "srun: error" in s \
+                or "Process name:" in s:
+            _note_failure(log, s)
         if table is None:
             continue
-        if tokens and _int_tok(tokens[0]) is not None and len(tokens) > 2 and tokens[2].lower() in TYPE_SIZES:
-            flush()
-            pending = tokens
+        tokens = s.split()
+        if pending and len(pending) < table.full and _fits_at(tokens, table, len(pending)):
+            pending.extend(tokens)   # the rest of a row that an INFO line cut
             if len(pending) >= table.full:
                 flush()
-        elif pending and tokens and all(_is_num(t.rstrip("*")) or t.upper() == "N/A" for t in tokens):
-            pending.extend(tokens)   # the rest of a row an INFO line cut in two
+        elif _int_tok(tokens[0]) is not None and _fits_at(tokens, table, 0):
+            flush()
+            pending = tokens
             if len(pending) >= table.full:
                 flush()
         else:
             flush()
     flush()
-    if not log.rows:
-        raise LogParseError(f"{path}: no nccl-tests/rccl-tests result rows found")
     if ranks:
         log.nranks = max(ranks) + 1
         log.hosts = tuple(dict.fromkeys(ranks[r] for r in sorted(ranks)))
     log.fmt = "error" if error_seen and not wrong_seen else "wrong"
     if any(r.wrong == -1 for r in log.rows):
         log.notes.append("a #wrong value of -1 means the data check was not run")
-    if finish:
-        _finish(log)
+    if log.long_lines:
+        log.notes.append(f"{log.long_lines} line(s) longer than {MAX_LOG_LINE} characters: only their start was read")
     return log
 
 
@@ -402,10 +609,10 @@ def _multiplier(log: BenchLog) -> float | None:
     return r.size / (r.count * ts) if ts and r.count else None
 
 
-def _same_test(a: BenchLog, b: BenchLog) -> bool:
+def _same_test(a: BenchLog, b: BenchLog, a_redops: set[str]) -> bool:
     named = {x.collective for x in (a, b) if x.collective_source in ("banner", "command line")}
     return (len(named) <= 1 and a.nranks == b.nranks and a.tool == b.tool and a.fmt == b.fmt
-            and {r.redop for r in a.rows} == {r.redop for r in b.rows} and _multiplier(a) == _multiplier(b))
+            and a_redops == {r.redop for r in b.rows} and _multiplier(a) == _multiplier(b))
 
 
 def _merge(a: BenchLog, b: BenchLog) -> None:
@@ -418,69 +625,87 @@ def _merge(a: BenchLog, b: BenchLog) -> None:
     a.failed |= b.failed
     a.nccl_lazy |= b.nccl_lazy
     a.info_lines += b.info_lines
+    a.long_lines += b.long_lines
     a.hosts = tuple(dict.fromkeys(a.hosts + b.hosts))
     for key, val in b.versions.items():
         a.versions.setdefault(key, val)
     for key, val in b.env.items():
         a.env.setdefault(key, val)
-    a.warns.extend(w for w in b.warns if w not in a.warns)
-    a.msccl.extend(m for m in b.msccl if m not in a.msccl)
-    a.notes.extend(n for n in b.notes if n not in a.notes)
+    for mine, theirs in ((a.warns, b.warns), (a.msccl, b.msccl), (a.notes, b.notes)):
+        _extend_new(mine, theirs)
+    for pid, hr in b.pids.items():
+        a.pids.setdefault(pid, hr)
+    a.failures.extend(f for f in b.failures if f not in a.failures)
     if a.collective_source not in ("banner", "command line") and b.collective_source in ("banner", "command line"):
         a.collective, a.collective_source = b.collective, b.collective_source
+
+
+def _extend_new(mine: list[str], theirs: list[str]) -> None:
+    seen = set(mine)
+    for x in theirs:
+        if x not in seen:
+            seen.add(x)
+            mine.append(x)
 
 
 def parse_tests(text: str, path: str = "<text>") -> list[BenchLog]:
     """Every test in a log, in order.  A log may concatenate runs: per-size runs of one test
     stay one :class:`BenchLog`; a different test (another collective, rank count or column
-    layout) starts a new one.  Lines of a run without result rows (a crash) go with the next run."""
+    layout) starts a new one.  A run without result rows (a crash) is kept with the test before
+    it (or the one after, at the start); a log of nothing but failed runs is one test without rows."""
     stripped = text.lstrip()
     if stripped.startswith("{") or stripped.lower().startswith("collective") or not stripped:
         return [parse_text(text, path)]
     lines = text.splitlines()
     cuts = [0]
     for i, ln in enumerate(lines):
-        if _PREAMBLE_LINE.match(ln) and i > 0:
+        if "nGpus" in ln[:200] and _PREAMBLE_LINE.match(ln) and i > 0:
             j = i
-            while j > cuts[-1] and _LEADS_PREAMBLE.match(lines[j - 1]):
+            while j > cuts[-1] and _LEADS_PREAMBLE.match(lines[j - 1][:200]):
                 j -= 1
             if j > cuts[-1]:
                 cuts.append(j)
     cuts.append(len(lines))
     logs: list[BenchLog] = []
-    carry: list[str] = []
+    redops: list[set[str]] = []
+    early: BenchLog | None = None      # runs without rows before the first with rows
     for lo, hi in zip(cuts, cuts[1:]):
-        chunk = carry + lines[lo:hi]
-        try:
-            seg = parse_text("\n".join(chunk), path, finish=False)
-        except LogParseError:
-            carry = chunk
+        seg = _parse_lines(lines[lo:hi], path)
+        if not seg.rows:
+            if logs:
+                _merge(logs[-1], seg)
+            elif early is None:
+                early = seg
+            else:
+                _merge(early, seg)
             continue
-        carry = []
-        if logs and _same_test(logs[-1], seg):
+        if early is not None:      # its lines came first: keep their order, take this run's table facts
+            _merge(early, seg)
+            early.tool, early.fmt, early.nranks = seg.tool, seg.fmt, seg.nranks
+            early.nthreads, early.ngpus, early.settings = seg.nthreads, seg.ngpus, dict(seg.settings)
+            if early.collective_source == "unknown":
+                early.collective, early.collective_source = seg.collective, seg.collective_source
+            early.hosts = seg.hosts or early.hosts
+            seg, early = early, None
+        if logs and _same_test(logs[-1], seg, redops[-1]):
             _merge(logs[-1], seg)
+            redops[-1].update(r.redop for r in seg.rows)
         else:
             logs.append(seg)
-    if carry and logs:   # trailing lines without rows (teardown, a crash report) belong to the last test
-        tail = parse_text_info("\n".join(carry), path)
-        _merge(logs[-1], tail)
+            redops.append({r.redop for r in seg.rows})
     if not logs:
-        raise LogParseError(f"{path}: no nccl-tests/rccl-tests result rows found")
+        if early is None or not early.failures:
+            raise LogParseError(f"{path}: no nccl-tests/rccl-tests result rows found")
+        logs.append(early)
     for lg in logs:
         _finish(lg)
     return logs
 
 
 def parse_text_info(text: str, path: str) -> BenchLog:
-    """The INFO/WARN lines and footers of text that holds no result rows."""
-    log = BenchLog(path)
-    for raw in text.splitlines():
-        _, info = _split_info(raw)
-        if info is not None:
-            m = _NCCL_LINE.match(info)
-            assert m is not None
-            log.info_lines += 1
-            _note_info(log, m.group("level"), m.group("msg").strip())
+    """The INFO/WARN lines, footers and failure lines of text that holds no result rows."""
+    log = _parse_lines(text.splitlines(), path)
+    log.rows.clear()
     return log
 
 
@@ -491,28 +716,29 @@ def _set_collective(log: BenchLog, stem: str, source: str) -> None:
 
 
 def _note_info(log: BenchLog, level: str, msg: str) -> None:
-    vm = _VERSION.search(msg)
-    if vm:
-        log.versions.setdefault(vm.group("lib"), vm.group("version"))
-    env = re.match(r"(\w+) set by environment to (.*)", msg)
-    if env:
-        log.env.setdefault(env.group(1), env.group(2).strip())
-    nr = re.search(r"\bnranks (\d+)", msg)
-    if nr and log.nranks is None:
-        log.settings.setdefault("nranks", int(nr.group(1)))
+    msg = msg[:1000]
+    if "version" in msg:
+        vm = _VERSION.search(msg)
+        if vm:
+            log.versions.setdefault(vm.group("lib"), vm.group("version"))
+    if " set by environment to " in msg:
+        env = _ENV_SET.match(msg)
+        if env:
+            log.env.setdefault(env.group(1), env.group(2).strip())
+    if "nranks " in msg:
+        nr = _NRANKS.search(msg)
+        if nr and log.nranks is None:
+            log.settings.setdefault("nranks", int(nr.group(1)))
     if level in ("WARN", "ABORT"):
-        if msg not in log.warns:
+        if msg not in log.warns and len(log.warns) < 1000:
             log.warns.append(msg)
-    if ("MSCCL" in msg or "msccl" in msg) and _SETUP not in msg and msg not in log.msccl:
+    if ("MSCCL" in msg or "msccl" in msg) and _SETUP not in msg and msg not in log.msccl and len(log.msccl) < 1000:
         log.msccl.append(msg)
 
 
 # --------------------------------------------------------------------------- structured files
 def _parse_nccl_json(text: str, path: str) -> BenchLog:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise LogParseError(f"{path}: invalid nccl-tests JSON: {exc}") from exc
+    data = load_json(text, f"{path}: nccl-tests JSON", LogParseError)   # nesting bounded first
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise LogParseError(f"{path}: JSON without a 'results' list is not nccl-tests -J output")
     log = BenchLog(path, tool="nccl-tests-json", fmt="json")
@@ -670,6 +896,14 @@ def _infer_collective(log: BenchLog) -> None:
 
 
 def _finish(log: BenchLog) -> None:
+    # "host: Test NCCL failure" names no rank when the host runs several: take the ranks another
+    # failure line of that host names (" .. host pid P: Test failure", an NCCL WARN of pid P)
+    named: dict[str, tuple[int, ...]] = {}
+    for f in log.failures:
+        if f.host and f.ranks:
+            named.setdefault(f.host, f.ranks)
+    log.failures = [Failure(f.source, f.line, f.host, named[f.host]) if f.host in named and not f.ranks else f
+                    for f in log.failures]
     if log.nranks is None and "nranks" in log.settings:
         log.nranks = log.settings["nranks"]
     _infer_collective(log)
@@ -725,11 +959,11 @@ def verdict(log: BenchLog) -> Verdict:
     nccl = log.versions.get("NCCL")
     if nccl and _major_minor(nccl) > (2, 23, 4) and log.tool != "rccl-tests":
         return Verdict("not-ran", f"NCCL {nccl} is stock NCCL: the MSCCL executor is a fork of NCCL 2.23.4 "
-                       f"(no MSCCL XML support in newer NCCL)", (f"NCCL version {nccl}",))
+                       f"(no MSCCL XML support in newer NCCL)", (f"NCCL version {nccl}",), stock=True)
     if log.info_lines:
         return Verdict("not-ran", "NCCL_DEBUG=INFO lines are present but none mentions MSCCL: this library has "
-                       "no MSCCL, or MSCCL is off", ())
-    return Verdict("unknown", "no NCCL_DEBUG=INFO lines: rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,ENV "
+                       "no MSCCL, or MSCCL is off", (), stock=log.msccl_state == "not configured")
+    return Verdict("unknown", f"no NCCL_DEBUG=INFO lines: rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS={DEBUG_SUBSYS} "
                    "to see whether MSCCL ran", ())
 
 

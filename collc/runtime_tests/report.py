@@ -21,6 +21,7 @@ import argparse
 import csv
 import io
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -187,15 +188,33 @@ def add_report_arguments(a: argparse.ArgumentParser) -> None:
     a.add_argument("--baseline", default=None, metavar="LOG", help="the MSCCL-off run's log")
     a.add_argument("--xml", action="append", default=[], metavar="PATH", help="the schedule set that was loaded")
     a.add_argument("--topology", default=None, help="predict with collc's simulator on this topology")
-    a.add_argument("--model", choices=["event", "step"], default="step")
+    a.add_argument("--model", choices=["event", "step"], default="step",
+                   help="collc's cost model for the prediction (default: step)")
     a.add_argument("--alpha", type=float, default=5.0, help="latency per message in us for the prediction")
     a.add_argument("-o", "--output", required=True, help="directory: report.csv, report.json, busbw.png")
 
 
-def report_command(args: argparse.Namespace) -> int:
-    from collc.backends.msccl_xml import write_atomic
+#: What ``collc bench report -o OUT`` writes (an existing OUT holding anything else is refused).
+REPORT_FILES = ("report.csv", "report.json", "busbw.png")
 
+
+def report_command(args: argparse.Namespace) -> int:
+    from collc.inputs import output_dir, show
+    from collc.outputs import discard, new_temp_dir, publish_dir, signals_blocked, write_into
+
+    output_dir(args.output, "-o", ReportError)      # before the parsing and the simulation
+    with signals_blocked():   # a signal inside matplotlib's C extension init would end in a traceback
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+        import collc.backends.msccl_xml  # noqa: F401  (lxml)
     run = parse_file(args.run)
+    if not run.rows:      # a failed run: nothing to report, say why (exit 1, like a failed check)
+        from collc.runtime_tests.cli import format_failures
+        for line in format_failures(run):
+            print(line)
+        print(f"collc: {args.run}: the run failed before any result row; no report written", file=sys.stderr)
+        return 1
     baseline = parse_file(args.baseline) if args.baseline else None
     programs = _programs(args.xml)
     predicted: dict[str, dict[int, float]] = {}
@@ -208,16 +227,26 @@ def report_command(args: argparse.Namespace) -> int:
             times = time_program(prog, topo, sizes, ModelParams(args.model, args.alpha))
             predicted[path] = {r.size: r.busbw for r in rows_for(prog, sizes, times)}
     rows = build_report(run, baseline, programs, predicted)
-    out = Path(args.output)
-    if out.exists() and not out.is_dir():
-        raise ReportError(f"-o {out} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
-    write_atomic(out / "report.csv", to_csv(rows))
+    out = output_dir(args.output, "-o", ReportError)
+    if out.is_dir():     # replaced as a whole below: it must hold nothing but an earlier report
+        extra = sorted(q.name for q in out.iterdir() if q.name not in REPORT_FILES)
+        if extra:
+            raise ReportError(f"-o {show(out)} holds {show(extra[0])}, not a report file; choose another -o")
     doc = {"run": args.run, "baseline": args.baseline, "collective": run.collective, "nranks": run.nranks,
-           "verdict": run.verdict.to_json(), "xml": [p for p, _ in programs], "topology": args.topology,
-           "rows": [r.to_json() for r in rows]}
-    write_atomic(out / "report.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    plot(rows, f"{run.collective} on {run.nranks} ranks", out / "busbw.png")
+           "verdict": run.verdict.to_json(), "run_failed": run.run_failed,
+           "failures": [f.to_json() for f in run.failures], "xml": [p for p, _ in programs],
+           "topology": args.topology, "rows": [r.to_json() for r in rows]}
+    # the three files are built in a hidden directory next to OUT and renamed into place together:
+    # an interrupt (SIGINT/SIGTERM/SIGHUP) removes it and leaves OUT as it was
+    tmp = new_temp_dir(out)
+    try:
+        write_into(tmp, "report.csv", to_csv(rows))
+        write_into(tmp, "report.json", json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        plot(rows, f"{run.collective} on {run.nranks} ranks", tmp / "busbw.png")
+    except BaseException:
+        discard(tmp)
+        raise
+    publish_dir(tmp, out, replace=True)
     ran = sum(r.path == "MSCCL" for r in rows)
     print(f"{len(rows)} rows ({ran} where MSCCL ran); wrote {out}/report.csv, report.json, busbw.png")
     print(f"MSCCL verdict: {run.verdict.status}: {run.verdict.reason}")
