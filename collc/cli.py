@@ -778,7 +778,10 @@ def _print_report(rep: Report | PlanReport) -> None:
 
 
 def _is_plan(p: Path) -> bool:
-    """A JSON file (an MSCCL++ execution plan) rather than XML: its first non-blank character is '{'."""
+    """A JSON file (an MSCCL++ execution plan) rather than XML: named .json, or its first non-blank
+    character is '{'."""
+    if p.suffix.lower() == ".json":
+        return True
     try:
         with p.open("rb") as f:
             head = f.read(256).lstrip()
@@ -929,9 +932,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     parsed = read_shards(path) if is_shard_dir(path) else read_xml(path)
     report = check_parsed(parsed, dialect, sharded=is_shard_dir(path))
     if not report.ok:
-        _print_report(report)
-        print(f"collc: {show(path)} fails its check; simulate only times correct programs", file=sys.stderr)
-        return 1
+        _refuse_failing(report, path, "programs")
     topo = parse_spec(args.topology)
     with tqdm(total=len(sizes), unit="size", leave=False, file=sys.stderr,
               disable=not sys.stderr.isatty() or params.model == "step") as bar:
@@ -959,6 +960,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_failing(report: Report | PlanReport, path: Path, what: str) -> None:
+    """A file that fails its check is bad input to ``simulate`` (exit 2): the report on stdout, and one
+    stderr line naming the first error."""
+    _print_report(report)
+    first = report.errors()[0]
+    raise UsageError(f"{show(path)} fails its check ([{first.code}] {first.message}); simulate only times "
+                     f"correct {what}")
+
+
 def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, sizes: list[int]) -> int:
     """``collc simulate PLAN.json``: check the plan, then time it with the one-sided event model."""
     from collc.backends.mscclpp import read_plan
@@ -973,9 +983,7 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
     plan = read_plan(path)
     report = check_plan(plan, str(path))
     if not report.ok:
-        _print_report(report)
-        print(f"collc: {show(path)} fails its check; simulate only times correct plans", file=sys.stderr)
-        return 1
+        _refuse_failing(report, path, "plans")
     if params.model != "event":
         raise UsageError("--model step is for MSCCL XML; plans are timed with the event model")
     why = timing_refusal(plan)

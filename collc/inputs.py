@@ -86,6 +86,33 @@ MIN_LINK_BW = 1e-9
 #: Image formats ``--plot`` writes (by file extension).
 PLOT_FORMATS = ("png", "pdf", "svg")
 
+# MSCCL++ execution plans (JSON).  The largest real plans (MSCCL++'s own test and DSL plans) have 16
+# GPUs, 32 threadblocks per GPU, 20 ops per threadblock and 544 ops in all; collc's 256-rank
+# recursive-halving-doubling allreduce has 8 threadblocks per GPU, 25 ops per threadblock, 46592 ops.
+#: A plan file: the biggest real plans are ~100 KB, collc's 256-rank plan 10 MiB.
+MAX_PLAN_BYTES = 1 << 26
+#: ``num_threads_per_block``: the executor launches its kernel with that many threads per block, and
+#: CUDA and HIP launch at most 1024.
+MAX_PLAN_THREADS = 1024
+#: Threadblocks of one GPU, and ``tbg_size``: they wait on one another, so all must be resident at
+#: once (an H100 holds 132 SMs x 32 blocks = 4224).
+MAX_PLAN_TBS = 4096
+#: Threadblocks of a whole plan: ``check`` simulates the executor with two vector clocks of two
+#: entries per threadblock for each of them, 2 x (2 x 4096)^2 = 2^27 entries.
+MAX_PLAN_THREADBLOCKS = 4096
+#: Ops of one threadblock (a pipeline's inner ops counted): 64 x the executor's limit of 64, so that
+#: a plan over that limit still gets the check's op-limit finding.
+MAX_PLAN_OPS_PER_TB = 4096
+#: Ops of a whole plan: 5 x collc's 256-rank plan; the check's simulation visits each op.
+MAX_PLAN_OPS = 1 << 18
+#: Entries of one list of a plan (an op's buffers, channels or semaphores, a threadblock's channel
+#: ids): the executor's device structures hold at most 16 of any of them.
+MAX_PLAN_LIST = 256
+#: Integers of a plan: the executor reads every number as at most 64 bits.
+MAX_PLAN_INT = (1 << 64) - 1
+__all__ += ["MAX_PLAN_BYTES", "MAX_PLAN_THREADS", "MAX_PLAN_TBS", "MAX_PLAN_THREADBLOCKS", "MAX_PLAN_OPS_PER_TB",
+            "MAX_PLAN_OPS", "MAX_PLAN_LIST", "MAX_PLAN_INT"]
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 

@@ -116,7 +116,9 @@ def test_simulate_refuses_a_failing_plan(tmp_path: Path, capsys: pytest.CaptureF
     for tb in data["gpus"][0]["threadblocks"]:
         tb["ops"] = [op for op in tb["ops"] if op["name"] != "wait"]
     (tmp_path / "bad.json").write_text(json.dumps(data))
-    assert main(["simulate", str(tmp_path / "bad.json"), "--topology", "ring:4"]) == 1
+    assert main(["simulate", str(tmp_path / "bad.json"), "--topology", "ring:4"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fails its check ([" in err
 
 
 @pytest.mark.parametrize("spec, algorithm, kind", [("ring:8", "ring", CollKind.ALLREDUCE),

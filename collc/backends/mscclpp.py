@@ -21,6 +21,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
+from collc.inputs import (MAX_PLAN_BYTES, MAX_PLAN_INT, MAX_PLAN_LIST, MAX_PLAN_OPS,
+                          MAX_PLAN_OPS_PER_TB, MAX_PLAN_TBS, MAX_PLAN_THREADBLOCKS, MAX_PLAN_THREADS, MAX_RANKS,
+                          check_program_size, one_line, read_input, show)
 from collc.compiler.plan import (AnyChannel, Buff, BufferType, Channel, ChannelType, Gpu, IterContext, LocalBuff,
                                  Op, OpName, Plan, PlanError, Protocol, RankGroup, ReduceOp, RemoteBuff,
                                  RemoteBuffer, Semaphore, SwitchBuff, SwitchChannel, TbChannels, TbgInfo,
@@ -29,8 +32,19 @@ from collc.compiler.plan import (AnyChannel, Buff, BufferType, Channel, ChannelT
 E = TypeVar("E", bound=Enum)
 T = TypeVar("T")
 
-# The largest plan collc reads (the biggest real plans are ~100 KB).
-MAX_PLAN_BYTES = 64 * 2 ** 20
+# Collectives the executor's plan reader knows (``collective`` of a plan names one of them).
+COLLECTIVES = ("allgather", "allreduce", "alltoall", "broadcast", "reduce", "reducescatter", "sendrecv")
+
+
+class _Count:
+    """Threadblocks and ops read so far: the plan's totals are bounded before each list is read."""
+
+    def __init__(self) -> None:
+        self.tbs = 0
+        self.ops = 0
+
+
+_COUNT = _Count()
 
 
 class _Obj:
@@ -50,13 +64,10 @@ class _Obj:
             raise PlanError(f"{self.path}: missing key '{key}'")
         return self.raw[key]
 
-    def int_(self, key: str, default: int | None = None) -> int:
+    def int_(self, key: str, default: int | None = None, lo: int = 0, hi: int = MAX_PLAN_INT, why: str = "") -> int:
         if default is not None and key not in self.raw:
             return default
-        v = self.get(key)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise PlanError(f"{self.path}.{key}: expected a non-negative integer, got {json.dumps(v)[:40]}")
-        return v
+        return _int(self.get(key), f"{self.path}.{key}", lo, hi, why)
 
     def opt_int(self, key: str) -> int | None:
         return self.int_(key) if key in self.raw else None
@@ -81,22 +92,36 @@ class _Obj:
     def opt_enum(self, key: str, cls: type[E]) -> E | None:
         return self.enum(key, cls) if key in self.raw else None
 
-    def list_(self, key: str) -> list[Any]:
+    def list_(self, key: str, limit: int = MAX_PLAN_LIST, why: str = "") -> list[Any]:
         v = self.get(key)
         if not isinstance(v, list):
             raise PlanError(f"{self.path}.{key}: expected a list, got {_kind(v)}")
+        if len(v) > limit:
+            reason = why or "the executor's device structures hold at most 16"
+            raise PlanError(f"{self.path}.{key} has {len(v)} entries, more than the {limit} collc reads ({reason})")
         return v
 
-    def ints(self, key: str) -> tuple[int, ...]:
-        out = []
-        for i, v in enumerate(self.list_(key)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise PlanError(f"{self.path}.{key}[{i}]: expected a non-negative integer, got {json.dumps(v)[:40]}")
-            out.append(v)
-        return tuple(out)
+    def ints(self, key: str, limit: int = MAX_PLAN_LIST, why: str = "") -> tuple[int, ...]:
+        return tuple(_int(v, f"{self.path}.{key}[{i}]") for i, v in enumerate(self.list_(key, limit, why)))
 
-    def objs(self, key: str, make: Callable[[_Obj], T]) -> tuple[T, ...]:
-        return tuple(make(_Obj(v, f"{self.path}.{key}[{i}]")) for i, v in enumerate(self.list_(key)))
+    def objs(self, key: str, make: Callable[[_Obj], T], limit: int = MAX_PLAN_LIST, why: str = "") -> tuple[T, ...]:
+        return tuple(make(_Obj(v, f"{self.path}.{key}[{i}]")) for i, v in enumerate(self.list_(key, limit, why)))
+
+
+def _int(v: Any, path: str, lo: int = 0, hi: int = MAX_PLAN_INT, why: str = "") -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise PlanError(f"{path}: expected a non-negative integer, got {_value(v)}")
+    if v < lo:
+        raise PlanError(f"{path}: expected " + ("a non-negative integer" if lo == 0 else f"at least {lo}")
+                        + f", got {_value(v)}")
+    if v > hi:
+        reason = why or "the executor reads 64-bit integers"
+        raise PlanError(f"{path} is {_value(v)}, above the limit of {hi} ({reason})")
+    return v
+
+
+def _value(v: Any) -> str:
+    return one_line(json.dumps(v), 40)
 
 
 def _kind(v: Any) -> str:
@@ -107,9 +132,9 @@ def _kind(v: Any) -> str:
 def _enum(v: Any, cls: type[E], path: str) -> E:
     try:
         return cls(v)
-    except ValueError:
+    except (ValueError, TypeError):    # TypeError: a list or object is not hashable
         allowed = ", ".join(str(m.value) for m in cls)
-        raise PlanError(f"{path}: unknown value {json.dumps(v)[:40]} (expected one of {allowed})") from None
+        raise PlanError(f"{path}: unknown value {_value(v)} (expected one of {allowed})") from None
 
 
 def _buff(o: _Obj) -> Buff:
@@ -129,7 +154,8 @@ def _op(o: _Obj) -> Op:
     tbg = None
     if o.has("tbg_info"):
         t = _Obj(o.get("tbg_info"), f"{o.path}.tbg_info")
-        tbg = TbgInfo(t.int_("tb_id"), t.int_("tbg_size"))
+        tbg = TbgInfo(t.int_("tb_id"), t.int_("tbg_size", hi=MAX_PLAN_TBS, why="a group holds threadblocks of one "
+                                                                                   "GPU"))
     it = None
     if o.has("iter_context"):
         c = _Obj(o.get("iter_context"), f"{o.path}.iter_context")
@@ -148,7 +174,7 @@ def _op(o: _Obj) -> Op:
         num_threadblocks=o.opt_int("num_threadblocks"),
         semaphore_ids=o.ints("semaphore_ids") if o.has("semaphore_ids") else None,
         iter_context=it,
-        ops=o.objs("ops", _op) if name is OpName.PIPELINE else None,
+        ops=o.objs("ops", _op, MAX_PLAN_OPS_PER_TB, _OPS_WHY) if name is OpName.PIPELINE else None,
     )
 
 
@@ -156,17 +182,36 @@ def _channel(o: _Obj) -> AnyChannel:
     kind = o.enum("channel_type", ChannelType)
     if kind is ChannelType.SWITCH:
         # The v0.10 reader reads buffer_type unconditionally for a switch channel.
-        groups = o.objs("rank_groups", lambda g: RankGroup(g.int_("size"), g.ints("ranks")))
+        groups = o.objs("rank_groups", lambda g: RankGroup(g.int_("size"), g.ints("ranks", MAX_RANKS, _GPU_LIST)),
+                        MAX_RANKS, _GPU_LIST)
         return SwitchChannel(o.enum("buffer_type", BufferType), groups)
     if kind is ChannelType.NONE:
         raise PlanError(f"{o.path}.channel_type: a GPU channel cannot be of type none")
-    return Channel(kind, o.ints("connected_to"))
+    return Channel(kind, o.ints("connected_to", MAX_RANKS, _GPU_LIST))
+
+
+_OPS_WHY = "64 times the executor's limit of 64"
+
+
+def _flat_ops(raw: list[Any]) -> int:
+    """Ops of a raw op list as the executor counts them: a pipeline's inner ops too."""
+    inner = (op.get("ops") for op in raw if isinstance(op, dict))
+    return len(raw) + sum(len(x) for x in inner if isinstance(x, list))
 
 
 def _tb(o: _Obj) -> Threadblock:
+    raw = o.list_("ops", MAX_PLAN_OPS_PER_TB, _OPS_WHY)
+    n = _flat_ops(raw)
+    if n > MAX_PLAN_OPS_PER_TB:
+        raise PlanError(f"{o.path}.ops: {n} ops with the pipelines' inner ops, more than the {MAX_PLAN_OPS_PER_TB} "
+                        f"collc reads per threadblock ({_OPS_WHY})")
+    _COUNT.ops += n
+    if _COUNT.ops > MAX_PLAN_OPS:
+        raise PlanError(f"{o.path}: the plan has more than {MAX_PLAN_OPS} ops, the most collc checks "
+                        "(the executor simulation visits each op)")
     return Threadblock(
         id=o.int_("id"),
-        ops=o.objs("ops", _op),
+        ops=o.objs("ops", _op, MAX_PLAN_OPS_PER_TB, _OPS_WHY),
         channels=o.objs("channels", lambda c: TbChannels(c.enum("channel_type", ChannelType),
                                                         c.ints("channel_ids"), c.opt_enum("buff", BufferType))),
         remote_buffer_refs=o.objs("remote_buffer_refs", lambda r: TbRemoteBuffers(
@@ -175,45 +220,103 @@ def _tb(o: _Obj) -> Threadblock:
     )
 
 
+_GPU_LIST = f"{MAX_RANKS} ranks are the most collc handles"
+
+
 def _gpu(o: _Obj) -> Gpu:
+    tbs = o.list_("threadblocks", MAX_PLAN_TBS, "threadblocks wait on one another, so all must be resident at once")
+    _COUNT.tbs += len(tbs)
+    if _COUNT.tbs > MAX_PLAN_THREADBLOCKS:
+        raise PlanError(f"{o.path}.threadblocks: the plan has more than {MAX_PLAN_THREADBLOCKS} threadblocks, "
+                        "the most collc checks (the executor simulation keeps a vector clock per threadblock)")
     return Gpu(
         id=o.int_("id"),
         input_chunks=o.int_("input_chunks"),
         output_chunks=o.int_("output_chunks"),
         scratch_chunks=o.int_("scratch_chunks"),
-        threadblocks=o.objs("threadblocks", _tb),
-        channels=o.objs("channels", _channel),
+        threadblocks=o.objs("threadblocks", _tb, MAX_PLAN_TBS),
+        channels=o.objs("channels", _channel, MAX_RANKS, _GPU_LIST),
         remote_buffers=o.objs("remote_buffers", lambda r: RemoteBuffer(
             r.int_("rank"), r.enum("type", BufferType),
             tuple(_enum(v, ChannelType, f"{r.path}.access_channel_types[{i}]")
-                  for i, v in enumerate(r.list_("access_channel_types"))))),
-        semaphores=o.objs("semaphores", lambda s: Semaphore(s.int_("init_value"))) if o.has("semaphores") else (),
+                  for i, v in enumerate(r.list_("access_channel_types")))), MAX_RANKS, _GPU_LIST),
+        semaphores=o.objs("semaphores", lambda s: Semaphore(s.int_("init_value")), MAX_RANKS, _GPU_LIST)
+        if o.has("semaphores") else (),
     )
 
 
-def parse_plan(text: str, where: str = "plan") -> Plan:
-    """A Plan from JSON text; ``where`` prefixes the error message."""
+class _Refused(ValueError):
+    """A JSON value the plan reader refuses while decoding (raised by the decoder's hooks)."""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        seen: set[str] = set()
+        dup = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _Refused(f"duplicate key {_value(dup)} in one object (JSON readers keep either value)")
+    return d
+
+
+def _constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number (plan values are integers)")
+
+
+def _integer(text: str) -> int:
+    # every plan value fits in 64 bits (20 digits); this also keeps int() of the text cheap
+    if len(text.lstrip("-")) > 20:
+        raise _Refused(f"integer {text[:20]}... ({len(text.lstrip('-'))} digits) does not fit in 64 bits")
+    return int(text)
+
+
+def load_plan_json(text: str, where: str = "plan") -> Any:
+    """JSON text as values, refusing what ``json.loads`` accepts but a plan cannot mean: duplicate keys,
+    ``NaN``/``Infinity``, integers beyond 64 bits; nesting too deep for the decoder ends in its
+    RecursionError (the C decoder checks its depth, so no bracket count is needed first)."""
     try:
-        raw = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
-        msg = e.msg if isinstance(e, json.JSONDecodeError) else "nesting too deep"
-        pos = f" at line {e.lineno} column {e.colno}" if isinstance(e, json.JSONDecodeError) else ""
-        raise PlanError(f"{where}: not valid JSON: {msg}{pos}") from None
+        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_constant, parse_int=_integer)
+    except json.JSONDecodeError as e:
+        raise PlanError(f"{where}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+    except _Refused as e:
+        raise PlanError(f"{where}: {e}") from None
+    except RecursionError:
+        raise PlanError(f"{where}: not valid JSON: nesting too deep") from None
+    except ValueError as e:
+        raise PlanError(f"{where}: not valid JSON: {one_line(e, 120)}") from None
+
+
+def parse_plan(text: str, where: str = "plan") -> Plan:
+    """A Plan from JSON text; ``where`` prefixes the error message.
+
+    Sizes are bounded while reading (collc/inputs.py, README "Limits on input"): lists before they
+    are read, the plan's threadblocks and ops as they add up, its chunk slots before returning.
+    """
+    raw = load_plan_json(text, where)
+    _COUNT.tbs = _COUNT.ops = 0
     try:
         o = _Obj(raw, "plan")
-        return Plan(
+        collective = o.str_("collective")
+        if collective not in COLLECTIVES:
+            raise PlanError(f"plan.collective: unknown collective {_value(collective)} (the executor knows "
+                            f"{', '.join(COLLECTIVES)})")
+        plan = Plan(
             name=o.str_("name"),
-            collective=o.str_("collective"),
+            collective=collective,
             protocol=o.enum("protocol", Protocol),
             inplace=o.bool_("inplace"),
-            gpus=o.objs("gpus", _gpu),
+            gpus=o.objs("gpus", _gpu, MAX_RANKS, f"{MAX_RANKS} ranks are the most collc handles"),
             reuse_resources=o.bool_("reuse_resources", False),
-            num_threads_per_block=o.int_("num_threads_per_block", 1024),
+            num_threads_per_block=o.int_("num_threads_per_block", 1024, 1, MAX_PLAN_THREADS,
+                                         "CUDA and HIP launch at most 1024 threads per block"),
             use_double_scratch_buffer=o.bool_("use_double_scratch_buffer", False),
             buffer_alignment=o.int_("buffer_alignment", 16),
             min_message_size=o.int_("min_message_size", 0),
             max_message_size=o.int_("max_message_size", 2 ** 64 - 1),
         )
+        g = plan.gpus
+        check_program_size(len(g), max((max(x.input_chunks, x.output_chunks) for x in g), default=0),
+                           sum(x.input_chunks + x.output_chunks + x.scratch_chunks for x in g), "plan", PlanError)
+        return plan
     except PlanError as e:
         raise PlanError(f"{where}: {e}") from None
     except RecursionError:
@@ -225,14 +328,12 @@ def read_plan(source: str | os.PathLike[str]) -> Plan:
     if isinstance(source, str) and source.lstrip().startswith("{"):
         return parse_plan(source)
     path = Path(source)
+    data = read_input(path, MAX_PLAN_BYTES, PlanError)   # regular files only, read without blocking
     try:
-        if path.stat().st_size > MAX_PLAN_BYTES:
-            raise PlanError(f"{path}: larger than {MAX_PLAN_BYTES >> 20} MiB; not read")
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
-        raise PlanError(f"{path}: cannot read: {reason}") from None
-    return parse_plan(text, str(path))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PlanError(f"cannot read {show(path)}: not UTF-8 text (byte {e.start})") from None
+    return parse_plan(text, show(path))
 
 
 # ---------------------------------------------------------------- printer

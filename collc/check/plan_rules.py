@@ -64,12 +64,13 @@ def channel_ends(plan: Plan) -> dict[tuple[int, ChannelType, int], ChannelEnd]:
     than this GPU has to the peer; the n-th connection between two GPUs (counted per peer) meets the
     n-th on the other side.
     """
-    n = plan.nranks
     counts: dict[tuple[int, ChannelType, int], int] = {}
+    back: dict[tuple[int, ChannelType], set[int]] = {}
     for g in plan.gpus:
         for kind in (ChannelType.MEMORY, ChannelType.PORT):
             for p in g.peers(kind):
                 counts[(g.id, kind, p)] = counts.get((g.id, kind, p), 0) + 1
+                back.setdefault((p, kind), set()).add(g.id)
     ends: dict[tuple[int, ChannelType, int], ChannelEnd] = {}
     for g in plan.gpus:
         tags: dict[int, int] = {}
@@ -77,7 +78,7 @@ def channel_ends(plan: Plan) -> dict[tuple[int, ChannelType, int], ChannelEnd]:
             for k, p in enumerate(g.peers(kind)):
                 ends[(g.id, kind, k)] = ChannelEnd(g.id, kind, k, p, tags.get(p, 0))
                 tags[p] = tags.get(p, 0) + 1
-            for p in range(n):
+            for p in sorted(back.get((g.id, kind), ())):     # the peers with channels to g (not all n ranks)
                 extra = counts.get((p, kind, g.id), 0) - counts.get((g.id, kind, p), 0)
                 if p != g.id and extra > 0:
                     tags[p] = tags.get(p, 0) + extra
@@ -136,21 +137,25 @@ def check_rules(plan: Plan, rep: PlanReport) -> None:
     if any(g.id != pos for pos, g in enumerate(plan.gpus)):
         return
     _check_header(plan, rep)
-    ends = partners(plan)
+    ends = sorted(partners(plan).items(), key=lambda kv: (kv[0][0], kv[0][1].value, kv[0][2]))
+    by_gpu: dict[int, list[tuple[tuple[int, ChannelType, int], ChannelEnd | None]]] = {}
+    for key, other in ends:
+        by_gpu.setdefault(key[0], []).append((key, other))
     for g in plan.gpus:
         _check_gpu(plan, g, rep)
-        for (gid, kind, k), other in sorted(ends.items(), key=lambda kv: (kv[0][0], kv[0][1].value, kv[0][2])):
-            if gid != g.id:
-                continue
-            peer = g.peers(kind)[k]
+        peers = {kind: g.peers(kind) for kind in (ChannelType.MEMORY, ChannelType.PORT)}
+        for (gid, kind, k), other in by_gpu.get(g.id, ()):
+            peer = peers[kind][k]
             if other is None:
                 rep.add("channel-pairing", f"gpu {g.id} {kind.value} channel {k} to gpu {peer} has no partner: "
                         f"gpu {peer} has fewer channels back, so its signals reach nobody and waits on it hang")
             elif other.kind is not kind:
                 rep.add("channel-pairing", f"gpu {g.id} {kind.value} channel {k} to gpu {peer} meets gpu {peer}'s "
                         f"{other.kind.value} channel {other.index} (connections pair by order per peer)")
-        for tb in g.threadblocks:
-            _check_tb(plan, g, tb, rep)
+        have = {ChannelType.MEMORY: len(peers[ChannelType.MEMORY]), ChannelType.PORT: len(peers[ChannelType.PORT]),
+                ChannelType.SWITCH: len(g.switch_groups())}     # once per GPU, not per threadblock
+        for pos, tb in enumerate(g.threadblocks):
+            _check_tb(plan, g, pos, tb, have, rep)
 
 
 def _check_header(plan: Plan, rep: PlanReport) -> None:
@@ -212,8 +217,7 @@ def _check_gpu(plan: Plan, g: Gpu, rep: PlanReport) -> None:
         rep.add("no-threadblocks", f"gpu {g.id} has no threadblocks", "warning")
 
 
-def _check_tb(plan: Plan, g: Gpu, tb: Threadblock, rep: PlanReport) -> None:
-    pos = g.threadblocks.index(tb)
+def _check_tb(plan: Plan, g: Gpu, pos: int, tb: Threadblock, have: dict[ChannelType, int], rep: PlanReport) -> None:
     if tb.id != pos:
         rep.add("tb-id", f"gpu {g.id} threadblocks[{pos}] has id {tb.id}: the reader stores ops by position "
                 "and channels by id")
@@ -227,7 +231,7 @@ def _check_tb(plan: Plan, g: Gpu, tb: Threadblock, rep: PlanReport) -> None:
         if len(ids) > MAX_CHANNELS_PER_TB:
             rep.add("channel-limit", f"gpu {g.id} tb {tb.id} uses {len(ids)} {kind.value} channels: the device "
                     f"plan holds {MAX_CHANNELS_PER_TB} per type")
-        avail = len(g.switch_groups()) if kind is ChannelType.SWITCH else len(g.peers(kind))
+        avail = have[kind]
         for i in ids:
             if i >= avail:
                 rep.add("index-range", f"gpu {g.id} tb {tb.id} names {kind.value} channel {i}; gpu {g.id} has "
