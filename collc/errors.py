@@ -47,6 +47,10 @@ class UsageError(CollcError):
 MAX_SUGGESTIONS = 3
 
 
+#: Lists this short are given whole when nothing is close.
+SHORT_LIST = 8
+
+
 def nearest(given: str, known: Iterable[str], n: int = MAX_SUGGESTIONS) -> list[str]:
     """The known names closest to ``given`` (those it begins, then ``difflib``'s close matches,
     case-insensitive), at most ``n``.
@@ -70,9 +74,12 @@ def did_you_mean(given: str, known: Iterable[str], listing: str) -> str:
 
     >>> did_you_mean("allredcue", ["allreduce", "allgather"], "collc list collectives")
     "did you mean 'allreduce'? see `collc list collectives`"
-    >>> did_you_mean("zzz", ["allreduce"], "collc list collectives")
-    'see `collc list collectives`'
+    >>> did_you_mean("zzz", ["allreduce", "allgather"], "collc list collectives")
+    'known: allreduce, allgather'
     """
-    close = nearest(given, known)
+    names = list(dict.fromkeys(known))
+    close = nearest(given, names)
+    if not close and len(names) <= SHORT_LIST:     # a short list is cheaper to read than a pointer to it
+        return f"known: {', '.join(names)}"
     head = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
     return f"{head}see `{listing}`"

@@ -1,7 +1,7 @@
 """Imports follow the pipeline: no module imports a stage that comes after its own.
 
 Stages, lowest first (a module may import its own stage and any earlier one):
-base (clock, errors, inputs, memory, outputs, and ``compiler.limits``: the runtimes' limits, which a
+base (_startup, clock, errors, inputs, memory, outputs, and ``compiler.limits``: the runtimes' limits, which a
 frontend's layout choice needs) -> topology -> ir -> frontends -> compiler -> check ->
 backends -> sim -> driver -> tuning -> runtime_tests -> cli.  ``ir`` sits below ``frontends``
 because a frontend's output is IR; ``check`` (the checker of any runtime file) reads a
@@ -19,7 +19,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "collc"
 ORDER = ["base", "topology", "ir", "frontends", "compiler", "check", "backends", "sim", "driver", "tuning",
          "runtime_tests", "cli"]
-BASE = {"collc", "collc.clock", "collc.errors", "collc.inputs", "collc.memory", "collc.outputs", "collc.compiler.limits"}
+BASE = {"collc", "collc._startup", "collc.clock", "collc.errors", "collc.inputs", "collc.memory", "collc.outputs",
+        "collc.compiler.limits"}
 
 
 def stage(module: str) -> int:

@@ -63,8 +63,10 @@ def test_parse_spellings(text: str, kind: CollKind) -> None:
 
 
 def test_parse_unknown_lists_the_known_collectives() -> None:
-    with pytest.raises(ScheduleError, match="unknown collective 'gossip'.*allreduce"):
+    with pytest.raises(ScheduleError, match="unknown collective 'gossip'; known: allreduce, allgather"):
         CollKind.parse("gossip")
+    with pytest.raises(ScheduleError, match="did you mean 'allreduce'"):
+        CollKind.parse("allreduse")
 
 
 def test_values_are_the_executor_spellings() -> None:
