@@ -3,12 +3,12 @@
 under tests/golden/<algorithm>/<case>.mscclpp.json and the per-pass fixtures under
 tests/compiler/fixtures/<pass>/<case>.txt.
 
-    python scripts/regen_golden.py          # rewrite them (and README's algorithm table)
+    python scripts/regen_golden.py          # rewrite them (and docs/algorithms.md's algorithm table)
     python scripts/regen_golden.py --check  # exit 1 if any differs (what the tests do)
 
 Each case is built with the same code path as `collc build`; the files hold no
 machine paths, so a diff is a real change of output.  The same command runs
-``scripts/regen_readme.py``, which renders README.md's algorithm table from the registry.
+``scripts/regen_readme.py``, which renders docs/algorithms.md's algorithm table from the registry.
 """
 
 from __future__ import annotations
