@@ -4,7 +4,7 @@ One process per GPU (``-g 1``: the executor runs MSCCL only then), under ``mpiru
 (every variable passed with ``-x``) or ``srun`` (``--export=ALL,...``).  Two runs:
 
 * **schedule**: the runtime's environment (below), ``NCCL_DEBUG=INFO`` with the
-  ``INIT,ENV`` subsystems so the log proves whether MSCCL ran;
+  ``INIT,ENV,COLL`` subsystems so the log proves whether MSCCL ran;
 * **baseline**: the same library and binary with MSCCL off, optionally pinned to
   NCCL's own algorithm (``NCCL_ALGO``/``NCCL_PROTO``) or to a per-size choice through
   the 10-field tuner CSV (``colltype,minbytes,maxbytes,algorithm,protocol,channels,
@@ -221,7 +221,7 @@ def _launch(o: Options, np_: int, env: list[tuple[str, str]], cmd: list[str]) ->
             argv += ["-x", f"{k}={v}"]
         return argv + cmd
     if o.launcher == "srun":
-        # --export=ALL,K=V cannot carry values with commas (NCCL_DEBUG_SUBSYS=INIT,ENV): set them on srun
+        # --export=ALL,K=V cannot carry values with commas (NCCL_DEBUG_SUBSYS=INIT,ENV,COLL): set them on srun
         return ["env", *[f"{k}={v}" for k, v in env], "srun", "-n", str(np_), "--gpus-per-task=1",
                 *o.launcher_args, "--export=ALL"] + cmd
     raise LaunchError(f"--launcher {o.launcher!r}: use mpirun or srun")

@@ -50,9 +50,12 @@ __all__ = ["LogParseError", "Row", "Verdict", "Failure", "BenchLog", "parse_file
            "parse_tests", "TYPE_SIZES", "PERF_NAMES", "DEBUG_SUBSYS"]
 
 #: The ``NCCL_DEBUG_SUBSYS`` value whose lines the verdict reads: INIT (``NCCL version``, ``Using MSCCL
-#: Algo files from``, ``MSCCL: Initialization finished``, ``MSCCL: Setup Kernel finished``) and ENV
-#: (``X set by environment to Y``).  TUNING adds a line per call and rank and is not needed.
-DEBUG_SUBSYS = "INIT,ENV"
+#: Algo files from``, ``MSCCL: Initialization finished``, and the per-launch ``MSCCL: Setup Kernel finished``
+#: of the executor and of older RCCL), ENV (``X set by environment to Y``) and COLL: later RCCL logs its
+#: per-launch line, ``MSCCL: typeMask M fnIndex F Setup Kernel finished``, in that subsystem (msccl_setup.cc),
+#: so without COLL an RCCL run where MSCCL ran would read as one where it did not.  COLL also logs one line
+#: per call and rank; TUNING is not needed.
+DEBUG_SUBSYS = "INIT,ENV,COLL"
 
 
 class LogParseError(CollcError):
@@ -109,6 +112,9 @@ _FAILS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
 )
 _MSCCL_WARN = re.compile(r"msccl|Attribute \w{1,100} of node", re.IGNORECASE)
 _SETUP = "MSCCL: Setup Kernel finished"
+#: The per-launch line, both spellings: ``MSCCL: Setup Kernel finished[, smem N]`` (executor, RCCL <= 2.18) and
+#: ``MSCCL: typeMask M fnIndex F Setup Kernel finished`` (later RCCL).
+_SETUP_LINE = re.compile(r"MSCCL: (?:typeMask \w{1,20} fnIndex -?\d{1,9} )?Setup Kernel finished")
 
 
 @dataclass(frozen=True)
@@ -494,7 +500,7 @@ def _parse_lines(lines: list[str], path: str) -> BenchLog:
         body, info = _split_info(raw, log.pids)
         if info is not None:
             log.info_lines += 1
-            if _SETUP in info.msg:
+            if "Setup Kernel finished" in info.msg and _SETUP_LINE.search(info.msg):
                 launches_since_row += 1
             elif table is not None and info.msg.startswith(("Connected all rings", "Connected all trees")):
                 # NCCL connects its own rings/trees lazily, at the first call that uses them
@@ -732,7 +738,7 @@ def _note_info(log: BenchLog, level: str, msg: str) -> None:
     if level in ("WARN", "ABORT"):
         if msg not in log.warns and len(log.warns) < 1000:
             log.warns.append(msg)
-    if ("MSCCL" in msg or "msccl" in msg) and _SETUP not in msg and msg not in log.msccl and len(log.msccl) < 1000:
+    if ("MSCCL" in msg or "msccl" in msg) and not _SETUP_LINE.search(msg) and msg not in log.msccl and len(log.msccl) < 1000:
         log.msccl.append(msg)
 
 

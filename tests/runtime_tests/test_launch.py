@@ -62,7 +62,7 @@ def test_executor_commands(schedules: dict[str, Path]) -> None:
     env = _env(run.argv)
     assert env["MSCCL_ALGO_DIR"] == str(schedules["dir"].resolve())
     assert env["LD_PRELOAD"] == lib and env["NCCL_MSCCL_ENABLE"] == "1"
-    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV"
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,COLL"
     benv = _env(base.argv)
     assert "MSCCL_ALGO_DIR" not in benv and benv["NCCL_MSCCL_ENABLE"] == "0" and benv["LD_PRELOAD"] == lib
     assert (benv["NCCL_ALGO"], benv["NCCL_PROTO"]) == ("Ring", "Simple")
@@ -81,7 +81,7 @@ def test_rccl_legacy_and_shard_commands(schedules: dict[str, Path]) -> None:
     assert "MSCCL_XML_FILES" not in _env(base.argv) and _env(base.argv)["NCCL_ALGO"] == "RING,TREE"
     run, base = plan_runs(Options((str(schedules["shards"]),), "executor", launcher="srun"))
     wrapper = str(schedules["shards"].resolve() / "run-with-msccl.sh")
-    assert run.argv[0] == "env" and "NCCL_DEBUG_SUBSYS=INIT,ENV" in run.argv
+    assert run.argv[0] == "env" and "NCCL_DEBUG_SUBSYS=INIT,ENV,COLL" in run.argv
     srun = run.argv.index("srun")
     assert run.argv[srun:srun + 5] == ("srun", "-n", "4", "--gpus-per-task=1", "--export=ALL")
     assert run.argv[srun + 5] == wrapper and wrapper not in base.argv
@@ -157,7 +157,7 @@ def test_mpirun_delivers_per_rank_environment(schedules: dict[str, Path], tmp_pa
              re.findall(r"RANKENV rank=(\d+) ([^\n]*?)(?=RANKENV|\n|$)", sched)}
     assert sorted(ranks) == [0, 1, 2, 3] and len(lines) == 8
     for rank, env in ranks.items():
-        assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV"
+        assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "INIT,ENV,COLL"
         if kind == "shards":
             assert env["MSCCL_ALGO_DIR"] == str(schedules["shards"].resolve() / f"rank-{rank}")
             assert env["NCCL_MSCCL_ENABLE"] == "1"

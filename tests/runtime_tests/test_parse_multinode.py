@@ -166,3 +166,16 @@ def test_long_sweep_parses_every_row() -> None:
     assert log.sizes == [8 * (k + 1) for k in range(20_000)]
     assert log.info_lines == 3 * 20_000 + 2_000
     assert log.rows[-1].busbw == pytest.approx(160000 / (120.0 + 19_999 % 97) / 1e3 * 1.875, abs=0.01)
+
+
+def test_the_later_rccl_launch_line_counts_as_a_launch() -> None:
+    """Later RCCL logs its per-launch line as ``MSCCL: typeMask M fnIndex F Setup Kernel finished`` (subsystem
+    COLL, hence ``NCCL_DEBUG_SUBSYS=INIT,ENV,COLL``): a run logged that way ran MSCCL, exactly as one logged
+    with the executor's spelling."""
+    from collc.runtime_tests.parse import parse_text, verdict
+
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "bench" / "dgx-a100-schedule.log").read_text()
+    rccl = text.replace("MSCCL: Setup Kernel finished", "MSCCL: typeMask 3 fnIndex 12 Setup Kernel finished")
+    assert rccl != text
+    ours, theirs = verdict(parse_text(text)), verdict(parse_text(rccl))
+    assert ours.status == theirs.status == "ran", (ours, theirs)

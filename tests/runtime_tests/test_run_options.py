@@ -28,7 +28,7 @@ def test_every_option_has_help(action: str) -> None:
 
 
 def test_debug_subsys_is_what_the_verdict_reads() -> None:
-    assert DEBUG_SUBSYS == "INIT,ENV"
+    assert DEBUG_SUBSYS == "INIT,ENV,COLL"
     log = parse_text("#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
                      "  1048576 262144 float sum -1 28.39 36.94 36.94 0 28.04 37.40 37.40 0\n")
     assert log.verdict.status == "unknown" and f"NCCL_DEBUG_SUBSYS={DEBUG_SUBSYS} " in log.verdict.reason
