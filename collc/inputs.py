@@ -275,10 +275,11 @@ def load_json(text: str, where: str, error: type[CollcError] = UsageError, uniqu
         raise error(f"{where}: nested {depth} levels deep, more than {MAX_NESTING}")
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out = dict(items)
-        if len(out) != len(items):
-            seen: set[str] = set()
-            raise _duplicate_key(where, next(k for k, _ in items if k in seen or seen.add(k)), error)
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise _duplicate_key(where, key, error)
+            out[key] = value
         return out
 
     try:
