@@ -25,9 +25,11 @@ class, which NCCL completes from the live machine) and ``NCCL_GRAPH_FILE``s are
 refused with a one-line reason.  ``docs/runtime-tests.md`` explains the choices.
 
 Limits, checked before the graph is built (README "Limits on input"): at most
-``MAX_RANKS`` GPUs in all; per ``<system>`` at most ``MAX_SYSTEM_NODES`` (640) GPUs,
-CPUs or NICs, NCCL's own ``NCCL_TOPO_MAX_NODES`` (``src/include/graph.h``): NCCL
-cannot load a bigger system, and CPUs are joined pairwise; an ``nvidia-smi``/``rocm-smi``
+``MAX_RANKS`` GPUs in all; per ``<system>`` at most ``MAX_SYSTEM_NODES`` (640) GPUs
+or NICs, NCCL's own ``NCCL_TOPO_MAX_NODES`` (``src/include/graph.h``): NCCL cannot
+load a bigger system; at most ``MAX_SYSTEM_CPUS`` (64) CPUs (NUMA domains, joined
+pairwise; hosts have at most 16); at most 2^20 directed links, counted as two per
+``<pci>``/``<nic>``/``<gpu>``/``<nvlink>``/``<xgmi>`` entry plus the CPU pairs; an ``nvidia-smi``/``rocm-smi``
 matrix of at most ``MAX_MATRIX_GPUS`` (2048) GPUs (it has GPUs^2 cells).  Numbers the importer
 uses must be in range or the file is refused naming the attribute: ``rank``/``dev``
 (0 .. 2^31-1, ranks distinct within a host), ``sm`` (0 .. 10000), ``link_speed``
@@ -76,7 +78,7 @@ from collc.topology.model import MAX_CYCLE_SEARCH_RANKS, MAX_FILE_LINKS, Link, T
 from collc.topology.spec import register_family
 
 __all__ = ["import_files", "import_text", "import_with_warnings", "import_command", "NVLINK_BW", "PCI_BW",
-           "MAX_SYSTEM_NODES", "MAX_MATRIX_GPUS", "MAX_LINK_COUNT", "PLAUSIBLE_BW"]
+           "MAX_SYSTEM_NODES", "MAX_SYSTEM_CPUS", "MAX_MATRIX_GPUS", "MAX_LINK_COUNT", "PLAUSIBLE_BW"]
 
 #: NCCL's effective NVLink bandwidth per link (GB/s) by compute capability (src/graph/topo.h).
 NVLINK_BW = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 89: 12.0, 90: 20.6, 100: 40.1}
@@ -90,6 +92,9 @@ _NCCL_PCI_GEN = {2.5: 15, 5.0: 30, 8.0: 60, 16.0: 120, 32.0: 240, 64.0: 480}  # 
 #: GPUs, CPUs or NICs of one ``<system>``: NCCL's NCCL_TOPO_MAX_NODES (640 since NCCL 2.30, for
 #: 576-GPU NVLink domains); NCCL cannot load more, and CPUs are joined pairwise (quadratic).
 MAX_SYSTEM_NODES = 640
+#: CPUs (NUMA domains) of one ``<system>``: they are joined pairwise, and real hosts have at most 16
+#: (two sockets of 8 sub-NUMA clusters).
+MAX_SYSTEM_CPUS = 64
 #: GPUs of one nvidia-smi/rocm-smi matrix: it has GPUs^2 cells (2048 read in about 2 s), and no host
 #: has near this many (NCCL loads at most MAX_SYSTEM_NODES per system).
 MAX_MATRIX_GPUS = 2048
@@ -286,20 +291,31 @@ class _Host:
     cpus: list[tuple[str, etree._Element]] = field(default_factory=list)
 
 
-def _count_system(root: etree._Element, label: str, before: int) -> int:
-    """GPUs of one ``<system>``, counted (with its CPUs and NICs) before anything is built for them."""
+def _count_system(root: etree._Element, label: str, before: tuple[int, int]) -> tuple[int, int]:
+    """GPUs and (at most) directed links of one ``<system>``, counted with its CPUs, NICs and
+    NVLink entries before anything is built for them; ``before`` holds the earlier files' counts."""
     gpus = int(root.xpath("count(.//gpu) + count(.//pci[not(gpu) and not(pci) and ("
                           "starts-with(translate(@class, 'X', 'x'), '0x03') or "
                           "starts-with(translate(@class, 'X', 'x'), '0x12'))])"))
-    if before + gpus > MAX_RANKS:
-        raise TopologyError(f"{label}: {before + gpus} GPUs{' in all' if before else ''}, more than the "
+    if before[0] + gpus > MAX_RANKS:
+        raise TopologyError(f"{label}: {before[0] + gpus} GPUs{' in all' if before[0] else ''}, more than the "
                             f"{MAX_RANKS} ranks collc handles (counted before anything is built)")
-    for what, count in (("GPUs", gpus), ("CPUs", int(root.xpath("count(.//cpu)"))),
-                        ("NICs", int(root.xpath("count(.//net) + count(.//nic[not(net)])")))):
-        if count > MAX_SYSTEM_NODES:
-            raise TopologyError(f"{label}: {count} {what} in one <system>, more than {MAX_SYSTEM_NODES} "
-                                f"(NCCL's NCCL_TOPO_MAX_NODES: NCCL cannot load such a system)")
-    return gpus
+    cpus = int(root.xpath("count(.//cpu)"))
+    for what, count, limit, why in (
+            ("GPUs", gpus, MAX_SYSTEM_NODES, "NCCL's NCCL_TOPO_MAX_NODES: NCCL cannot load such a system"),
+            ("NICs", int(root.xpath("count(.//net) + count(.//nic[not(net)])")), MAX_SYSTEM_NODES,
+             "NCCL's NCCL_TOPO_MAX_NODES: NCCL cannot load such a system"),
+            ("CPUs", cpus, MAX_SYSTEM_CPUS, "NUMA domains: CPUs are joined pairwise; hosts have at most 16")):
+        if count > limit:
+            raise TopologyError(f"{label}: {count} {what} in one <system>, more than {limit} ({why})")
+    # every entry gives at most one link each way; CPUs are joined pairwise
+    links = before[1] + 2 * int(root.xpath("count(.//pci) + count(.//nic) + count(.//gpu) + count(.//nvlink) + "
+                                           "count(.//xgmi)")) + cpus * (cpus - 1)
+    if links > MAX_FILE_LINKS:
+        raise TopologyError(f"{label}: up to {links} directed links{' in all' if before[1] else ''}, more than "
+                            f"{MAX_FILE_LINKS} (2^20, the most a topology may have; counted before anything "
+                            f"is built)")
+    return before[0] + gpus, links
 
 
 def _check_gpu(gpu: etree._Element, where: str) -> None:
@@ -464,14 +480,14 @@ def _import_xml(roots: Sequence[tuple[etree._Element, str]], name: str) -> tuple
     g = _Graph()
     hosts: dict[str, _Host] = {}
     dialects = set()
-    total = 0
+    total = (0, 0)
     for root, label in roots:      # every file counted before any is walked
         if root.tag == "graphs":
             raise TopologyError(f"{label}: an NCCL_GRAPH_FILE (the rings and trees NCCL chose), not a topology; "
                                 f"import the NCCL_TOPO_DUMP_FILE of the same run")
         if root.tag != "system":
             raise TopologyError(f"{label}: not an NCCL topology file (root element <{root.tag}>, expected <system>)")
-        total += _count_system(root, label, total)
+        total = _count_system(root, label, total)
     for i, (root, label) in enumerate(roots):
         dialects.add("rccl" if root.get("version") == "2" else "nccl")
         before = sum(len(h.gpus) for h in hosts.values())
@@ -627,9 +643,9 @@ def _pcie_tree(g: _Graph, socket_adj: np.ndarray, group_adj: np.ndarray, name: s
     n = len(g.gpus)
     socket, group = _components(socket_adj), _components(group_adj)
     nsockets = len(set(socket))
-    if nsockets > MAX_SYSTEM_NODES:
+    if nsockets > MAX_SYSTEM_CPUS:
         raise TopologyError(f"{name}: {nsockets} CPU sockets (groups of GPUs apart by SYS), more than "
-                            f"{MAX_SYSTEM_NODES} (NCCL's NCCL_TOPO_MAX_NODES; CPUs are joined pairwise)")
+                            f"{MAX_SYSTEM_CPUS} (CPUs are joined pairwise; hosts have at most 16)")
     size: dict[int, int] = {}
     for r in group:
         size[r] = size.get(r, 0) + 1
@@ -678,8 +694,9 @@ def _import_rocm_smi(text: str, name: str) -> tuple[Topology, list[str]]:
         node = numa.get(a, 0)
         if not 0 <= node <= _MAX_INT32:
             raise TopologyError(f"{name}: {a}'s Numa Node is out of range")
-        if node not in cpus and len(cpus) >= MAX_SYSTEM_NODES:
-            raise TopologyError(f"{name}: more than {MAX_SYSTEM_NODES} NUMA nodes (NCCL's NCCL_TOPO_MAX_NODES)")
+        if node not in cpus and len(cpus) >= MAX_SYSTEM_CPUS:
+            raise TopologyError(f"{name}: more than {MAX_SYSTEM_CPUS} NUMA nodes (CPUs are joined pairwise; hosts "
+                                f"have at most 16)")
         cpu = cpus.setdefault(node, g.switch(f"cpu{node}"))
         g.link(g.gpus[i], cpu, PCI_GEN4_X16)
         for j, b in enumerate(gpus):
@@ -770,7 +787,10 @@ def import_command(files: Sequence[str], output: str | None) -> int:
     topo, warnings = import_with_warnings(files)
     data = topo.to_dict()
     if output:
-        text = json.dumps(data, indent=2) + "\n" if suffix == ".json" else yaml.safe_dump(data, sort_keys=False)
+        # libyaml's emitter when present: the pure-Python one takes 1.5 minutes for 400k links
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        text = json.dumps(data, indent=2) + "\n" if suffix == ".json" else yaml.dump(data, Dumper=dumper,
+                                                                                     sort_keys=False)
         write_file(output, text, encoding="utf-8")
     params = dict(topo.params)
     nvl = sum(1 for lk in topo.links if lk.src < topo.nranks and lk.dst < topo.nranks)
