@@ -170,7 +170,7 @@ class _Graph:
         out = []
         for bw, pairs in sorted(odd.items()):
             a, b = min(pairs)
-            out.append(f"{name}: {len(pairs)} link(s) of {bw:g} GB/s (e.g. {_label(a)} - {_label(b)}), outside "
+            out.append(f"{_brief_name(name)}: {len(pairs)} link(s) of {bw:g} GB/s (e.g. {_label(a)} - {_label(b)}), outside "
                        f"the plausible {lo:g}..{hi:g} GB/s per link; the model uses it as given, check the "
                        f"file's link_speed/link_width/speed")
         return out
@@ -216,6 +216,12 @@ def _apart_from_first(topo: Topology) -> list[int]:
             parent[root(lk.src)] = root(lk.dst)
     comps = [{root(s) for s in topo.out_neighbors(r) if s >= n} for r in range(n)]
     return [r for r in range(1, n) if not comps[r] & comps[0]]
+
+
+def _brief_name(name: str) -> str:
+    """A joined import's name (``nccl:a.xml+b.xml+...``) cut to its first file for warnings."""
+    files = name.split("+")
+    return name if len(files) <= 2 else f"{files[0]}+{len(files) - 1} more"
 
 
 def _host(key: str) -> str:
@@ -418,6 +424,7 @@ def _finish_hosts(g: _Graph, hosts: dict[str, _Host], name: str) -> list[tuple[s
             if busid:
                 busid_to_gpu[(host.key, busid)] = key
     selfish: list[str] = []        # GPUs that list a link to themselves (Azure NCv4's inputs do)
+    pcie_only: list[str] = []      # hosts of several GPUs without NVLink/xGMI
     for host in hosts.values():
         nvswitch: str | None = None
         host_links = 0
@@ -450,15 +457,18 @@ def _finish_hosts(g: _Graph, hosts: dict[str, _Host], name: str) -> list[tuple[s
         if len(host.gpus) > 1 and not host_links:
             sms = sorted({g_.get("sm", "") for _, _, g_, _ in host.gpus if g_ is not None} - {""})
             what = f"sm {'/'.join(sms)}" if sms else "no sm given"
-            g.notes.append(f"{name}: {_host(host.key)} has {len(host.gpus)} GPUs ({what}) but no "
-                           f"<nvlink> or <xgmi> entry: modelled PCIe-only, GPUs talk through PCIe switches and "
-                           f"CPUs (if the machine has NVLink, dump its topology with NCCL_TOPO_DUMP_FILE)")
+            pcie_only.append(f"{_host(host.key)} has {len(host.gpus)} GPUs ({what})")
         # inter-socket links
         for i, (ca, cpu_a) in enumerate(host.cpus):
             for cb, _ in host.cpus[i + 1:]:
                 g.link(ca, cb, _smp_bw(cpu_a))
+    if pcie_only:               # one line for all such hosts: a 100-node join gives one warning, not 100
+        more = f" (and {len(pcie_only) - 1} more host(s) like it)" if len(pcie_only) > 1 else ""
+        g.notes.append(f"{_brief_name(name)}: {pcie_only[0]}{more} but no <nvlink> or <xgmi> entry: modelled "
+                       f"PCIe-only, GPUs talk through PCIe switches and CPUs (if the machine has NVLink, dump its "
+                       f"topology with NCCL_TOPO_DUMP_FILE)")
     if selfish:
-        g.notes.append(f"{name}: {len(selfish)} GPU(s) list an NVLink/xGMI link to themselves, ignored "
+        g.notes.append(f"{_brief_name(name)}: {len(selfish)} GPU(s) list an NVLink/xGMI link to themselves, ignored "
                        f"(e.g. {selfish[0]})")
     params = [("source", "nccl-topo-xml"), ("hosts", str(len(hosts))),
               ("nics", ";".join(f"{n}@{bw:g}GB/s" for h in hosts.values() for _, bw, n in h.nics) or "none")]
