@@ -415,15 +415,16 @@ def cmd_topology(args: argparse.Namespace) -> int:
         return 0
     cyc = topo.hamiltonian_cycle()
     degrees = [len(topo.out_neighbors(r)) for r in topo.ranks]
+    # the all-pairs diameter costs ranks x links x levels bit operations: minutes above a few thousand ranks;
+    # computed before anything is printed, so that a topology it refuses prints nothing but the error
+    diameter = f"{topo.diameter()} hops" if topo.nranks <= SHOW_DIAMETER_RANKS else \
+        f"not computed (more than {SHOW_DIAMETER_RANKS} ranks)"
     print(f"name:           {topo.name}")
     print(f"ranks:          {topo.nranks}")
     print(f"switches:       {topo.nswitches}")
     print(f"directed links: {len(topo.links)}")
     print(f"bidirectional:  {'yes' if topo.is_bidirectional() else 'no'}")
     print(f"out-degree:     {min(degrees)}..{max(degrees)}")
-    # the all-pairs diameter costs ranks x links x levels bit operations: minutes above a few thousand ranks
-    diameter = f"{topo.diameter()} hops" if topo.nranks <= SHOW_DIAMETER_RANKS else \
-        f"not computed (more than {SHOW_DIAMETER_RANKS} ranks)"
     print(f"diameter:       {diameter}")
     print(f"ring cycle:     {'yes' if cyc else 'none found'}")
     return 0
@@ -1116,7 +1117,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 #: before the handlers it ends the process as Python does.
 COMMAND_MODULES = {
     "list": ("collc.frontends.registry", "collc.topology"),
-    "topology": ("collc.topology", "collc.sim.runner"),
+    "topology": ("collc.topology", "collc.frontends", "collc.sim.runner"),   # frontends: find:, recipe: specs
     "build": ("tqdm", "collc.driver", "collc.sim.report", "collc.sim.runner", "collc.backends.shards"),
     "check": ("collc.check", "collc.backends.shards"),
     "simulate": ("tqdm", "collc.check", "collc.backends.shards", "collc.tuning"),

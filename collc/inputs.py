@@ -292,21 +292,37 @@ def _json_depth(text: str) -> int:
     return deepest
 
 
-def load_json(text: str, where: str, error: type[CollcError] = UsageError) -> Any:
-    """``json.loads`` with the nesting bounded first (deep nesting ends in RecursionError)."""
+def _duplicate_key(where: str, key: object, error: type[CollcError]) -> CollcError:
+    return error(f"{where}: key {one_line(key, 40)!s} is given twice in one mapping (the second would silently "
+                 f"replace the first)")
+
+
+def load_json(text: str, where: str, error: type[CollcError] = UsageError, unique_keys: bool = False) -> Any:
+    """``json.loads`` with the nesting bounded first (deep nesting ends in RecursionError);
+    with ``unique_keys`` a key given twice in one object is an error."""
     depth = _json_depth(text)
     if depth > MAX_NESTING:
         raise error(f"{where}: nested {depth} levels deep, more than {MAX_NESTING}")
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise _duplicate_key(where, key, error)
+            out[key] = value
+        return out
+
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=pairs if unique_keys else None)
     except json.JSONDecodeError as exc:
         raise error(f"{where}: invalid JSON: {exc}") from None
     except (ValueError, RecursionError) as exc:   # e.g. an integer of more than 4300 digits
         raise error(f"{where}: invalid JSON: {exc}") from None
 
 
-def load_yaml(text: str, where: str, error: type[CollcError] = UsageError) -> Any:
-    """``yaml.safe_load`` after a pass over the events that bounds nesting and alias expansion.
+def load_yaml(text: str, where: str, error: type[CollcError] = UsageError, unique_keys: bool = False) -> Any:
+    """``yaml.safe_load`` after a pass over the events that bounds nesting and alias expansion;
+    with ``unique_keys`` a key given twice in one mapping is an error.
 
     An alias stands for a whole copy of its anchor's value: ten aliases of ten aliases ...
     expand a few hundred bytes into billions of values (the "billion laughs").
@@ -342,6 +358,21 @@ def load_yaml(text: str, where: str, error: type[CollcError] = UsageError) -> An
                 n = total
             if n > MAX_YAML_NODES:
                 raise error(f"{where}: its aliases expand to more than {MAX_YAML_NODES} values")
+        if unique_keys:
+            base = loader
+
+            class _Unique(base):  # type: ignore[valid-type,misc]
+                def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+                    keys = [self.construct_object(k, deep=True) for k, _ in node.value]
+                    seen: set[Any] = set()
+                    for k in keys:
+                        if isinstance(k, (str, int, float, bool)) and k in seen:
+                            raise _duplicate_key(where, k, error)
+                        if isinstance(k, (str, int, float, bool)):
+                            seen.add(k)
+                    return super().construct_mapping(node, deep)
+
+            loader = _Unique
         return yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
         detail = " ".join(str(exc).split())

@@ -35,12 +35,13 @@ from fractions import Fraction
 from pathlib import Path
 
 from collc.errors import TopologyError
+from collc.inputs import MAX_MODEL_VALUE
 from collc.topology import Topology, generators
 from collc.topology import direct_connect as dc
 from collc.topology.spec import register_family
 
 __all__ = ["Candidate", "frontier_lines", "find", "parse_find", "parse_recipe", "recipe_topology", "allreduce_time_us", "best", "cache_dir",
-           "DEFAULT_ALPHA_US", "DEFAULT_GBPS", "DEFAULT_BYTES"]
+           "DEFAULT_ALPHA_US", "DEFAULT_GBPS", "DEFAULT_BYTES", "MAX_NODES", "MAX_DEGREE"]
 
 DEFAULT_ALPHA_US = 10.0
 DEFAULT_GBPS = 100.0
@@ -48,6 +49,11 @@ DEFAULT_BYTES = 1 << 20
 CACHE_VERSION = 1
 #: Sizes up to which the finder instantiates small generative bases (directed circulants, GK).
 SMALL_BASE = 64
+#: Largest --nodes and --degree.  Each degree up to D adds generalized-Kautz bases whose cost is a BFB
+#: linear program: the first search (cached after) at degree 8 takes up to 35 s (4096 nodes), at degree
+#: 16 four minutes (2520 nodes); the paper's machines have 4 to 8 ports per node.
+MAX_NODES = 4096
+MAX_DEGREE = 8
 
 
 @dataclass(frozen=True)
@@ -74,6 +80,12 @@ class Candidate:
     def from_json(o: dict[str, object]) -> Candidate:
         return Candidate(str(o["recipe"]), int(str(o["n"])), int(str(o["d"])), int(str(o["steps"])),
                          Fraction(str(o["beta"])), str(o["kind"]), bool(o["loops"]))
+
+
+def _short(value: int) -> str:
+    """An integer for a message, cut short: a 4000-digit one would fill it."""
+    text = str(value)    # argparse's int() already refuses more than 4300 digits
+    return text if len(text) <= 20 else f"{text[:12]}... ({len(text.lstrip('-'))} digits)"
 
 
 def allreduce_time_us(c: Candidate, alpha_us: float, gbps: float, size_bytes: float) -> float:
@@ -263,9 +275,15 @@ def cache_dir() -> Path:
 def find(n: int, d: int, bidirectional: bool = False, use_cache: bool = True) -> list[Candidate]:
     """The Pareto frontier for ``n`` nodes of degree ``d``, lowest T_L first; cached on disk."""
     if n < 2 or d < 1:
-        raise TopologyError(f"the finder needs --nodes >= 2 and --degree >= 1, got {n} and {d}")
-    if n > 4096:
-        raise TopologyError(f"the finder searches up to 4096 nodes, got {n}")
+        raise TopologyError(f"the finder needs --nodes >= 2 and --degree >= 1, got {_short(n)} and {_short(d)}")
+    if n > MAX_NODES:
+        raise TopologyError(f"the finder searches up to {MAX_NODES} nodes, got {_short(n)}")
+    if d > n - 1:   # every base and expansion keeps d <= n - 1 (no self-loops or parallel links count)
+        raise TopologyError(f"--degree {_short(d)} is more than --nodes - 1 = {n - 1}: no topology of {n} nodes "
+                            f"has that many neighbours per node")
+    if d > MAX_DEGREE:
+        raise TopologyError(f"the finder searches degrees up to {MAX_DEGREE}, got {_short(d)} (the search grows "
+                            f"with the degree: degree 16 takes minutes)")
     if bidirectional and d % 2:
         raise TopologyError(f"a bidirectional topology needs an even degree, got {d}")
     path = cache_dir() / "finder" / f"v{CACHE_VERSION}-{n}-{d}-{'bi' if bidirectional else 'uni'}.json"
@@ -293,8 +311,10 @@ def find(n: int, d: int, bidirectional: bool = False, use_cache: bool = True) ->
 def frontier_lines(n: int, d: int, bidirectional: bool, alpha_us: float, gbps: float, sizes: list[float],
                    use_cache: bool = True) -> list[str]:
     """The table ``collc topology find`` prints; ``*`` marks the best pick for the sizes."""
-    if alpha_us < 0 or gbps <= 0 or not sizes or any(m <= 0 for m in sizes):
-        raise TopologyError("--alpha must be >= 0, --bw > 0 and every --size > 0")
+    if not (0 <= alpha_us <= MAX_MODEL_VALUE and 0 < gbps <= MAX_MODEL_VALUE) or not sizes \
+            or any(not 0 < m < math.inf for m in sizes):   # NaN fails every comparison
+        raise TopologyError(f"--alpha must be in 0..{MAX_MODEL_VALUE:g} us, --bw in (0, {MAX_MODEL_VALUE:g}] "
+                            f"Gbit/s and every --size > 0, got --alpha {alpha_us:g} --bw {gbps:g}")
     front = find(n, d, bidirectional, use_cache)
     pick = best(front, alpha_us, gbps, sizes)
     what = "allreduce (us)" if len(sizes) == 1 else f"sum of {len(sizes)} allreduces (us)"

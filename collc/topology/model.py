@@ -533,9 +533,10 @@ class Topology:
             raise TopologyError(f"params must be a mapping of names to values, got {_brief(params_raw)}")
         params: list[tuple[str, str]] = []
         for key, value in params_raw.items():
-            if not isinstance(key, str) or not isinstance(value, (str, int, float)) or isinstance(value, bool):
+            if not isinstance(key, str) or not isinstance(value, (str, int, float)) or isinstance(value, bool) \
+                    or (not isinstance(value, str) and (abs(value) > 1e308 or not math.isfinite(value))):
                 raise TopologyError(f"params: bad entry {_brief(key)}: {_brief(value)} (expected a name and a "
-                                    f"string or number)")
+                                    f"string or finite number)")
             params.append((key, str(value)))
 
         defaults_raw = d.get("defaults", {})
@@ -547,8 +548,9 @@ class Topology:
         if bad_defaults:
             raise TopologyError(f"defaults: unknown key(s) {', '.join(bad_defaults)} "
                                 f"(known: bandwidth, latency, multiplicity)")
-        default_bw = _float_field(defaults_raw.get("bandwidth", 1.0), "defaults.bandwidth")
-        default_lat = _float_field(defaults_raw.get("latency", 0.0), "defaults.latency")
+        # the ranges Link checks, here too: a file without links would otherwise keep a bad default
+        default_bw = _float_field(defaults_raw.get("bandwidth", 1.0), "defaults.bandwidth", 1e-9, 1e9)
+        default_lat = _float_field(defaults_raw.get("latency", 0.0), "defaults.latency", 0.0, 1e9)
         default_mult = _int_field(defaults_raw.get("multiplicity", 1), "defaults.multiplicity", 1, MAX_FILE_NODES)
 
         links_raw = d.get("links", [])
@@ -567,7 +569,7 @@ class Topology:
         if cycle_raw is not None:
             if not isinstance(cycle_raw, Sequence) or isinstance(cycle_raw, (str, bytes)):
                 raise TopologyError(f"cycle must be a list of ranks, got {_brief(cycle_raw)}")
-            cycle = tuple(_int_field(r, "cycle entry", 0) for r in cycle_raw)
+            cycle = tuple(_int_field(r, "cycle entry", 0, MAX_FILE_NODES) for r in cycle_raw)
         return cls(name, nranks, tuple(links), nswitches, tuple(params), cycle)
 
 
@@ -583,8 +585,8 @@ def _links_from_entry(entry: object, where: str, bw: float, lat: float, mult: in
     for key in ("src", "dst"):
         if key not in entry:
             raise TopologyError(f"{where}: missing required key '{key}'")
-    src = _int_field(entry["src"], f"{where}.src", 0)
-    dst = _int_field(entry["dst"], f"{where}.dst", 0)
+    src = _int_field(entry["src"], f"{where}.src", 0, 2 * MAX_FILE_NODES)
+    dst = _int_field(entry["dst"], f"{where}.dst", 0, 2 * MAX_FILE_NODES)
     bandwidth = _float_field(entry.get("bandwidth", bw), f"{where}.bandwidth")
     latency = _float_field(entry.get("latency", lat), f"{where}.latency")
     multiplicity = _int_field(entry.get("multiplicity", mult), f"{where}.multiplicity", 1, MAX_FILE_NODES)
@@ -617,7 +619,11 @@ def _brief(value: object) -> str:
     return _REPR.repr(value)
 
 
-def _float_field(value: object, what: str) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+def _float_field(value: object, what: str, lo: float = -math.inf, hi: float = math.inf) -> float:
+    # an integer of 400 digits is past any float: math.isfinite would raise OverflowError on it
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or abs(value) > 1e308 \
+            or not math.isfinite(value):
         raise TopologyError(f"{what} must be a finite number, got {_brief(value)}")
+    if not lo <= value <= hi:
+        raise TopologyError(f"{what} must be in {lo:g}..{hi:g}, got {_brief(value)}")
     return float(value)

@@ -302,9 +302,9 @@ def load_file(path: str | os.PathLike[str]) -> Topology:
         raise TopologyError(f"cannot read topology file {p}: {exc}") from None
     data: Any
     if suffix == ".json":
-        data = load_json(text, f"topology file {p}", TopologyError)
+        data = load_json(text, f"topology file {p}", TopologyError, unique_keys=True)
     else:
-        data = load_yaml(text, f"topology file {p}", TopologyError)
+        data = load_yaml(text, f"topology file {p}", TopologyError, unique_keys=True)
     if not isinstance(data, dict):
         raise TopologyError(f"topology file {p}: expected a mapping at the top level, "
                             f"got {type(data).__name__}")
