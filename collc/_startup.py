@@ -48,3 +48,19 @@ def exit_on_signal() -> None:
     for s in SIGNALS:
         if signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, _exit)
+
+
+def end_interrupted(code: int) -> None:
+    """In the collc program, end an interrupted command at once with ``code``, its one line already
+    written: interpreter shutdown would still run daemon threads (a progress bar's monitor) and C
+    extensions' finalisers against a half-stopped interpreter, which can die of SIGABRT ("Fatal Python
+    error") after the line. In-process callers of ``collc.cli.main`` get the code returned instead."""
+    if not _program:
+        return
+    import sys
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
