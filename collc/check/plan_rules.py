@@ -35,6 +35,9 @@ SIGNALS = frozenset({OpName.SIGNAL, OpName.RELAXED_SIGNAL})
 WAITS = frozenset({OpName.WAIT, OpName.RELAXED_WAIT})
 INT4_OPS = frozenset({OpName.REDUCE, OpName.REDUCE_SEND, OpName.READ_REDUCE, OpName.READ_REDUCE_SEND,
                       OpName.MULTI_LOAD_REDUCE_STORE})
+# Ops whose handler sizes every src/dst entry pair by itself (execution_kernel.hpp: handlePut reads
+# outputBufferSizes[i], handlePutPackets and handleGet inputBufferSizes[i]); all others use entry 0's size.
+PER_ENTRY_SIZES = PUTS | {OpName.PUT_PACKETS, OpName.GET}
 # Ops whose src/dst lists hold remote references after a first local one.
 FIRST_LOCAL = frozenset({OpName.REDUCE_SEND, OpName.READ_REDUCE, OpName.READ_REDUCE_SEND, OpName.REDUCE,
                          OpName.REDUCE_SEND_PACKETS, OpName.REDUCE_PACKETS})
@@ -461,10 +464,20 @@ def _check_shape(plan: Plan, g: Gpu, tb: Threadblock, op: Op, at: str, rep: Plan
     if bad is not None:
         rep.add("op-shape", f"{at} {bad}")
         return
-    sizes = {b.size for b in (*srcs, *dsts)}
-    if len(sizes) > 1:
-        rep.add("op-sizes", f"{at} mixes sizes {sorted(sizes)}: the kernel moves one size per entry (the "
-                "first source's for most ops), so the others are partly ignored or overrun")
+    if name in PER_ENTRY_SIZES:
+        # handlePut/handlePutPackets/handleGet size each entry by itself (put: its destination, ppkt and get:
+        # its source), so entries of different sizes are fine; a source and its destination must agree
+        for k, (s, d) in enumerate(zip(srcs, dsts)):
+            if s.size != d.size:
+                rep.add("op-sizes", f"{at} entry {k} moves {s.size} chunk(s) from a source of {s.size} into a "
+                        f"destination of {d.size}: the kernel uses one of the two sizes, so the other is partly "
+                        "ignored or overrun")
+                break
+    else:
+        sizes = {b.size for b in (*srcs, *dsts)}
+        if len(sizes) > 1:
+            rep.add("op-sizes", f"{at} mixes sizes {sorted(sizes)}: the kernel moves one size for all entries "
+                    "(the first source's), so the others are partly ignored or overrun")
     if name in PACKET_OPS:
         for b in (*srcs, *dsts):
             if isinstance(b, RemoteBuff):
