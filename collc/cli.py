@@ -59,6 +59,8 @@ EXAMPLES = {
 }
 
 
+MSCCLPP_VERSION_HELP = ("MSCCL++ releases to check plans against: all (default), or a comma list of 0.8, 0.9, 0.10"
+                        " (the executor differs: docs/mscclpp.md, 'Port channels and releases')")
 DIALECT_HELP = "the runtime that reads the file: executor (MSCCL executor, default), rccl, legacy"
 INPLACE_HELP = "in-place buffers (default: the collective's usual placement)"
 
@@ -202,6 +204,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
                    help="write the IR after these lowering passes as text into --dump-dir")
     b.add_argument("--dump-dir", default=None, metavar="DIR", help="directory for --dump-ir (created)")
     b.add_argument("-o", "--output", required=True, help="output XML path")
+    b.add_argument("--mscclpp-version", default="all", help=MSCCLPP_VERSION_HELP)
 
     c = cmd("check", "check MSCCL XML files or MSCCL++ JSON plans: reader rules, limits, executor simulation")
     c.add_argument("paths", nargs="+", help="XML files, MSCCL++ JSON plans, or directories of them")
@@ -210,6 +213,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     c.add_argument("--data", choices=["auto", "exact", "numeric"], default="auto",
                    help="data check: exact symbolic sets, or random 64-bit sums for huge programs (auto: by size)")
     c.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
+    c.add_argument("--mscclpp-version", default="all", help=MSCCLPP_VERSION_HELP)
 
     def model_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--topology", required=True, help="the fabric to time it on (same ranks as the program)")
@@ -227,6 +231,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     model_args(sim)
     sim.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor", help=DIALECT_HELP)
     sim.add_argument("--plot", default=None, metavar="PNG", help="write busbw against size")
+    sim.add_argument("--mscclpp-version", default="all", help=MSCCLPP_VERSION_HELP)
     sim.epilog = (f"{sim.epilog}\n\nThe `selected` column says whether the runtime would pick this file for a "
                   f"call of that size:\ninside its [minBytes, maxBytes] window and with an element count the file "
                   f"divides\n(docs/runtime-model.md); 'no' rows are what it would do if chosen, for sizes the "
@@ -553,6 +558,8 @@ def _build_plan(args: argparse.Namespace) -> int:
     min_b, max_b = _bytes_arg(args.min_bytes, "--min-bytes"), _bytes_arg(args.max_bytes, "--max-bytes")
     if max_b and min_b > max_b:
         raise UsageError(f"--min-bytes {min_b} exceeds --max-bytes {max_b}")
+    from collc.check.releases import parse_releases
+    releases = parse_releases(args.mscclpp_version)
     out = output_file(args.output)
     reg = output_file(args.register, "--register") if args.register is not None else None
     if reg is not None and reg.suffix != ".py":
@@ -563,7 +570,7 @@ def _build_plan(args: argparse.Namespace) -> int:
     params, root = _params_and_root(args)
     result = compile_plan(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
                           chunks=args.chunks, instances=args.instances, protocol=Protocol(args.protocol),
-                          min_bytes=min_b, max_bytes=max_b)
+                          min_bytes=min_b, max_bytes=max_b, releases=releases)
     if result.problems:
         for line in result.problems[:20]:
             print(f"error: {line}", file=sys.stderr)
@@ -774,6 +781,8 @@ def _print_report(rep: Report | PlanReport) -> None:
     status = "PASS" if rep.ok else "FAIL"
     dialect = getattr(rep, "dialect", None)
     print(f"{status} {show(rep.path)} ({dialect.value if dialect is not None else 'mscclpp'})")
+    if "verdict" in rep.info:      # a plan whose verdict differs between MSCCL++ releases
+        print(f"  releases: {show(str(rep.info['verdict']))}")
     for f in rep.findings:
         print(f"  {f.severity}: [{f.code}] {show(f.message)}")
 
@@ -800,7 +809,8 @@ def _check_one(p: Path, args: argparse.Namespace) -> Report | PlanReport:
     if p.is_file() and _is_plan(p):
         from collc.backends.mscclpp import read_plan
         from collc.check.plan_check import check_plan
-        return check_plan(read_plan(p), str(p))
+        from collc.check.releases import parse_releases
+        return check_plan(read_plan(p), str(p), parse_releases(args.mscclpp_version))
     dialect = Dialect(args.dialect)
     # the collector paused from reading to verdict: a program read back is millions of acyclic
     # objects, and a collection during the check would only rescan them
@@ -818,7 +828,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     """
     from collc.check.plan_report import PlanReport
     from collc.check import Report
+    from collc.check.releases import parse_releases
 
+    parse_releases(args.mscclpp_version)     # a bad value is refused before any file is read
     results: list[tuple[str, Report | PlanReport | CollcError]] = []
     for item in _expand_paths(args.paths):
         if isinstance(item, CollcError):
@@ -925,6 +937,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise UsageError(f"{show(path)}: no such file")
     params = _model(args)
     sizes = parse_sizes(args.sizes)
+    if path.is_file() and _is_plan(path):
+        from collc.check.releases import parse_releases
+        parse_releases(args.mscclpp_version)
     if args.plot:
         plot_file(args.plot)
     if path.is_file() and _is_plan(path):
@@ -981,8 +996,10 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
     from collc.sim.runner import Row
     from collc.tuning import Comparison, plot_busbw
 
+    from collc.check.releases import parse_releases
+
     plan = read_plan(path)
-    report = check_plan(plan, str(path))
+    report = check_plan(plan, str(path), parse_releases(args.mscclpp_version))
     if not report.ok:
         _refuse_failing(report, path, "plans")
     if params.model != "event":

@@ -14,7 +14,7 @@ name (tests, tools).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +36,7 @@ from collc.memory import gc_paused
 from collc.topology import Topology
 
 if TYPE_CHECKING:
+    from collc.check.releases import Release
     # the MSCCL++ modules are imported by compile_plan: an XML build does not load them
     from collc.compiler.plan import Plan, Protocol
 
@@ -202,7 +203,7 @@ class CompiledPlan:
 def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None = None,
                  root: int | None = None, params: Mapping[str, str] | None = None, chunks: int = 1,
                  instances: int = 1, protocol: Protocol | None = None, min_bytes: int = 0,
-                 max_bytes: int = 0, name: str = "") -> CompiledPlan:
+                 max_bytes: int = 0, name: str = "", releases: Sequence[Release] | None = None) -> CompiledPlan:
     """The MSCCL++ counterpart of ``compile_xml``: build and verify the Schedule, lower it to
     a one-sided plan (``collc.compiler.oneside``), print it, read the text back and check it.
 
@@ -240,18 +241,20 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
     t4 = clock()
     parsed = parse_plan(text, "<built>")
     problems = [] if parsed == plan else ["the printed plan does not read back equal to the lowered one"]
-    problems += check_plan_text(parsed)
+    problems += check_plan_text(parsed, releases)
     t5 = clock()
     timings = {"frontend": t1 - t0, "verify_schedule": t2 - t1, "lower": t3 - t2, "emit": t4 - t3,
                "check": t5 - t4, **{f"pass:{k}": v for k, v in opts.timings.items()}}
     return CompiledPlan(schedule, parsed, text, problems, timings)
 
 
-def check_plan_text(plan: Plan) -> list[str]:
-    """The plan checker's errors on ``plan`` (``collc.check``; one line each)."""
+def check_plan_text(plan: Plan, releases: Sequence[Release] | None = None) -> list[str]:
+    """The plan checker's errors on ``plan`` for ``releases`` (None: every MSCCL++ release collc models)
+    (``collc.check``; one line each)."""
     from collc.check.plan_check import check_plan
+    from collc.check.releases import RELEASES
 
-    return [f"[{f.code}] {f.message}" for f in check_plan(plan, "<built>").errors()]
+    return [f"[{f.code}] {f.message}" for f in check_plan(plan, "<built>", releases or RELEASES).errors()]
 
 
 def _partial_report(parsed: ParsedFile, dialect: Dialect, ranks: range | None) -> Report:

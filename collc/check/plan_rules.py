@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 from collc.check.plan_report import PlanReport
+from collc.check.releases import LATEST, SCRATCH_LIMIT, Release
 from collc.compiler.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, RemoteBuff,
                                  SwitchBuff, Threadblock)
 
@@ -128,8 +129,8 @@ def size_window(plan: Plan) -> tuple[int, int] | None:
     return (first, last) if first <= last else None
 
 
-def check_rules(plan: Plan, rep: PlanReport) -> None:
-    """Append every static finding to ``rep``."""
+def check_rules(plan: Plan, rep: PlanReport, release: Release = LATEST) -> None:
+    """Append every static finding to ``rep``, for the executor of ``release``."""
     n = plan.nranks
     if n == 0:
         rep.add("plan-empty", "the plan has no GPUs")
@@ -140,6 +141,7 @@ def check_rules(plan: Plan, rep: PlanReport) -> None:
     if any(g.id != pos for pos, g in enumerate(plan.gpus)):
         return
     _check_header(plan, rep)
+    _check_release(plan, rep, release)
     ends = sorted(partners(plan).items(), key=lambda kv: (kv[0][0], kv[0][1].value, kv[0][2]))
     by_gpu: dict[int, list[tuple[tuple[int, ChannelType, int], ChannelEnd | None]]] = {}
     for key, other in ends:
@@ -190,6 +192,45 @@ def _check_header(plan: Plan, rep: PlanReport) -> None:
     if plan.max_message_size >= OFFSET_LIMIT:
         rep.add("size-window", f"max_message_size {plan.max_message_size} reaches 4 GiB: the device plan holds "
                 "offsets and sizes in 32 bits, so calls of 4 GiB or more address the wrong memory", "warning")
+
+
+def scratch_bytes(plan: Plan, input_bytes: int) -> int:
+    """The scratch buffer the executor allocates for a call with ``input_bytes`` of input
+    (``calScratchBufferSize``: a chunk per scratch chunk, twice under LL, twice again when double-buffered)."""
+    g = plan.gpus[0]
+    per_chunk = -(-input_bytes // max(g.input_chunks, 1))
+    size = per_chunk * g.scratch_chunks * (2 if plan.protocol.value == "LL" else 1) \
+        * (2 if plan.use_double_scratch_buffer else 1)
+    a = max(plan.buffer_alignment, 1)
+    return -(-size // a) * a
+
+
+def _check_release(plan: Plan, rep: PlanReport, release: Release) -> None:
+    """What the plan reader and executor of ``release`` refuse that another release accepts."""
+    if not release.knows_packet_copy:
+        for g in plan.gpus:
+            for tb in g.threadblocks:
+                for i, op in enumerate(tb.flat_ops()):
+                    if op.name in (OpName.REDUCE_COPY_PACKETS, OpName.REDUCE_COPY_SEND_PACKETS):
+                        rep.add("unknown-op", f"{where(g.id, tb.id, f'{i} ({op.name.value})')}: the plan reader before "
+                                "v0.9.0 does not know this op name ('Invalid operation type'): the plan does not load")
+                        return
+    window = size_window(plan)
+    if not (release.scratch_limit and plan.reuse_resources and window is not None and plan.gpus[0].scratch_chunks):
+        return
+    n = plan.nranks
+
+    def inp(size: int) -> int:        # the input bytes of a call of this message size
+        return size // n if plan.collective == "allgather" else size
+    first, last = window
+    if scratch_bytes(plan, inp(first)) > SCRATCH_LIMIT:
+        rep.add("scratch-limit", f"reuse_resources: even the smallest accepted size ({first} bytes) needs "
+                f"{scratch_bytes(plan, inp(first))} bytes of scratch, above the {SCRATCH_LIMIT} shared scratch buffer "
+                f"that the executor (v0.9.0 on) refuses to exceed (setupScratchBuffer): every call fails")
+    elif scratch_bytes(plan, inp(last)) > SCRATCH_LIMIT:
+        rep.add("scratch-limit", f"reuse_resources: calls near max_message_size {plan.max_message_size} need "
+                f"{scratch_bytes(plan, inp(last))} bytes of scratch, above the {SCRATCH_LIMIT} shared scratch buffer: "
+                "the executor (v0.9.0 on) refuses them (setupScratchBuffer)", "warning")
 
 
 def _buffer_chunks(g: Gpu, t: BufferType) -> int:

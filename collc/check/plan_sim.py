@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from collc.check.findings import Finding
 from collc.check.plan_rules import PUTS, partners, remote_target
+from collc.check.releases import LATEST, Release
 from collc.compiler.plan import (Buff, BufferType, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, RemoteBuff,
                                  SwitchBuff, Threadblock)
 from collc.ir.collective import Buffer, CollKind, Collective
@@ -58,8 +59,9 @@ class _Tb:
 
 
 class Simulator:
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, release: Release = LATEST) -> None:
         self.plan = plan
+        self.release = release
         self.launch = 0
         self.tag = ""
         self.findings: list[Finding] = []
@@ -218,8 +220,10 @@ class Simulator:
                 code = "race-remote-write" if remote else "race-overwrite"
                 hint = ""
                 if self.names[ra][1] == "proxy":
-                    hint = (f" (gpu {self.names[ra][0]}'s port channel proxy reads a put's source after the op "
-                            "returns; only a flush with dst_buff or a reply from the peer waits for it)")
+                    code = "port-source-reuse"
+                    hint = (f" through {self._who(ra)} (the port channel proxy reads a put's source after the op "
+                            "returns; only a flush with dst_buff naming that channel, a pwsf from v0.10 on, or a "
+                            "reply from the peer waits for it)")
                 self.add(code, f"{what} overwrites {self._describe(loc)} that {rwhat} may still be reading{hint}")
                 break
         rec.write = (a, self.vc[a][a], what)
@@ -332,8 +336,7 @@ class Simulator:
             op, label, _, _ = t.steps[t.pc]
             self.add("deadlock", f"gpu {t.gpu.id} tb {t.tb.id} op {label} ({op.name.value}) never completes in "
                      f"the next launch: {self._blocked_reason(t, op)}")
-        return [Finding(f.code if f.code.endswith("next-launch") else f.code.split("-")[0] + "-next-launch",
-                        f.message, f.severity) for f in self.findings]
+        return [Finding(_next_code(f.code), f.message, f.severity) for f in self.findings]
 
     def run(self) -> list[Finding]:
         blocked = self._run_launch()
@@ -517,6 +520,9 @@ class Simulator:
                            at)
                 if name is not OpName.PUT:
                     self._send_signal(key, p, relaxed=False)
+                if name is OpName.PUT_WITH_SIGNAL_AND_FLUSH and self.release.pwsf_flushes:
+                    # v0.10 on: the thread that pushed the trigger waits for the proxy's flush of this channel
+                    self._join(C, self.vc[p], self.cvc[p])
             self._tick(C)
             return True
         if name in (OpName.PUT_PACKETS, OpName.READ_PUT_PACKETS) and kind is ChannelType.PORT:
@@ -711,6 +717,15 @@ class Simulator:
         for m in bad:
             self.add("wrong-data", f"{m} (root {root}, the closest of all roots)")
 
+def _next_code(code: str) -> str:
+    """The code of a finding of the second launch: race-* -> race-next-launch; port-source-reuse keeps its name."""
+    if code.endswith("next-launch"):
+        return code
+    if code == "port-source-reuse":
+        return "port-source-reuse-next-launch"
+    return code.split("-")[0] + "-next-launch"
+
+
 def _show(v: Value) -> str:
     if v is None:
         return "garbage (uninitialised data)"
@@ -746,10 +761,10 @@ def _collective(plan: Plan) -> Collective | None:
     return coll
 
 
-def simulate(plan: Plan) -> list[Finding]:
+def simulate(plan: Plan, release: Release = LATEST) -> list[Finding]:
     """The findings of one simulated launch (deadlock, races, unbalanced signals, wrong or missing data),
     then, if it is clean, the races and hangs of a second launch on the same buffers."""
-    sim = Simulator(plan)
+    sim = Simulator(plan, release)
     found = sim.run()
     if any(f.severity == "error" for f in found):
         return found
