@@ -408,7 +408,10 @@ def parse_spec(text: str) -> Topology:
     if _looks_like_file(spec):
         return load_file(spec)
     check_spec_text(spec, TopologyError)
-    base, host_options = split_host_options(spec)
+    try:
+        base, host_options = split_host_options(spec)
+    except TopologyError as exc:
+        raise TopologyError(f"bad topology spec {spec!r}: {exc}") from exc
     if host_options:
         try:
             return apply_host_options(parse_spec(base), host_options)
