@@ -806,9 +806,12 @@ def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None = None) 
         from collc.backends.mscclpp import read_plan
         from collc.check.placement import check_placement
         from collc.check.plan_check import check_plan
+        from collc.check.plan_report import PlanReport
         plan = read_plan(p)
         rep = check_plan(plan, str(p))
-        check_placement(plan, topo, rep)
+        placed = PlanReport(str(p))
+        check_placement(plan, topo, placed)
+        rep.findings[:0] = placed.findings       # where the ranks run comes before what the simulation found
         return rep
     dialect = Dialect(args.dialect)
     # the collector paused from reading to verdict: a program read back is millions of acyclic
