@@ -214,6 +214,9 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
                    help="data check: exact symbolic sets, or random 64-bit sums for huge programs (auto: by size)")
     c.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
     c.add_argument("--mscclpp-version", default="all", help=MSCCLPP_VERSION_HELP)
+    c.add_argument("--topology", default=None, metavar="SPEC",
+                   help="MSCCL++ plans: judge channel placement on this fabric's hosts (a memory channel needs "
+                        "CUDA IPC: one host or NVLink domain); MSCCL XML files ignore it")
 
     def model_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--topology", required=True, help="the fabric to time it on (same ranks as the program)")
@@ -427,7 +430,9 @@ def cmd_topology(args: argparse.Namespace) -> int:
     print(f"name:           {topo.name}")
     print(f"ranks:          {topo.nranks}")
     print(f"switches:       {topo.nswitches}")
+    print(f"hosts:          {topo.hosts_summary()}")
     print(f"directed links: {len(topo.links)}")
+    print(f"link kinds:     {', '.join(f'{k} {c}' for k, c in topo.link_kind_counts().items())}")
     print(f"bidirectional:  {'yes' if topo.is_bidirectional() else 'no'}")
     print(f"out-degree:     {min(degrees)}..{max(degrees)}")
     print(f"diameter:       {diameter}")
@@ -800,7 +805,7 @@ def _is_plan(p: Path) -> bool:
     return head.startswith(b"{")
 
 
-def _check_one(p: Path, args: argparse.Namespace) -> Report | PlanReport:
+def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None = None) -> Report | PlanReport:
     from collc.backends.msccl_xml import read_xml
     from collc.backends.shards import is_shard_dir, read_shards
     from collc.check import check_parsed
@@ -808,9 +813,16 @@ def _check_one(p: Path, args: argparse.Namespace) -> Report | PlanReport:
 
     if p.is_file() and _is_plan(p):
         from collc.backends.mscclpp import read_plan
+        from collc.check.placement import check_placement
         from collc.check.plan_check import check_plan
+        from collc.check.plan_report import PlanReport
         from collc.check.releases import parse_releases
-        return check_plan(read_plan(p), str(p), parse_releases(args.mscclpp_version))
+        plan = read_plan(p)
+        rep = check_plan(plan, str(p), parse_releases(args.mscclpp_version))
+        placed = PlanReport(str(p))
+        check_placement(plan, topo, placed)
+        rep.findings[:0] = placed.findings       # where the ranks run comes before what the simulation found
+        return rep
     dialect = Dialect(args.dialect)
     # the collector paused from reading to verdict: a program read back is millions of acyclic
     # objects, and a collection during the check would only rescan them
@@ -831,13 +843,17 @@ def cmd_check(args: argparse.Namespace) -> int:
     from collc.check.releases import parse_releases
 
     parse_releases(args.mscclpp_version)     # a bad value is refused before any file is read
+    topo = None
+    if getattr(args, "topology", None) is not None:
+        from collc.topology import parse_spec
+        topo = parse_spec(args.topology)
     results: list[tuple[str, Report | PlanReport | CollcError]] = []
     for item in _expand_paths(args.paths):
         if isinstance(item, CollcError):
             results.append(("", item))
             continue
         try:
-            results.append((str(item), _check_one(item, args)))
+            results.append((str(item), _check_one(item, args, topo)))
         except CollcError as exc:
             results.append((str(item), exc))
     bad = [(path, r) for path, r in results if isinstance(r, CollcError)]

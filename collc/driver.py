@@ -212,6 +212,7 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
     from collc.backends.mscclpp import parse_plan, write_plan
     from collc.compiler.oneside import PlanOptions, lower_plan
     from collc.compiler.oneside import refusal as plan_refusal
+    from collc.compiler.placement import refuse_across_hosts
     from collc.compiler.plan import Protocol
 
     if protocol is None:
@@ -236,6 +237,7 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
     opts = PlanOptions(chunks=chunks, instances=instances, protocol=protocol, min_bytes=min_bytes,
                        max_bytes=max_bytes, name=name)
     plan = lower_plan(schedule, opts)
+    refuse_across_hosts(plan, topology)     # a memory channel between IPC domains cannot connect
     t3 = clock()
     text = write_plan(plan)
     t4 = clock()

@@ -24,7 +24,7 @@ from collc.inputs import (MAX_PLAN_OPS, MAX_PLAN_OPS_PER_TB, MAX_PLAN_TBS, MAX_P
 from tests.test_bad_input import BUILD, _readonly, run_refused
 
 Capture = pytest.CaptureFixture[str]
-PLAN = ["build", "--backend", "mscclpp", "--topology", "ring:4", "--algorithm", "ring", "--collective", "allreduce"]
+PLAN = ["build", "--backend", "mscclpp", "--topology", "ring:4:hosts=1", "--algorithm", "ring", "--collective", "allreduce"]
 TIME_LIMIT_S = 10.0
 
 

@@ -22,8 +22,12 @@ from collc.sim.plan_event import time_plan
 from collc.topology import parse_spec
 
 
+# One host: a ring of 4 GPUs of one box (memory channels need CUDA IPC; ring:4 alone is 4 hosts).
+ONE_HOST_RING = "ring:4:hosts=1"
+
+
 def _build(tmp: Path, *extra: str, name: str = "ar.json") -> int:
-    return main(["build", "--backend", "mscclpp", "--topology", "ring:4", "--algorithm", "ring", "--collective",
+    return main(["build", "--backend", "mscclpp", "--topology", ONE_HOST_RING, "--algorithm", "ring", "--collective",
                  "allreduce", "-o", str(tmp / name), *extra])
 
 
@@ -80,7 +84,7 @@ def test_register_snippet_names_the_plans(tmp_path: Path) -> None:
     plans = tmp_path / "plans"
     plans.mkdir()
     assert _build(plans, name="ar.json") == 0
-    assert main(["build", "--backend", "mscclpp", "--topology", "ring:4", "--algorithm", "ring", "--collective",
+    assert main(["build", "--backend", "mscclpp", "--topology", ONE_HOST_RING, "--algorithm", "ring", "--collective",
                  "allgather", "-o", str(plans / "ag.json"), "--register", str(tmp_path / "collc_plans.py")]) == 0
     text = (tmp_path / "collc_plans.py").read_text()
     ast.parse(text)
@@ -139,7 +143,7 @@ def test_plan_timing_agrees_with_the_xml_model(spec: str, algorithm: str, kind: 
 
 def test_ll_moves_twice_the_bytes() -> None:
     from collc.compiler.plan import Protocol
-    topo = parse_spec("ring:4")
+    topo = parse_spec(ONE_HOST_RING)
     simple = time_plan(compile_plan(topo, "ring", CollKind.ALLGATHER).plan, topo, [1 << 24])[0]
     ll = time_plan(compile_plan(topo, "ring", CollKind.ALLGATHER, protocol=Protocol.LL).plan, topo, [1 << 24])[0]
     assert ll == pytest.approx(2 * simple, rel=0.01)

@@ -27,7 +27,7 @@ is timed only where the two models agree.
 >>> from collc.driver import compile_plan
 >>> from collc.ir.collective import CollKind
 >>> from collc.topology import parse_spec
->>> topo = parse_spec("ring:4")
+>>> topo = parse_spec("ring:4:hosts=1")      # one host: memory channels need CUDA IPC
 >>> plan = compile_plan(topo, "ring", CollKind.ALLGATHER, inplace=False).plan
 >>> [round(t, 3) for t in time_plan(plan, topo, [4000], alpha_us=1.0)]
 [6.0]

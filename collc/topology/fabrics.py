@@ -24,6 +24,9 @@ paper's schedule generator models its testbeds (see ``docs/forestcoll.md``):
 The spec grammar's machine aliases stand for these (``dgx-a100[:N]`` = ``a100:Nx8``,
 ``dgx-h100[:N]`` = ``h100:Nx8``, ``mi300x`` = ``mi300x:1``; ``collc list topologies``).
 
+Each box is one host (``Topology.hosts``); NVSwitch links are ``nvlink``, xGMI links ``xgmi``,
+NIC and IB switch links ``net`` (docs/algorithms.md "Hosts and link kinds").
+
 All links are bidirectional with equal bandwidth both ways, so both fabrics are
 Eulerian (ingress = egress at every node), as ForestColl requires.
 
@@ -71,8 +74,8 @@ MI250_XGMI: tuple[tuple[int, int, int], ...] = (
 MI250_PATH = (0, 4, 5, 1, 9, 8, 12, 13, 14, 15, 11, 10, 2, 3, 7, 6)
 
 
-def _both(a: int, b: int, bw: float, mult: int = 1) -> list[Link]:
-    return [Link(a, b, bw, 0.0, mult), Link(b, a, bw, 0.0, mult)]
+def _both(a: int, b: int, bw: float, mult: int = 1, kind: str | None = None) -> list[Link]:
+    return [Link(a, b, bw, 0.0, mult, kind), Link(b, a, bw, 0.0, mult, kind)]
 
 
 def a100(dims: Sequence[int]) -> Topology:
@@ -102,13 +105,14 @@ def _switch_boxes(family: str, dims: Sequence[int], nvswitch_bw: float, nic_bw: 
     links: list[Link] = []
     for box in range(nbox):
         for g in range(per):
-            links += _both(box * per + g, n + box, nvswitch_bw)
+            links += _both(box * per + g, n + box, nvswitch_bw, kind="nvlink")
     nsw = nbox
     if nbox > 1:
         links += _rails(n, per, n + nbox, nic_bw)
         nsw = nbox + n + 2
     return Topology(f"{family}:{nbox}x{per}", n, tuple(links), nswitches=nsw,
-                    params=(("boxes", str(nbox)), ("gpus", str(per))), cycle=_a100_cycle(nbox, per))
+                    params=(("boxes", str(nbox)), ("gpus", str(per))), cycle=_a100_cycle(nbox, per),
+                    hosts=tuple(r // per for r in range(n)))
 
 
 def _rails(n: int, per: int, nic0: int, nic_bw: float) -> list[Link]:
@@ -117,8 +121,8 @@ def _rails(n: int, per: int, nic0: int, nic_bw: float) -> list[Link]:
     links: list[Link] = []
     ib0 = nic0 + n
     for r in range(n):
-        links += _both(r, nic0 + r, nic_bw)
-        links += _both(nic0 + r, ib0 + (r % per) % 2, nic_bw)
+        links += _both(r, nic0 + r, nic_bw, kind="net")
+        links += _both(nic0 + r, ib0 + (r % per) % 2, nic_bw, kind="net")
     return links
 
 
@@ -140,13 +144,13 @@ def mi300x(nbox: int) -> Topology:
     for box in range(nbox):
         for a in range(per):
             for b in range(a + 1, per):
-                links += _both(box * per + a, box * per + b, MI300X_XGMI_BW)
+                links += _both(box * per + a, box * per + b, MI300X_XGMI_BW, kind="xgmi")
     nsw = 0
     if nbox > 1:
         links += _rails(n, per, n, NIC_400G_BW)
         nsw = n + 2
     return Topology(f"mi300x:{nbox}", n, tuple(links), nswitches=nsw, params=(("boxes", str(nbox)),),
-                    cycle=_a100_cycle(nbox, per))
+                    cycle=_a100_cycle(nbox, per), hosts=tuple(r // per for r in range(n)))
 
 
 def _a100_cycle(nbox: int, per: int) -> tuple[int, ...] | None:
@@ -181,19 +185,20 @@ def mi250(boxes: Sequence[int]) -> Topology:
     for used in boxes:
         for a, b, mult in MI250_XGMI:
             if a < used and b < used:
-                links += _both(base + a, base + b, XGMI_BW, mult)
+                links += _both(base + a, base + b, XGMI_BW, mult, "xgmi")
         base += used
     if len(boxes) > 1:
         for r in range(n):
-            links += _both(r, n, MI250_IB_BW)
+            links += _both(r, n, MI250_IB_BW, kind="net")
     uniform = all(b == 16 for b in boxes)
     args = str(len(boxes)) if uniform else "+".join(str(b) for b in boxes)
     cycle = None
     if len(boxes) > 1:   # inside a box along xGMI links where it can, box to box through IB
         cycle = tuple(first + g for first, used in zip([sum(boxes[:i]) for i in range(len(boxes))], boxes)
                       for g in MI250_PATH if g < used)
+    hosts = tuple(box for box, used in enumerate(boxes) for _ in range(used))
     return Topology(f"mi250:{args}", n, tuple(links), nswitches=1 if len(boxes) > 1 else 0,
-                    params=(("boxes", args),), cycle=cycle)
+                    params=(("boxes", args),), cycle=cycle, hosts=hosts)
 
 
 def _parse_a100(args: str, options: str | None) -> Topology:

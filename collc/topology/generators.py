@@ -18,6 +18,11 @@ Rank numbering of tori and meshes is **row-major, last dimension fastest**:
 in ``torus([R, C])`` rank ``r * C + c`` sits at row ``r``, column ``c``;
 :func:`coords` and :func:`rank_of` convert.
 
+Hosts (``Topology.hosts``, docs/algorithms.md "Hosts and link kinds"): ``switch`` and ``dgx2``
+are one host (their links ``nvlink``); every other family here puts each rank on a host of its
+own (the ``hosts=``/``per-host=`` spec options group them), and the switches of ``fattree``,
+``bigraph`` and ``hammingmesh`` are network switches (links ``net``).
+
 All links of one generated topology share ``bandwidth`` (GB/s) and
 ``latency`` (us).  Non-default values appear in the name as ``bw=`` / ``lat=``
 options, e.g. ``ring:8:uni,bw=25,lat=0.7``.
@@ -297,19 +302,20 @@ def switch(n: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
     cycle ``0..n-1``."""
     n = _check_count(n, "switch size", 2)
     _check_link_attrs(bandwidth, latency)
-    links = tuple(Link(i, n, bandwidth, latency) for i in range(n)) + tuple(
-        Link(n, i, bandwidth, latency) for i in range(n))
+    links = tuple(Link(i, n, bandwidth, latency, 1, "nvlink") for i in range(n)) + tuple(
+        Link(n, i, bandwidth, latency, 1, "nvlink") for i in range(n))
     name, params = _finish("switch", str(n), [("n", str(n))], [], bandwidth, latency)
-    return Topology(name, n, links, nswitches=1, params=params, cycle=tuple(range(n)))
+    return Topology(name, n, links, nswitches=1, params=params, cycle=tuple(range(n)), hosts=(0,) * n)
 
 
-def _rank_switch_links(nranks: int, per_switch: int, bandwidth: float, latency: float) -> list[Link]:
+def _rank_switch_links(nranks: int, per_switch: int, bandwidth: float, latency: float,
+                       kind: str = "net") -> list[Link]:
     """One link each way between rank ``i`` and switch node ``nranks + i // per_switch``."""
     links: list[Link] = []
     for i in range(nranks):
         sw = nranks + i // per_switch
-        links.append(Link(i, sw, bandwidth, latency))
-        links.append(Link(sw, i, bandwidth, latency))
+        links.append(Link(i, sw, bandwidth, latency, 1, kind))
+        links.append(Link(sw, i, bandwidth, latency, 1, kind))
     return links
 
 
@@ -337,8 +343,8 @@ def fattree(k: int, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
     links = _rank_switch_links(n, k, bandwidth, latency)
     for leaf in range(n, n + k):
         for spine in range(n + k, n + 2 * k):
-            links.append(Link(leaf, spine, bandwidth, latency))
-            links.append(Link(spine, leaf, bandwidth, latency))
+            links.append(Link(leaf, spine, bandwidth, latency, 1, "net"))
+            links.append(Link(spine, leaf, bandwidth, latency, 1, "net"))
     name, params = _finish("fattree", str(k), [("k", str(k))], [], bandwidth, latency)
     return Topology(name, n, tuple(links), nswitches=2 * k, params=params, cycle=tuple(range(n)))
 
@@ -374,8 +380,8 @@ def bigraph(m: int, nsw: int, bandwidth: float = 1.0, latency: float = 0.0) -> T
     links = _rank_switch_links(n, m, bandwidth, latency)
     for upper in range(n, n + half):
         for lower in range(n + half, n + nsw):
-            links.append(Link(upper, lower, bandwidth, latency))
-            links.append(Link(lower, upper, bandwidth, latency))
+            links.append(Link(upper, lower, bandwidth, latency, 1, "net"))
+            links.append(Link(lower, upper, bandwidth, latency, 1, "net"))
     name, params = _finish("bigraph", f"{m}x{nsw}", [("m", str(m)), ("n", str(nsw))], [], bandwidth, latency)
     return Topology(name, n, tuple(links), nswitches=nsw, params=params, cycle=tuple(range(n)))
 
@@ -398,11 +404,11 @@ def dgx2(n: int = 16, bandwidth: float = 1.0, latency: float = 0.0) -> Topology:
         raise TopologyError(f"dgx2 rank count must be even (two switches), got {n}")
     _check_link_attrs(bandwidth, latency)
     half = n // 2
-    links = _rank_switch_links(n, half, bandwidth, latency)
-    links.append(Link(n, n + 1, bandwidth, latency, half))
-    links.append(Link(n + 1, n, bandwidth, latency, half))
+    links = _rank_switch_links(n, half, bandwidth, latency, "nvlink")
+    links.append(Link(n, n + 1, bandwidth, latency, half, "nvlink"))
+    links.append(Link(n + 1, n, bandwidth, latency, half, "nvlink"))
     name, params = _finish("dgx2", str(n), [("n", str(n))], [], bandwidth, latency)
-    return Topology(name, n, tuple(links), nswitches=2, params=params, cycle=tuple(range(n)))
+    return Topology(name, n, tuple(links), nswitches=2, params=params, cycle=tuple(range(n)), hosts=(0,) * n)
 
 
 def _check_grid2(dims: Sequence[int], family: str, what: str, minimum: int) -> tuple[int, int]:
@@ -492,14 +498,14 @@ def hammingmesh(board: Sequence[int], arrangement: Sequence[int], bandwidth: flo
             mult = (c % b == 0) + (c % b == b - 1)
             if mult:
                 rank = r * cols + c
-                links += [Link(rank, sw, bandwidth, latency, mult), Link(sw, rank, bandwidth, latency, mult)]
+                links += [Link(rank, sw, bandwidth, latency, mult, "net"), Link(sw, rank, bandwidth, latency, mult, "net")]
     for c in range(cols):
         sw = n + rows + c
         for r in range(rows):
             mult = (r % a == 0) + (r % a == a - 1)
             if mult:
                 rank = r * cols + c
-                links += [Link(rank, sw, bandwidth, latency, mult), Link(sw, rank, bandwidth, latency, mult)]
+                links += [Link(rank, sw, bandwidth, latency, mult, "net"), Link(sw, rank, bandwidth, latency, mult, "net")]
     params = [("board", f"{a}x{b}"), ("arrangement", f"{x}x{y}"), ("dims", f"{rows}x{cols}"),
               ("routing", "network")]
     name, params_t = _finish("hammingmesh", f"{a}x{b}", params, [f"{x}x{y}"], bandwidth, latency)

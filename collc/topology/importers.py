@@ -11,7 +11,9 @@
   inter-socket 16 GB/s (AMD) or 10/6 GB/s (Intel Skylake and later/older).  NICs only
   matter between hosts: several files (one per node) or several ``host_hash`` values
   are joined through one network switch node, each NIC linked at its ``speed``
-  (Mb/s); a single host's NICs are listed in ``params`` only.
+  (Mb/s); a single host's NICs are listed in ``params`` only.  Each file (each ``host_hash``
+  within one) is a host (``Topology.hosts``); NVLink links are ``nvlink``, xGMI ``xgmi``, PCIe
+  and inter-socket links ``pcie``, NIC-to-network links ``net``.
 * **nvidia-smi topo -m**: ``NV#`` pairs are NVLink (through one NVSwitch node when a
   GPU's NV counts add up to more than the 18 links any GPU has, e.g. ``NV18`` to
   every peer on an H100 box); ``PIX``/``PXB`` groups share a PCIe switch node;
@@ -118,24 +120,28 @@ class _Graph:
     switches: dict[str, None] = field(default_factory=dict)    # ordered set: registration order
     edges: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)   # undirected, sorted key
     directed: dict[tuple[str, str], tuple[float, int]] = field(default_factory=dict)
+    kinds: dict[tuple[str, str], str] = field(default_factory=dict)   # link kind by edges/directed key
+    gpu_host: dict[str, int] = field(default_factory=dict)            # host index by GPU key (default 0)
     notes: list[str] = field(default_factory=list)
 
     def switch(self, key: str) -> str:
         self.switches.setdefault(key, None)
         return key
 
-    def link(self, a: str, b: str, bw: float, mult: int = 1) -> None:
+    def link(self, a: str, b: str, bw: float, mult: int = 1, kind: str = "pcie") -> None:
         if a == b:
             return
         k = (a, b) if a < b else (b, a)
         old = self.edges.get(k)
         if old is None or old[0] * old[1] < bw * mult:
             self.edges[k] = (bw, mult)
+            self.kinds[k] = kind
 
-    def arc(self, a: str, b: str, bw: float, mult: int) -> None:
+    def arc(self, a: str, b: str, bw: float, mult: int, kind: str = "nvlink") -> None:
         """One direction only (NVLink lists are per GPU); merged with the reverse later."""
         old = self.directed.get((a, b))
         self.directed[(a, b)] = (bw, mult + (old[1] if old else 0))
+        self.kinds[(a, b)] = kind
 
     def build(self, name: str, params: list[tuple[str, str]]) -> Topology:
         if not self.gpus:
@@ -147,17 +153,20 @@ class _Graph:
         for (a, b), (bw, mult) in sorted(self.edges.items()):
             if a in ids and b in ids:
                 for s, d in ((a, b), (b, a)):
-                    links[(ids[s], ids[d])] = Link(ids[s], ids[d], bw, 0.0, mult)
+                    links[(ids[s], ids[d])] = Link(ids[s], ids[d], bw, 0.0, mult, self.kinds[(a, b)])
         for (a, b), (bw, mult) in sorted(self.directed.items()):
-            links[(ids[a], ids[b])] = Link(ids[a], ids[b], bw, 0.0, mult)
+            kind = self.kinds[(a, b)]
+            links[(ids[a], ids[b])] = Link(ids[a], ids[b], bw, 0.0, mult, kind)
             if (ids[b], ids[a]) not in links:   # a link is symmetric even when only one side lists it
-                links[(ids[b], ids[a])] = Link(ids[b], ids[a], bw, 0.0, mult)
-        topo = Topology(name, len(self.gpus), tuple(links.values()), len(keep), tuple(params))
+                links[(ids[b], ids[a])] = Link(ids[b], ids[a], bw, 0.0, mult, kind)
+        # one file (or one host_hash) is one host: GPUs of one host share CUDA IPC
+        hosts = tuple(self.gpu_host.get(k, 0) for k in self.gpus)
+        topo = Topology(name, len(self.gpus), tuple(links.values()), len(keep), tuple(params), hosts=hosts)
         for r in _apart_from_first(topo):    # exact route checks only where the quick test fails
             if not topo.rank_reachable(0, r) or not topo.rank_reachable(r, 0):
                 raise TopologyError(f"{name}: GPU {self.gpus[r]} is not connected to {self.gpus[0]}")
         return Topology(name, topo.nranks, topo.links, topo.nswitches, topo.params,
-                        self._cycle(topo, {ids[k] for k in keep if k.endswith("nvswitch")}))
+                        self._cycle(topo, {ids[k] for k in keep if k.endswith("nvswitch")}), hosts)
 
     def bandwidth_warnings(self, name: str) -> list[str]:
         """One line per per-link bandwidth outside ``PLAUSIBLE_BW`` (with a link that has it)."""
@@ -184,7 +193,7 @@ class _Graph:
         fast = tuple(lk for lk in topo.links if (lk.src < n and lk.dst < n) or lk.src in nvswitches
                      or lk.dst in nvswitches)
         if 2 < n <= MAX_CYCLE_SEARCH_RANKS and fast:
-            found = Topology(topo.name, n, fast, topo.nswitches).hamiltonian_cycle()
+            found = Topology(topo.name, n, fast, topo.nswitches, hosts=topo.hosts).hamiltonian_cycle()
             if found is not None:
                 return found
         return tuple(range(n))
@@ -411,7 +420,7 @@ def _int(el: etree._Element | None, attr: str, default: int = 1 << 31) -> int:
 def _finish_hosts(g: _Graph, hosts: dict[str, _Host], name: str) -> list[tuple[str, str]]:
     """Order GPUs, add NVLink/xGMI links, CPU-CPU links and the network join."""
     busid_to_gpu: dict[tuple[str, str], str] = {}
-    for host in hosts.values():
+    for index, host in enumerate(hosts.values()):
         host.gpus.sort(key=lambda item: item[0])
         seen: dict[int, str] = {}
         for (rank, _, _), key, gpu, busid in host.gpus:
@@ -421,6 +430,7 @@ def _finish_hosts(g: _Graph, hosts: dict[str, _Host], name: str) -> list[tuple[s
                                         f"{_host(host.key)} both have rank=\"{rank}\"")
                 seen[rank] = key
             g.gpus.append(key)
+            g.gpu_host[key] = index
             if busid:
                 busid_to_gpu[(host.key, busid)] = key
     selfish: list[str] = []        # GPUs that list a link to themselves (Azure NCv4's inputs do)
@@ -442,7 +452,7 @@ def _finish_hosts(g: _Graph, hosts: dict[str, _Host], name: str) -> list[tuple[s
                     if target == busid:
                         selfish.append(busid)
                     elif peer is not None:
-                        g.arc(key, peer, per_link, count)
+                        g.arc(key, peer, per_link, count, tag)
                         host_links += count
                     elif not tclass or _is_gpu_class(tclass):
                         # NCCL needs tclass, and a GPU target must be in the file: a lost or mistyped busid
@@ -451,8 +461,8 @@ def _finish_hosts(g: _Graph, hosts: dict[str, _Host], name: str) -> list[tuple[s
                                             f"{'' if tclass else ' and no tclass says it is an NVSwitch (0x068000)'}")
                     elif tclass == "0x068000" or tag == "nvlink":
                         nvswitch = nvswitch or g.switch(f"{host.key}/nvswitch")
-                        g.arc(key, nvswitch, per_link, count)    # several NVSwitches add up: one node
-                        g.arc(nvswitch, key, per_link, count)
+                        g.arc(key, nvswitch, per_link, count, tag)    # several NVSwitches add up: one node
+                        g.arc(nvswitch, key, per_link, count, tag)
                         host_links += count
         if len(host.gpus) > 1 and not host_links:
             sms = sorted({g_.get("sm", "") for _, _, g_, _ in host.gpus if g_ is not None} - {""})
@@ -480,7 +490,7 @@ def _finish_hosts(g: _Graph, hosts: dict[str, _Host], name: str) -> list[tuple[s
                                     f"it has no NIC in the file")
             for key, bw, _ in host.nics:
                 g.switch(key)            # a NIC forwards between PCIe and the network
-                g.link(key, net, bw)
+                g.link(key, net, bw, kind="net")
     # on one host NICs carry no traffic between its GPUs: their nodes are never registered, so
     # build() drops their edges
     return params
@@ -612,7 +622,7 @@ def _import_nvidia_smi(text: str, name: str) -> tuple[Topology, list[str]]:
         sw = g.switch("nvswitch")
         for i, links in enumerate(nv.max(axis=1).tolist()):
             if links:
-                g.link(g.gpus[i], sw, NVLINK_DEFAULT, links)
+                g.link(g.gpus[i], sw, NVLINK_DEFAULT, links, "nvlink")
     else:
         for i, j in zip(*np.nonzero(nv)):
             g.arc(g.gpus[int(i)], g.gpus[int(j)], NVLINK_DEFAULT, int(nv[i, j]))
@@ -715,7 +725,7 @@ def _import_rocm_smi(text: str, name: str) -> tuple[Topology, list[str]]:
                 if xgmi > MAX_FILE_LINKS:
                     raise TopologyError(f"{name}: more than {MAX_FILE_LINKS} XGMI pairs, the most links a "
                                         f"topology may have")
-                g.arc(g.gpus[i], g.gpus[j], XGMI_BW, 1)
+                g.arc(g.gpus[i], g.gpus[j], XGMI_BW, 1, "xgmi")
     keys = sorted(cpus.values())
     for i, a2 in enumerate(keys):
         for b2 in keys[i + 1:]:

@@ -29,7 +29,13 @@ from collc.errors import TopologyError
 if TYPE_CHECKING:
     import networkx as nx  # type: ignore[import-untyped]
 
-__all__ = ["Link", "Topology"]
+__all__ = ["Link", "Topology", "LINK_KINDS", "INTRA_HOST_KINDS"]
+
+#: What a link is made of (docs/algorithms.md "Hosts and link kinds"): ``nvlink``, ``xgmi`` and ``pcie``
+#: stay inside one host; ``net`` joins hosts over a network (InfiniBand, RoCE); ``mnnvl`` joins hosts of
+#: one multi-node NVLink domain, which CUDA IPC reaches as if it were one host.
+LINK_KINDS = ("nvlink", "xgmi", "pcie", "net", "mnnvl")
+INTRA_HOST_KINDS = ("nvlink", "xgmi", "pcie")
 
 #: Hamiltonian-cycle search is attempted only for topologies this small.
 MAX_CYCLE_SEARCH_RANKS = 16
@@ -56,7 +62,9 @@ class Link:
     """One directed link ``src -> dst``.
 
     ``bandwidth`` is in GB/s (per parallel link), ``latency`` in microseconds,
-    ``multiplicity`` is the number of parallel physical links.
+    ``multiplicity`` is the number of parallel physical links.  ``kind`` (one of
+    :data:`LINK_KINDS`) says what the link is made of; None leaves it to the
+    topology's hosts (:meth:`Topology.link_kind`).
     """
 
     src: int
@@ -64,6 +72,7 @@ class Link:
     bandwidth: float = 1.0
     latency: float = 0.0
     multiplicity: int = 1
+    kind: str | None = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.src) or not _is_int(self.dst):
@@ -84,17 +93,23 @@ class Link:
         if not _is_int(self.multiplicity) or self.multiplicity < 1:
             raise TopologyError(f"link {self.src}->{self.dst}: multiplicity must be an integer >= 1, "
                                 f"got {self.multiplicity!r}")
+        if self.kind is not None and self.kind not in LINK_KINDS:
+            raise TopologyError(f"link {self.src}->{self.dst}: kind must be one of {', '.join(LINK_KINDS)}, "
+                                f"got {_brief(self.kind)}")
         # Normalise ints to floats so equal links compare and serialise identically.
         object.__setattr__(self, "bandwidth", float(self.bandwidth))
         object.__setattr__(self, "latency", float(self.latency))
 
     def reversed(self) -> Link:
         """The same link in the opposite direction."""
-        return Link(self.dst, self.src, self.bandwidth, self.latency, self.multiplicity)
+        return Link(self.dst, self.src, self.bandwidth, self.latency, self.multiplicity, self.kind)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"src": self.src, "dst": self.dst, "bandwidth": self.bandwidth,
-                "latency": self.latency, "multiplicity": self.multiplicity}
+        d: dict[str, Any] = {"src": self.src, "dst": self.dst, "bandwidth": self.bandwidth,
+                             "latency": self.latency, "multiplicity": self.multiplicity}
+        if self.kind is not None:
+            d["kind"] = self.kind
+        return d
 
 
 @dataclass(frozen=True)
@@ -106,6 +121,11 @@ class Topology:
     the generator's parameters as ``(key, value)`` string pairs.  ``cycle``,
     when given, is a Hamiltonian cycle over the ranks that the generator knows
     (every consecutive pair, and last -> first, has a :meth:`route`).
+
+    ``hosts[r]`` is the host (machine, IPC domain of its own) of rank ``r``, numbered
+    ``0 .. nhosts-1`` with none skipped; None means one host per rank.  ``ipc_domains[h]``
+    groups hosts into CUDA IPC domains (a multi-node NVLink domain spans several hosts);
+    None means one domain per host.  See docs/algorithms.md "Hosts and link kinds".
     """
 
     name: str
@@ -114,6 +134,8 @@ class Topology:
     nswitches: int = 0
     params: tuple[tuple[str, str], ...] = ()
     cycle: tuple[int, ...] | None = field(default=None)
+    hosts: tuple[int, ...] | None = None
+    ipc_domains: tuple[int, ...] | None = None
 
     # ------------------------------------------------------------------ validation
     def __post_init__(self) -> None:
@@ -162,6 +184,27 @@ class Topology:
             cycle = tuple(self.cycle)
             object.__setattr__(self, "cycle", cycle)
             self._check_cycle(cycle)
+        hosts = _grouping(self.hosts, self.nranks, f"topology {self.name}: hosts", "rank")
+        object.__setattr__(self, "hosts", hosts)
+        ndomains_of = max(hosts) + 1
+        object.__setattr__(self, "ipc_domains",
+                           _grouping(self.ipc_domains, ndomains_of, f"topology {self.name}: ipc_domains", "host"))
+        self._check_kinds()
+
+    def _check_kinds(self) -> None:
+        """A rank-to-rank link's explicit kind must fit where its ends are."""
+        n, hosts, domains = self.nranks, self.host_of, self.domain_of_host
+        for lk in self.links:
+            if lk.kind is None or lk.src >= n or lk.dst >= n:
+                continue
+            ha, hb = hosts[lk.src], hosts[lk.dst]
+            if lk.kind in INTRA_HOST_KINDS and ha != hb:
+                raise TopologyError(f"topology {self.name}: link {lk.src}->{lk.dst} is {lk.kind} but joins host "
+                                    f"{ha} and host {hb} (a link between hosts is net, or mnnvl in one NVLink "
+                                    f"domain)")
+            if lk.kind == "mnnvl" and domains[ha] != domains[hb]:
+                raise TopologyError(f"topology {self.name}: link {lk.src}->{lk.dst} is mnnvl but joins hosts of "
+                                    f"different IPC domains ({domains[ha]} and {domains[hb]})")
 
     def _check_cycle(self, cycle: tuple[int, ...]) -> None:
         if not all(_is_int(r) for r in cycle) or sorted(cycle) != list(range(self.nranks)):
@@ -289,11 +332,11 @@ class Topology:
         name = self.name[:-2] if self.name.endswith("^T") else self.name + "^T"
         cycle = None if self.cycle is None else (self.cycle[0],) + tuple(reversed(self.cycle[1:]))
         return Topology(name, self.nranks, tuple(lk.reversed() for lk in self.links),
-                        self.nswitches, self.params, cycle)
+                        self.nswitches, self.params, cycle, self.hosts, self.ipc_domains)
 
     def graph(self) -> nx.DiGraph:
         """A networkx DiGraph; nodes carry ``switch`` (bool), edges carry
-        ``bandwidth``, ``latency`` and ``multiplicity``."""
+        ``bandwidth``, ``latency``, ``multiplicity`` and ``kind`` (:meth:`link_kind`)."""
         import networkx as nx  # imported lazily: slow import
 
         g = nx.DiGraph(name=self.name)
@@ -301,7 +344,7 @@ class Topology:
             g.add_node(node, switch=node >= self.nranks)
         for lk in self.links:
             g.add_edge(lk.src, lk.dst, bandwidth=lk.bandwidth, latency=lk.latency,
-                       multiplicity=lk.multiplicity)
+                       multiplicity=lk.multiplicity, kind=self.link_kind(lk))
         return g
 
     # ------------------------------------------------------------------ distances and paths
@@ -494,6 +537,124 @@ class Topology:
 
         return tuple(path) if extend(0) else None
 
+    # ------------------------------------------------------------------ hosts, IPC domains, link kinds
+    @property
+    def host_of(self) -> tuple[int, ...]:
+        """``host_of[r]``: the host of rank ``r`` (``hosts``, never None after construction)."""
+        return self.hosts if self.hosts is not None else tuple(range(self.nranks))
+
+    @property
+    def domain_of_host(self) -> tuple[int, ...]:
+        """``domain_of_host[h]``: the IPC domain of host ``h``."""
+        return self.ipc_domains if self.ipc_domains is not None else tuple(range(self.nhosts))
+
+    @cached_property
+    def nhosts(self) -> int:
+        return max(self.host_of) + 1
+
+    @cached_property
+    def nipc_domains(self) -> int:
+        return max(self.domain_of_host) + 1
+
+    def host(self, rank: int) -> int:
+        """The host of ``rank``."""
+        self._check_rank(rank)
+        return self.host_of[rank]
+
+    def ipc_domain(self, rank: int) -> int:
+        """The CUDA IPC domain of ``rank``: ranks of one domain can map each other's memory
+        (one host, or the hosts of one multi-node NVLink domain)."""
+        self._check_rank(rank)
+        return self.domain_of_host[self.host_of[rank]]
+
+    def _check_rank(self, rank: int) -> None:
+        if not _is_int(rank) or not 0 <= rank < self.nranks:
+            raise TopologyError(f"rank {rank!r} is out of range for topology {self.name} (0..{self.nranks - 1})")
+
+    @cached_property
+    def host_ranks(self) -> tuple[tuple[int, ...], ...]:
+        """The ranks of each host, ascending."""
+        out: list[list[int]] = [[] for _ in range(self.nhosts)]
+        for r, h in enumerate(self.host_of):
+            out[h].append(r)
+        return tuple(tuple(x) for x in out)
+
+    def contiguous_ipc_domains(self) -> bool:
+        """True when the IPC domains are equal contiguous blocks of ranks in rank order, the
+        layout MSCCL++ assumes (``rank / nranksPerIpcDomain`` decides whether a port channel
+        takes InfiniBand; docs/mscclpp-backend.md "Across hosts").
+
+        >>> from collc.topology import parse_spec
+        >>> parse_spec("a100:2x8").contiguous_ipc_domains(), parse_spec("ring:4").contiguous_ipc_domains()
+        (True, True)
+        """
+        d = self.nipc_domains
+        if self.nranks % d:
+            return False
+        per = self.nranks // d
+        first = [self.ipc_domain(b * per) for b in range(d)]
+        return len(set(first)) == d and all(self.ipc_domain(r) == first[r // per] for r in self.ranks)
+
+    def hosts_summary(self) -> str:
+        """``2 hosts x 8 ranks``, ``1 host x 8 ranks`` or ``3 hosts (8, 8, 4 ranks)``; the IPC
+        domains when some span several hosts."""
+        sizes = [len(r) for r in self.host_ranks]
+        h = len(sizes)
+        text = f"{h} host{'s' if h != 1 else ''} x {sizes[0]} rank{'s' if sizes[0] != 1 else ''}" \
+            if len(set(sizes)) == 1 else \
+            f"{h} hosts ({', '.join(str(s) for s in sizes[:8])}{', ...' if h > 8 else ''} ranks)"
+        if self.nipc_domains != h:
+            text += f", {self.nipc_domains} IPC domain{'s' if self.nipc_domains != 1 else ''} (multi-node NVLink)"
+        return text
+
+    @cached_property
+    def _switch_span(self) -> tuple[frozenset[int], ...]:
+        """For each switch, the hosts of the ranks linked to it."""
+        n, hosts = self.nranks, self.host_of
+        span: list[set[int]] = [set() for _ in self.switches]
+        for lk in self.links:
+            if lk.src < n <= lk.dst:
+                span[lk.dst - n].add(hosts[lk.src])
+            elif lk.dst < n <= lk.src:
+                span[lk.src - n].add(hosts[lk.dst])
+        return tuple(frozenset(s) for s in span)
+
+    def link_kind(self, link: Link) -> str:
+        """The link's own ``kind``, else what its ends say: two ranks of one host ``nvlink``, of
+        one IPC domain ``mnnvl``, else ``net``; a link to or from a switch node counts the hosts
+        of every rank linked to that switch (and to the other end's, for switch-to-switch links):
+        one host ``nvlink``, one IPC domain ``mnnvl``, else (or none) ``net``."""
+        if link.kind is not None:
+            return link.kind
+        n = self.nranks
+        found: set[int] = set()
+        for node in (link.src, link.dst):
+            if node < n:
+                found.add(self.host_of[node])
+            else:
+                span = self._switch_span[node - n]
+                if not span:
+                    return "net"
+                found |= span
+        if len(found) == 1:
+            return "nvlink"
+        domains = {self.domain_of_host[h] for h in found}
+        return "mnnvl" if len(domains) == 1 else "net"
+
+    def link_kind_counts(self) -> dict[str, int]:
+        """Directed links (entries, not multiplicities) per kind, in :data:`LINK_KINDS` order."""
+        counts = {k: 0 for k in LINK_KINDS}
+        for lk in self.links:
+            counts[self.link_kind(lk)] += 1
+        return {k: c for k, c in counts.items() if c}
+
+    def with_hosts(self, hosts: Sequence[int] | None, ipc_domains: Sequence[int] | None = None,
+                   name: str | None = None) -> Topology:
+        """The same topology with other hosts (and IPC domains); links keep their kinds."""
+        return Topology(self.name if name is None else name, self.nranks, self.links, self.nswitches, self.params,
+                        self.cycle, None if hosts is None else tuple(hosts),
+                        None if ipc_domains is None else tuple(ipc_domains))
+
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
         """The file-format dict (see :mod:`collc.topology.spec`); every link is
@@ -502,9 +663,12 @@ class Topology:
             "name": self.name,
             "nranks": self.nranks,
             "nswitches": self.nswitches,
-            "params": dict(self.params),
-            "links": [lk.to_dict() for lk in self.links],
+            "hosts": list(self.host_of),
         }
+        if self.nipc_domains != self.nhosts:
+            d["ipc_domains"] = list(self.domain_of_host)
+        d["params"] = dict(self.params)
+        d["links"] = [lk.to_dict() for lk in self.links]
         if self.cycle is not None:
             d["cycle"] = list(self.cycle)
         return d
@@ -514,7 +678,7 @@ class Topology:
         """Build a Topology from the file-format dict; TopologyError on bad input."""
         if not isinstance(d, Mapping):
             raise TopologyError(f"a topology must be a mapping, got {type(d).__name__}")
-        known = {"name", "nranks", "nswitches", "params", "defaults", "links", "cycle"}
+        known = {"name", "nranks", "nswitches", "hosts", "ipc_domains", "params", "defaults", "links", "cycle"}
         unknown = sorted(str(k) for k in d if k not in known)
         if unknown:
             raise TopologyError(f"unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
@@ -570,10 +734,40 @@ class Topology:
             if not isinstance(cycle_raw, Sequence) or isinstance(cycle_raw, (str, bytes)):
                 raise TopologyError(f"cycle must be a list of ranks, got {_brief(cycle_raw)}")
             cycle = tuple(_int_field(r, "cycle entry", 0, MAX_FILE_NODES) for r in cycle_raw)
-        return cls(name, nranks, tuple(links), nswitches, tuple(params), cycle)
+        hosts = _int_list(d.get("hosts"), "hosts", "host index")
+        domains = _int_list(d.get("ipc_domains"), "ipc_domains", "IPC domain index")
+        return cls(name, nranks, tuple(links), nswitches, tuple(params), cycle, hosts, domains)
 
 
-_LINK_KEYS = ("src", "dst", "bandwidth", "latency", "multiplicity", "bidirectional")
+def _int_list(raw: object, what: str, entry: str) -> tuple[int, ...] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Sequence) or isinstance(raw, (str, bytes)):
+        raise TopologyError(f"{what} must be a list of integers, got {_brief(raw)}")
+    if len(raw) > MAX_FILE_NODES:
+        raise TopologyError(f"{what}: {len(raw)} entries, more than {MAX_FILE_NODES}")
+    return tuple(_int_field(v, f"{what} {entry}", 0, MAX_FILE_NODES) for v in raw)
+
+
+def _grouping(raw: object, size: int, what: str, per: str) -> tuple[int, ...]:
+    """A group index per item, numbered ``0 .. groups-1`` with none skipped (None: one group each)."""
+    if raw is None:
+        return tuple(range(size))
+    if not isinstance(raw, (tuple, list)):
+        raise TopologyError(f"{what} must be a tuple of integers, one per {per}")
+    values = tuple(raw)
+    if len(values) != size:
+        raise TopologyError(f"{what} has {len(values)} entries but there are {size} {per}s (one entry per {per})")
+    if not all(_is_int(v) and v >= 0 for v in values):
+        raise TopologyError(f"{what} must be integers >= 0, got {_brief(values)}")
+    used = set(values)
+    if len(used) != max(values) + 1:
+        gap = min(set(range(max(values) + 1)) - used)
+        raise TopologyError(f"{what} must number groups 0..{max(values)} with none skipped; {gap} has no {per}")
+    return values
+
+
+_LINK_KEYS = ("src", "dst", "bandwidth", "latency", "multiplicity", "kind", "bidirectional")
 
 
 def _links_from_entry(entry: object, where: str, bw: float, lat: float, mult: int) -> Iterable[Link]:
@@ -593,8 +787,11 @@ def _links_from_entry(entry: object, where: str, bw: float, lat: float, mult: in
     bidirectional = entry.get("bidirectional", False)
     if not isinstance(bidirectional, bool):
         raise TopologyError(f"{where}.bidirectional must be true or false, got {_brief(bidirectional)}")
+    kind = entry.get("kind")
+    if kind is not None and kind not in LINK_KINDS:
+        raise TopologyError(f"{where}.kind must be one of {', '.join(LINK_KINDS)}, got {_brief(kind)}")
     try:
-        link = Link(src, dst, bandwidth, latency, multiplicity)
+        link = Link(src, dst, bandwidth, latency, multiplicity, kind)
     except TopologyError as exc:
         raise TopologyError(f"{where}: {exc}") from exc
     return (link, link.reversed()) if bidirectional else (link,)

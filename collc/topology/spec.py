@@ -19,6 +19,11 @@ on each board, A, B >= 1) in an X x Y arrangement (X, Y >= 2), each global row a
 column joined by one switch node linked to the board-edge ranks of that line, e.g.
 ``hammingmesh:2x2:32x32`` (Hx2Mesh) and ``hammingmesh:4x4:16x16`` (Hx4Mesh).  Both
 number their ranks row-major over the global grid.
+Any spec may end in the host options ``hosts=H`` (H equal contiguous blocks of ranks, one host
+each), ``per-host=K`` (K ranks per host) and ``mnnvl=K`` (K consecutive hosts per multi-node NVLink
+domain, one CUDA IPC domain), e.g. ``torus:4x4:hosts=2``, ``ring:8:uni,per-host=4``,
+``dgx-h100:4:mnnvl=4``; ``hosts=``/``per-host=`` group only topologies of one host per rank (the
+machine families place ranks on their boxes themselves).
 Machine names (:data:`ALIASES`) stand for a family's spec: ``dgx-a100`` is ``a100:1x8`` and
 ``dgx-a100:N`` is ``a100:Nx8``, likewise ``dgx-h100`` (``h100:Nx8``) and ``mi300x``; a family's own
 name alone (``mi250``) is its one-box form.
@@ -31,14 +36,17 @@ File format (the same dict as :meth:`Topology.to_dict`)::
     name: my-topo          # optional (default: the file name without extension)
     nranks: 4
     nswitches: 0           # optional, default 0; switch nodes are nranks..nranks+nswitches-1
+    hosts: [0, 0, 1, 1]    # optional host of each rank (default: one host per rank)
+    ipc_domains: [0, 0]    # optional IPC domain of each host (default: one per host)
     params: {dims: "2x2"}  # optional, generator parameters (string values)
     defaults: {bandwidth: 25.0, latency: 0.7}   # optional, GB/s and us (also multiplicity)
     links:                 # directed unless bidirectional: true
-      - {src: 0, dst: 1, bandwidth: 25.0, latency: 0.7, multiplicity: 1, bidirectional: true}
+      - {src: 0, dst: 1, bandwidth: 25.0, latency: 0.7, multiplicity: 1, kind: nvlink, bidirectional: true}
     cycle: [0, 1, 2, 3]    # optional Hamiltonian cycle over ranks
 
 Link fields other than ``src`` and ``dst`` are optional (falling back to
-``defaults``, then to bandwidth 1.0, latency 0.0, multiplicity 1).  A pair of
+``defaults``, then to bandwidth 1.0, latency 0.0, multiplicity 1; ``kind``, one of
+nvlink/xgmi/pcie/net/mnnvl, falls back to what the hosts say).  A pair of
 nodes may appear only once per direction; parallel links use ``multiplicity``.
 Unknown keys are errors.  :meth:`Topology.to_dict` writes every link as a
 directed link with all fields (no ``defaults``, no ``bidirectional``), so
@@ -67,7 +75,8 @@ from collc.topology.model import Topology
 
 __all__ = ["FamilyEntry", "FAMILIES", "register_family", "list_families", "Alias", "ALIASES", "register_alias",
            "list_aliases", "expand_alias", "parse_spec", "load_file",
-           "dump_json", "parse_link_options", "LinkOptions", "FILE_SUFFIXES"]
+           "dump_json", "parse_link_options", "LinkOptions", "FILE_SUFFIXES", "HOST_OPTIONS", "split_host_options",
+           "apply_host_options"]
 
 FILE_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -319,6 +328,76 @@ def _looks_like_file(text: str) -> bool:
 
 
 # ---------------------------------------------------------------------- entry points
+#: The options that place ranks on hosts, accepted at the end of any spec (docs/algorithms.md
+#: "Hosts and link kinds").
+HOST_OPTIONS = ("hosts", "per-host", "mnnvl")
+_HOST_ITEM = re.compile(r"(hosts|per-host|mnnvl)=(.*)\Z")
+
+
+def split_host_options(spec: str) -> tuple[str, dict[str, int]]:
+    """``torus:4x4:hosts=2`` -> ``("torus:4x4", {"hosts": 2})``: the host options are the
+    ``hosts=H``/``per-host=K``/``mnnvl=K`` items of the spec's last ``:`` field (the field is
+    dropped when nothing else is left in it).
+
+    >>> split_host_options("ring:8:uni,per-host=4"), split_host_options("kautz:2,2:hosts=3")
+    (('ring:8:uni', {'per-host': 4}), ('kautz:2,2', {'hosts': 3}))
+    """
+    head, sep, last = spec.rpartition(":")
+    if not sep:
+        return spec, {}
+    found: dict[str, int] = {}
+    kept: list[str] = []
+    for item in last.split(","):
+        m = _HOST_ITEM.match(item.strip())
+        if m is None:
+            kept.append(item)
+            continue
+        key, value = m.group(1), m.group(2)
+        if key in found:
+            raise TopologyError(f"option {key!r} given twice")
+        found[key] = parse_int(value, key)
+        if found[key] < 1:
+            raise TopologyError(f"{key} must be at least 1, got {value!r}")
+    if not found:
+        return spec, {}
+    if "hosts" in found and "per-host" in found:
+        raise TopologyError("give hosts= or per-host=, not both")
+    return (head + sep + ",".join(kept) if kept else head), found
+
+
+def apply_host_options(topo: Topology, options: dict[str, int]) -> Topology:
+    """Group ``topo``'s ranks into hosts (``hosts=H`` equal contiguous blocks, ``per-host=K``
+    ranks each) and its hosts into IPC domains (``mnnvl=K`` consecutive hosts per multi-node
+    NVLink domain); the name gains the options (``hosts=`` canonical), so it parses back."""
+    n = topo.nranks
+    hosts: tuple[int, ...] | None = None
+    if "hosts" in options or "per-host" in options:
+        if topo.nhosts != n:
+            raise TopologyError(f"{topo.name} places its ranks on hosts itself ({topo.hosts_summary()}); hosts= "
+                                f"and per-host= group topologies of one host per rank")
+        per = options["per-host"] if "per-host" in options else 0
+        count = options["hosts"] if "hosts" in options else 0
+        if per == 0:
+            if n % count:
+                raise TopologyError(f"hosts={count} does not divide the {n} ranks into equal blocks")
+            per = n // count
+        elif n % per:
+            raise TopologyError(f"per-host={per} does not divide the {n} ranks into equal blocks")
+        hosts = tuple(r // per for r in range(n))
+    nhosts = max(hosts) + 1 if hosts else topo.nhosts
+    domains: tuple[int, ...] | None = None
+    if "mnnvl" in options:
+        k = options["mnnvl"]
+        if topo.nipc_domains != topo.nhosts:
+            raise TopologyError(f"{topo.name} already groups its hosts into IPC domains")
+        if nhosts % k:
+            raise TopologyError(f"mnnvl={k} does not divide the {nhosts} hosts into equal NVLink domains")
+        domains = tuple(h // k for h in range(nhosts))
+    parts = ([f"hosts={nhosts}"] if hosts else []) + ([f"mnnvl={options['mnnvl']}"] if domains else [])
+    name = topo.name + ("," if topo.name.count(":") >= 2 else ":") + ",".join(parts)
+    return topo.with_hosts(hosts if hosts else topo.hosts, domains, name)
+
+
 def parse_spec(text: str) -> Topology:
     """A Topology from a spec string or a topology file path."""
     if not isinstance(text, str):
@@ -329,6 +408,17 @@ def parse_spec(text: str) -> Topology:
     if _looks_like_file(spec):
         return load_file(spec)
     check_spec_text(spec, TopologyError)
+    try:
+        base, host_options = split_host_options(spec)
+    except TopologyError as exc:
+        raise TopologyError(f"bad topology spec {spec!r}: {exc}") from exc
+    if host_options:
+        try:
+            return apply_host_options(parse_spec(base), host_options)
+        except TopologyError as exc:
+            if str(exc).startswith("bad topology spec"):
+                raise
+            raise TopologyError(f"bad topology spec {spec!r}: {exc}") from exc
     expanded = expand_alias(spec)
     if expanded is not None:
         return parse_spec(expanded)

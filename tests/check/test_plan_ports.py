@@ -24,12 +24,14 @@ from tests._shared import missing
 from tests.test_bad_input import run_refused
 
 # ---------------------------------------------------------------- item 0: one size per entry, not per op
-# The thirteen alltoall lowerings that collc's own check used to refuse with op-sizes (put/ppkt entries of
+# The twenty alltoall lowerings that collc's own check used to refuse with op-sizes (put/ppkt entries of
 # 1 and 2 chunks in one op).  handlePut sizes entry i by outputBufferSizes[i], handlePutPackets and handleGet
 # by inputBufferSizes[i]; the reader fills both per entry (execution_plan.cc), so the plans are correct.
-MIXED = [(alg, topo, proto, place) for alg, topo in (("kautz-c", "kautz:2,2"), ("kautz-c", "kautz:3,2"),
-                                                       ("kautz-m", "kautz:2,2"), ("kautz-m", "kautz:3,2"),
-                                                       ("dfc-multitree", "dfc:4x4"))
+# (direct-connect graphs are one host per rank: ``hosts=1`` puts the ranks in one IPC domain, where
+# memory channels can connect, as on one box whose GPUs are wired that way)
+MIXED = [(alg, topo, proto, place) for alg, topo in (("kautz-c", "kautz:2,2:hosts=1"), ("kautz-c", "kautz:3,2:hosts=1"),
+                                                       ("kautz-m", "kautz:2,2:hosts=1"), ("kautz-m", "kautz:3,2:hosts=1"),
+                                                       ("dfc-multitree", "dfc:4x4:hosts=1"))
          for proto in ("Simple", "LL") for place in ("--inplace", "--outofplace")]
 
 

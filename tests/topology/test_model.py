@@ -115,7 +115,7 @@ def test_graph_attributes() -> None:
     g = t.graph()
     assert isinstance(g, nx.DiGraph) and sorted(g.nodes) == [0, 1, 2]
     assert g.nodes[2]["switch"] and not g.nodes[0]["switch"]
-    assert g.edges[0, 2] == {"bandwidth": 5.0, "latency": 0.5, "multiplicity": 2}
+    assert g.edges[0, 2] == {"bandwidth": 5.0, "latency": 0.5, "multiplicity": 2, "kind": "net"}
     assert g.number_of_edges() == 2
 
 
@@ -240,7 +240,9 @@ def test_generated_cycles_are_recorded_and_valid(spec: str) -> None:
 def test_dict_round_trip(spec: str) -> None:
     t = parse_spec(spec)
     d = t.to_dict()
-    assert list(d) == ["name", "nranks", "nswitches", "params", "links"] + (["cycle"] if t.cycle else [])
+    # every topology says where its ranks are (hosts); IPC domains only when some span several hosts
+    assert list(d) == ["name", "nranks", "nswitches", "hosts", "params", "links"] + (["cycle"] if t.cycle else [])
+    assert len(d["hosts"]) == t.nranks
     assert Topology.from_dict(d) == t
 
 

@@ -250,7 +250,8 @@ def test_dump_json_is_deterministic_and_ordered() -> None:
     assert text == dump_json(parse_spec("switch:2:bw=25"))
     assert text.startswith('{\n  "name": "switch:2:bw=25",\n  "nranks": 2,\n  "nswitches": 1,\n')
     data = json.loads(text)
-    assert list(data) == ["name", "nranks", "nswitches", "params", "links", "cycle"]
-    assert list(data["links"][0]) == ["src", "dst", "bandwidth", "latency", "multiplicity"]
+    assert list(data) == ["name", "nranks", "nswitches", "hosts", "params", "links", "cycle"]
+    assert data["hosts"] == [0, 0]      # one crossbar: one host
+    assert list(data["links"][0]) == ["src", "dst", "bandwidth", "latency", "multiplicity", "kind"]
     assert data["params"] == {"n": "2", "bandwidth": "25"}
     assert Topology.from_dict(data) == t
