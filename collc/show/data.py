@@ -37,6 +37,8 @@ MAX_BARS = 40_000
 MAX_OTHERS_RANKS = 256
 
 KINDS = ("send", "receive", "reduce", "wait")
+#: The latency per message (us) with which a plan's rounds are found: far above a 64-byte message's data time.
+ROUND_US = 1e3
 
 
 class ShowError(CollcError):
@@ -159,18 +161,21 @@ def step_loads(loaded: Loaded, topology: Topology, size: int) -> StepLoads:
     else:
         assert loaded.plan is not None
         from collc.sim.plan_event import trace_plan
-        _, names, spans = trace_plan(loaded.plan, topology, size, alpha_us=1.0, link_bw=1e12)
+        # a small size and a large latency: the data time is a sliver of each round (bytes scale linearly)
+        small = 64
+        _, names, spans = trace_plan(loaded.plan, topology, small, alpha_us=ROUND_US)
         for tb, kind, start, _end, peer, nbytes in spans:
             if kind != "send" or peer < 0:
                 continue
-            rnd = int(round(start))
+            nbytes *= size / small
+            rnd = int(start // ROUND_US)
             while len(msgs) <= rnd:
                 msgs.append([])
             msgs[rnd].append((names[tb][0], peer, nbytes))
     steps: list[dict[Link, float]] = []
-    for rnd in msgs:
+    for messages in msgs:
         loads: dict[Link, float] = {}
-        for src, dst, nbytes in rnd:
+        for src, dst, nbytes in messages:
             for lk, frac in router.shares(src, dst):
                 loads[lk] = loads.get(lk, 0.0) + nbytes * frac
         steps.append(loads)

@@ -1,7 +1,7 @@
 """Where a page draws a topology's nodes and links (docs/show.md, "The fabric").
 
-* Tori and meshes sit on their grid: rank ``r`` at its coordinates (dimension 0 across,
-  dimension 1 down; a third dimension lays its planes side by side).  A torus's wrap-around
+* Tori and meshes sit on their grid: rank ``r`` at its coordinates (``coords``: dimension 0
+  across, dimension 1 down, so rank 1 is below rank 0; a third dimension lays its planes side by side).  A torus's wrap-around
   link is drawn as two stubs leaving one edge and entering the opposite one.
 * Rings and circulant graphs sit on a circle (networkx ``circular_layout``).
 * Switch fabrics: each switch is a box with its ranks on a circle around it (one switch), or
@@ -65,7 +65,8 @@ def geometry(topology: Topology) -> Geometry:
         pos = {int(k): (float(v[0]), float(v[1])) for k, v in raw.items()}
         style = "switch" if topology.nswitches else "graph"
     scale = _spacing(pos)
-    segs = {(lk.src, lk.dst): (_shift(pos[lk.src], pos[lk.dst], OFFSET * scale),) for lk in topology.links}
+    segs: dict[Link, tuple[Segment, ...]] = {
+        (lk.src, lk.dst): (_shift(pos[lk.src], pos[lk.dst], OFFSET * scale),) for lk in topology.links}
     return Geometry(style, pos, segs, labels)
 
 

@@ -54,8 +54,8 @@ def _frames_of(loads: StepLoads) -> list[tuple[str, str, dict[Link, float]]]:
 
 def fabric_figure(topology: Topology, geo: Geometry, loads: StepLoads) -> Any:
     """Every directed link coloured by its bytes, a slider over the steps, the busiest link haloed."""
-    import plotly.colors as pc
-    import plotly.graph_objects as go
+    import plotly.colors as pc  # type: ignore[import-untyped]
+    import plotly.graph_objects as go  # type: ignore[import-untyped]
 
     router = Router(topology)
     links = sorted(geo.segments)
@@ -93,7 +93,7 @@ def fabric_figure(topology: Topology, geo: Geometry, loads: StepLoads) -> Any:
             x, y = line_xy(sel)
             out.append(go.Scatter(x=x, y=y, mode="lines", hoverinfo="skip", showlegend=False, name=f"bin {i}",
                                   line={"color": "#d0d0d0" if i == 0 else colours[i - 1],
-                                        "width": 1.2 if i == 0 else 2.0 + 0.35 * i}))
+                                        "width": 1.0 if i == 0 else 1.6 + 0.3 * i}))
         vals = [_r(step_loads.get(lk, 0.0)) for lk in links]
         text = [f"{a} → {b}: {_mib(v)}{'  (busiest)' if (a, b) == busiest else ''}" for (a, b), v in
                 zip(links, vals)]
@@ -137,7 +137,7 @@ def fabric_figure(topology: Topology, geo: Geometry, loads: StepLoads) -> Any:
         sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": "step "}, "pad": {"t": 30}}],
         xaxis={"visible": False}, yaxis={"visible": False, "scaleanchor": "x"}, shapes=shapes,
         plot_bgcolor="white", margin={"l": 10, "r": 10, "t": 50, "b": 10},
-        height=max(420, min(820, 60 + 55 * _rows_of(geo))), hovermode="closest")
+        height=max(460, min(900, 120 + 70 * _rows_of(geo))), hovermode="closest")
     return fig
 
 
@@ -247,7 +247,7 @@ def timeline_figure(tl: Timeline) -> Any:
 def size_figure(view: SizeView) -> Any:
     """Time, algbw and busbw over sizes: this schedule, the other algorithms, the bound, measurements."""
     import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
+    from plotly.subplots import make_subplots  # type: ignore[import-untyped]
 
     fig = make_subplots(rows=1, cols=3, subplot_titles=("time (us)", "algbw (GB/s)", "busbw (GB/s)"),
                         horizontal_spacing=0.07)
@@ -338,7 +338,7 @@ _GLUE = """
 
 def render(page: Page) -> str:
     """The whole HTML document (deterministic for the same input)."""
-    import plotly.offline
+    import plotly.offline  # type: ignore[import-untyped]
 
     parts = ["<!DOCTYPE html>", "<html lang=\"en\"><head><meta charset=\"utf-8\">",
              f"<title>{html.escape(page.title)}</title><style>{_CSS}</style>",
