@@ -1065,7 +1065,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"plot: {args.plot}")
     if args.html:
-        from collc.show import comparison_page
+        from collc.show.build import comparison_page
         _write_html(args.html, comparison_page(result, _command_line("compare")), args.json)
     return 0
 
@@ -1120,7 +1120,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell,
                        on_compare=seen.append)
     if args.html:
-        from collc.show import comparison_page
+        from collc.show.build import comparison_page
         _write_html(args.html, comparison_page(seen[0], _command_line("tune"), windows), args.json)
     if args.json:
         print((out / "MANIFEST.json").read_text(), end="")
@@ -1162,7 +1162,7 @@ COMMAND_MODULES = {
     "compare": ("tqdm", "collc.tuning"),
     "tune": ("tqdm", "collc.tuning"),
     "bench": ("collc.runtime_tests.launch", "collc.runtime_tests.report"),
-    "show": ("collc.show", "plotly.graph_objects", "collc.check", "collc.backends.shards"),
+    "show": ("collc.show.build", "plotly.graph_objects", "collc.check", "collc.backends.shards"),
 }
 
 

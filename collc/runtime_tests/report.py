@@ -256,7 +256,7 @@ def report_command(args: argparse.Namespace) -> int:
     publish_dir(tmp, out, replace=True)
     if html_path:
         from collc.outputs import write_file
-        from collc.show import report_page
+        from collc.show.build import report_page
         facts = [("run", args.run), ("baseline", args.baseline or "(none)"), ("xml", ", ".join(p for p, _ in programs)
                  or "(none)"), ("topology", args.topology or "(none: no prediction)"),
                  ("prediction model", f"{args.model}, alpha {args.alpha:g} us"),

@@ -78,7 +78,7 @@ def show_command(args: argparse.Namespace) -> int:
                          f"carry no topology); pass --topology SPEC, the one it was built for (e.g. torus:8x8)")
     from collc.topology import parse_spec
     topo = parse_spec(args.topology)
-    from collc.show import load, schedule_page
+    from collc.show.build import load, schedule_page
     loaded = load(path, Dialect(args.dialect))
     if topo.nranks != loaded.nranks:
         raise UsageError(f"show: {show(path)} has {loaded.nranks} ranks but {topo.name} has {topo.nranks}; pass the "
