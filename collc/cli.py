@@ -56,6 +56,7 @@ EXAMPLES = {
     "tune": "collc tune --topology switch:8 --collective allreduce --algorithm ring --algorithm direct "
             "--protocols Simple,LL -o tuned",
     "bench": "collc bench parse all_reduce.log --json; collc bench run --xml algos/ --runtime executor --dry-run",
+    "show": "collc show ring8.xml --topology ring:8 --size 64MiB -o ring8.html",
 }
 
 
@@ -119,7 +120,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
                 epilog="examples:\n  " + "\n  ".join(EXAMPLES.values()),
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action=_Version)
-    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check,simulate,compare,tune,bench}",
+    sub = p.add_subparsers(dest="command", metavar="{list,topology,build,check,simulate,compare,tune,bench,show}",
                            help="the command; `collc COMMAND --help` for its options")
     sub.required = True
 
@@ -258,6 +259,8 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     cplot.add_argument("--plot", default=None, metavar="PNG",
                        help="also draw busbw against size into this .png/.pdf/.svg (no plot without it)")
     cplot.add_argument("--no-plot", action="store_true", help="no plot (the default; kept for older scripts)")
+    cmpr.add_argument("--html", default=None, metavar="PATH",
+                      help="also write the comparison as one self-contained HTML page (docs/show.md)")
 
     tn = cmd("tune", "pick the best candidate per size window and write one checked XML per window")
     model_args(tn)
@@ -267,10 +270,15 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     tn.add_argument("--protocols", default="Simple", help="comma-separated: Simple,LL,LL128")
     tn.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor", help=DIALECT_HELP)
     tn.add_argument("-o", "--output", required=True, help="directory: msccl-algorithms/*.xml and MANIFEST.json")
+    tn.add_argument("--html", default=None, metavar="PATH",
+                    help="also write the candidates per size and the chosen windows as one self-contained HTML page")
     bn = cmd("bench", "run nccl-tests/rccl-tests with a schedule, parse their logs, report")
     if bench:
         from collc.runtime_tests.cli import add_bench_parser
         add_bench_parser(bn)
+    from collc.show.cli import add_show_arguments
+    add_show_arguments(cmd("show", "draw a schedule as one self-contained HTML page: fabric load per step, "
+                                   "threadblock timeline, per-size view, check (docs/show.md)"))
     return p
 
 
@@ -1071,6 +1079,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     given = _candidates(args.algorithm) if args.algorithm else None   # a typo fails before any work
     if args.plot:              # a plot only where asked for (nothing written into the cwd uninvited)
         plot_file(args.plot)
+    if args.html:
+        output_file(args.html, "--html")
     topo = parse_spec(args.topology)
     check_build_ranks(topo.nranks)
     kind = CollKind.parse(args.collective)
@@ -1088,7 +1098,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
         plot_busbw(result, args.plot)
         if not args.json:
             print(f"plot: {args.plot}")
+    if args.html:
+        from collc.show.build import comparison_page
+        _write_html(args.html, comparison_page(result, _command_line("compare")), args.json)
     return 0
+
+
+def _command_line(command: str) -> str:
+    """The command as typed, where this process is ``collc`` (else only its name: an in-process call)."""
+    import shlex
+    argv = sys.argv[1:]
+    return "collc " + " ".join(shlex.quote(a) for a in argv) if argv[:1] == [command] else f"collc {command} ..."
+
+
+def _write_html(path: str, page: str, quiet: bool = False) -> None:
+    from collc.outputs import write_file
+    write_file(path, page, encoding="utf-8")
+    if not quiet:
+        print(f"html: {path}")
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -1101,6 +1128,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     params = _model(args)
     sizes = parse_sizes(args.sizes)
     out = output_dir(args.output)
+    if args.html:
+        output_file(args.html, "--html")
     dialect = Dialect(args.dialect)
     try:
         protos = [Proto(x.strip()) for x in args.protocols.split(",") if x.strip()]
@@ -1121,7 +1150,12 @@ def cmd_tune(args: argparse.Namespace) -> int:
         def tell(label: str) -> None:
             bar.set_description_str(label)
             bar.update(1)
-        windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell)
+        seen: list[Any] = []
+        windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell,
+                       on_compare=seen.append)
+    if args.html:
+        from collc.show.build import comparison_page
+        _write_html(args.html, comparison_page(seen[0], _command_line("tune"), windows), args.json)
     if args.json:
         print((out / "MANIFEST.json").read_text(), end="")
         return 0
@@ -1138,6 +1172,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
               "so its windows can differ from the prebuilt ones")
     print(f"manifest: {out}/MANIFEST.json; point MSCCL_ALGO_DIR at {out}/msccl-algorithms")
     return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from collc.show.cli import show_command
+    return show_command(args)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -1157,6 +1196,7 @@ COMMAND_MODULES = {
     "compare": ("tqdm", "collc.tuning"),
     "tune": ("tqdm", "collc.tuning"),
     "bench": ("collc.runtime_tests.launch", "collc.runtime_tests.report"),
+    "show": ("collc.show.build", "plotly.graph_objects", "collc.check", "collc.backends.shards"),
 }
 
 
@@ -1226,7 +1266,8 @@ def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, ext
 def _run(args: argparse.Namespace) -> int:
     try:
         handler = {"list": cmd_list, "topology": cmd_topology, "build": cmd_build, "check": cmd_check,
-                   "simulate": cmd_simulate, "compare": cmd_compare, "tune": cmd_tune, "bench": cmd_bench}
+                   "simulate": cmd_simulate, "compare": cmd_compare, "tune": cmd_tune, "bench": cmd_bench,
+                   "show": cmd_show}
         return handler[args.command](args)
     except CollcError as exc:
         print(f"collc: {one_line(exc)}", file=sys.stderr)

@@ -265,13 +265,17 @@ def windows_from(comparison: Comparison) -> list[tuple[str, int, int, list[int]]
 
 def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
          params: ModelParams, out: Path, dialect: Dialect = Dialect.EXECUTOR, inplace: bool | None = None,
-         root: int | None = None, progress: Callable[[str], None] | None = None) -> list[Window]:
-    """Pick the best candidate per size, write one checked XML per window and a manifest.
+         root: int | None = None, progress: Callable[[str], None] | None = None,
+         on_compare: Callable[[Comparison], None] | None = None) -> list[Window]:
+    """Pick the best candidate per size, write one checked XML per window and a manifest
+    (``on_compare`` gets the comparison the windows come from, e.g. for ``--html``).
 
     ``out/msccl-algorithms/`` holds only the XMLs (point MSCCL_ALGO_DIR there);
     ``out/MANIFEST.json`` lists the windows and the predicted busbw.
     """
     comparison = compare(topology, kind, candidates, sizes, params, inplace, root, progress, dialect)
+    if on_compare is not None:
+        on_compare(comparison)
     by_label = {c.label: c for c in candidates}
     algo_dir = out / "msccl-algorithms"
     if algo_dir.exists() and any(p.suffix != ".xml" for p in algo_dir.iterdir()):

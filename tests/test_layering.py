@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "collc"
-ORDER = ["base", "topology", "ir", "frontends", "compiler", "check", "backends", "sim", "driver", "tuning",
+ORDER = ["base", "topology", "ir", "frontends", "compiler", "check", "backends", "sim", "driver", "tuning", "show",
          "runtime_tests", "cli"]
 BASE = {"collc", "collc._startup", "collc.clock", "collc.errors", "collc.inputs", "collc.memory", "collc.outputs",
         "collc.compiler.limits"}

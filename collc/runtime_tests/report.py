@@ -192,6 +192,9 @@ def add_report_arguments(a: argparse.ArgumentParser) -> None:
                    help="collc's cost model for the prediction (default: step)")
     a.add_argument("--alpha", type=float, default=5.0, help="latency per message in us for the prediction")
     a.add_argument("-o", "--output", required=True, help="directory: report.csv, report.json, busbw.png")
+    a.add_argument("--html", default=None, metavar="PATH",
+                   help="also write the measured busbw beside the prediction as one self-contained HTML page "
+                        "(outside -o; docs/show.md)")
 
 
 #: What ``collc bench report -o OUT`` writes (an existing OUT holding anything else is refused).
@@ -203,6 +206,10 @@ def report_command(args: argparse.Namespace) -> int:
     from collc.outputs import discard, new_temp_dir, publish_dir, signals_blocked, write_into
 
     output_dir(args.output, "-o", ReportError)      # before the parsing and the simulation
+    html_path = getattr(args, "html", None)
+    if html_path:
+        from collc.inputs import output_file
+        output_file(html_path, "--html", ReportError)
     with signals_blocked():   # a signal inside matplotlib's C extension init would end in a traceback
         import matplotlib
         matplotlib.use("Agg")
@@ -247,6 +254,19 @@ def report_command(args: argparse.Namespace) -> int:
         discard(tmp)
         raise
     publish_dir(tmp, out, replace=True)
+    if html_path:
+        from collc.outputs import write_file
+        from collc.show.build import report_page
+        facts = [("run", args.run), ("baseline", args.baseline or "(none)"), ("xml", ", ".join(p for p, _ in programs)
+                 or "(none)"), ("topology", args.topology or "(none: no prediction)"),
+                 ("prediction model", f"{args.model}, alpha {args.alpha:g} us"),
+                 ("MSCCL verdict", f"{run.verdict.status}: {run.verdict.reason}")]
+        topo_obj = None
+        if args.topology:
+            from collc.topology import parse_spec
+            topo_obj = parse_spec(args.topology)
+        write_file(html_path, report_page(rows, f"{run.collective} on {run.nranks} ranks: measured and predicted",
+                                          facts, topo_obj, run.collective, run.nranks or 0), encoding="utf-8")
     ran = sum(r.path == "MSCCL" for r in rows)
     print(f"{len(rows)} rows ({ran} where MSCCL ran); wrote {out}/report.csv, report.json, busbw.png")
     print(f"MSCCL verdict: {run.verdict.status}: {run.verdict.reason}")

@@ -68,7 +68,7 @@ from collc.sim.analysis import BYTES_PER_US_PER_GBPS, bus_bandwidth
 from collc.sim.routing import Link, Router
 from collc.topology import Topology
 
-__all__ = ["EventResult", "simulate_program", "max_min_rates"]
+__all__ = ["EventResult", "TbTrace", "simulate_program", "trace_program", "max_min_rates"]
 
 # step codes: the checker's step flags (cpy, re and nop are LOCAL: one piece, no connection)
 _RECV, _SEND, _REDUCE, _LOCAL = F_RECV, F_SEND, F_REDUCE, F_LOCAL
@@ -235,7 +235,12 @@ class _Flow:
         self.tb = tb
 
 
-def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
+#: One span of a threadblock's time for ``trace_program``: (tb index, kind, start us, end us, peer, bytes);
+#: kind is send, receive (waiting for an incoming piece), reduce or wait (a dependency or FIFO space).
+Span = tuple[int, str, float, float, int, float]
+
+
+def _run_size(plan: _Plan, program: Program, size: int, rupb: float, trace: list[Span] | None = None) -> float:
     model = size_model(program.proto, program.nchunksperloop, size)
     mac = model.mac
     cap_slots = model.slots
@@ -342,8 +347,19 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
             rwait[c] = -1
             todo.append(r)
 
+    # tracing (``trace_program``): what each tb is doing since when, closed when it runs again
+    doing: dict[int, tuple[str, float, int, float]] = {}
+
+    def block(tb: int, kind: str, peer: int = -1, nbytes: float = 0.0) -> None:
+        if trace is not None and tb not in doing:
+            doing[tb] = (kind, now, peer, nbytes)
+
     def run(tb: int) -> None:
         nonlocal finished, end_time
+        if trace is not None and tb in doing:
+            kind, since, peer, nbytes = doing.pop(tb)
+            if now > since:
+                trace.append((tb, kind, since, now, peer, nbytes))
         prog = steps[tb]
         nsteps = len(prog)
         while True:
@@ -361,6 +377,7 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
                         flag_waiters[dep] = [tb]
                     else:
                         w.append(tb)
+                    block(tb, "wait")
                     return
                 ready[tb] = True
             ph = phase[tb]
@@ -368,6 +385,7 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
                 if ph == 0 and code & _REDUCE and rupb > 0.0:
                     phase[tb] = 2
                     push(now + rupb * cnt * chunk_bytes, _RESUME, tb, 0)
+                    block(tb, "reduce")
                     return
                 npieces = 1
                 chunks = cnt
@@ -383,11 +401,13 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
                         need = pslots[chunks]
                         if used[c] + need > cap_slots:
                             swait[c] = tb
+                            block(tb, "wait", plan.conn_ends[c][1])
                             return
                     if code & _RECV:
                         c = recv_conn[tb]
                         if not arrived[c]:
                             rwait[c] = tb
+                            block(tb, "receive", plan.conn_ends[c][0], chunks * chunk_bytes)
                             return
                         arrived[c] -= 1
                         used[c] -= held[c].popleft()
@@ -402,12 +422,14 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
                     if code & _REDUCE and rupb > 0.0:
                         phase[tb] = 1
                         push(now + rupb * chunks * chunk_bytes, _RESUME, tb, 0)
+                        block(tb, "reduce")
                         return
                     ph = 1
                 if ph == 1 and code & _SEND:        # its slots are reserved: send it
                     c = send_conn[tb]
                     phase[tb] = 2
                     f = _Flow(routes[c], chunks * chunk_bytes, c, tb)
+                    block(tb, "send", plan.conn_ends[c][1], chunks * chunk_bytes)
                     lat = latency[c]
                     if lat > 0.0:
                         push(now + lat, _START, f, 0)
@@ -470,6 +492,29 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float) -> float:
 
 
 # =========================================================================== public API
+@dataclass(frozen=True)
+class TbTrace:
+    """What every threadblock does at one size: ``names[i]`` is (gpu, tb) of index ``i`` of ``spans``."""
+
+    size_bytes: int
+    time_us: float
+    names: tuple[tuple[int, int], ...]
+    spans: tuple[Span, ...]
+
+
+def trace_program(program: Program, topology: Topology, size: int, *, alpha_us: float = 0.0,
+                  link_bw: float | None = None, hop_latency_us: float = 0.0,
+                  reduce_us_per_byte: float = 0.0) -> TbTrace:
+    """``simulate_program`` at one size, recording each tb's spans (send, receive, reduce, wait)."""
+    if size <= 0:
+        raise CollcError(f"message size must be positive, got {size}")
+    plan = _Plan(program, topology, Router(topology), link_bw, alpha_us, hop_latency_us)
+    spans: list[Span] = []
+    t = _run_size(plan, program, int(size), reduce_us_per_byte, spans)
+    names = tuple((g.id, tb.id) for g in program.gpus for tb in g.tbs)
+    return TbTrace(int(size), t, names, tuple(spans))
+
+
 def simulate_program(program: Program, topology: Topology, sizes: Iterable[int], *, alpha_us: float = 0.0,
                      link_bw: float | None = None, hop_latency_us: float = 0.0,
                      reduce_us_per_byte: float = 0.0, router: Router | None = None,

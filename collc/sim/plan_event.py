@@ -82,7 +82,28 @@ def time_plan(plan: Plan, topology: Topology, sizes: Iterable[int], *, alpha_us:
     return [_run(plan, rt, size, alpha_us, link_bw, hop_latency_us, reduce_us_per_byte) for size in sizes]
 
 
-def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None, hop: float, rupb: float) -> float:
+#: One span of a threadblock's time for ``trace_plan``: (tb index, kind, start us, end us, peer, bytes),
+#: kind send, receive (waiting for packets), reduce or wait (a signal or semaphore); as ``collc.sim.event``.
+Span = tuple[int, str, float, float, int, float]
+
+
+def trace_plan(plan: Plan, topology: Topology, size: int, *, alpha_us: float = 0.0, link_bw: float | None = None,
+               hop_latency_us: float = 0.0, reduce_us_per_byte: float = 0.0
+               ) -> tuple[float, tuple[tuple[int, int], ...], list[Span]]:
+    """``time_plan`` at one size, with each tb's spans: (time, (gpu, tb) per tb index, spans)."""
+    why = timing_refusal(plan)
+    if why is not None:
+        raise CollcError(why)
+    if topology.nranks != plan.nranks:
+        raise CollcError(f"the plan has {plan.nranks} ranks but {topology.name} has {topology.nranks}")
+    spans: list[Span] = []
+    t = _run(plan, Router(topology), size, alpha_us, link_bw, hop_latency_us, reduce_us_per_byte, spans)
+    names = tuple((g.id, tb.id) for g in plan.gpus for tb in g.threadblocks)
+    return t, names, spans
+
+
+def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None, hop: float, rupb: float,
+         trace: list[Span] | None = None) -> float:
     if size <= 0:
         raise CollcError(f"message size must be positive, got {size}")
     chunk = _input_bytes(plan, size) / max(plan.gpus[0].input_chunks, 1)
@@ -122,7 +143,28 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             out.append((link_id[link], frac))
         return out
 
+    blocked: dict[int, tuple[str, float]] = {}                         # tracing: tb -> (why, since)
+    sending: dict[int, tuple[float, list[tuple[int, float]]]] = {}     # tracing: tb -> (since, (peer, bytes)s)
+
     def step(i: int) -> bool:
+        if trace is None:
+            return _step(i)
+        op = tbs[i][1].ops[pc[i]]
+        was = busy_until[i]
+        moved = _step(i)
+        if not moved and was <= now + 1e-12 and i not in blocked:
+            why = "receive" if op.name in (OpName.UNPACK_PACKETS, OpName.REDUCE_PACKETS) else "wait"
+            blocked[i] = (why, now)
+        elif moved:
+            if i in blocked:
+                why, since = blocked.pop(i)
+                if now > since:
+                    trace.append((i, why, since, now, -1, 0.0))
+            if busy_until[i] != math.inf and busy_until[i] > now:
+                trace.append((i, "reduce", now, busy_until[i], -1, 0.0))
+        return moved
+
+    def _step(i: int) -> bool:
         nonlocal seq, next_flow
         g, tb = tbs[i]
         if busy_until[i] > now + 1e-12:
@@ -161,6 +203,8 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 peer = g.remote_buffers[rbs[b.buffer_id]].rank
                 by_peer[peer] += list(range(b.index, b.index + b.size))
             factor = 2.0 if name is OpName.PUT_PACKETS else 1.0
+            if trace is not None and by_peer:
+                sending[i] = (now, [(p, len(c) * chunk * factor) for p, c in sorted(by_peer.items())])
             for peer, chunks in sorted(by_peer.items()):
                 fid = next_flow
                 next_flow += 1
@@ -220,6 +264,9 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 seq += 1
             if not any(v[2] == tbi for v in flows.values()):
                 busy_until[tbi] = now
+                if trace is not None and tbi in sending:
+                    since, sent = sending.pop(tbi)
+                    trace.extend((tbi, "send", since, now, peer, nbytes) for peer, nbytes in sent)
     if any(pc[i] < len(tbs[i][1].ops) for i in range(len(tbs))):
         i = next(i for i in range(len(tbs)) if pc[i] < len(tbs[i][1].ops))
         raise CollcError(f"the plan blocks at {size} bytes: gpu {tbs[i][0].id} tb {tbs[i][1].id} at op {pc[i]}")
