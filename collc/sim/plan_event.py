@@ -239,7 +239,8 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         live = sorted(active)
         rate_list = max_min_rates([active[f][1] for f in live], cap) if live else []
         rates = dict(zip(live, rate_list))
-        finish = min((now + active[f][0] / rates[f] if rates[f] > 0 else math.inf for f in live), default=math.inf)
+        ends = {f: now + active[f][0] / rates[f] if rates[f] > 0 else math.inf for f in live}
+        finish = min(ends.values(), default=math.inf)
         nxt_timer = timers[0][0] if timers else math.inf
         nxt_busy = min((b for b in busy_until if now + 1e-12 < b < math.inf), default=math.inf)
         nxt = min(finish, nxt_timer, nxt_busy)
@@ -254,7 +255,10 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             _, _, kind, payload = heapq.heappop(timers)
             if kind == "start":
                 starting.discard(payload)
-        for f in [f for f in live if flows[f][0] <= 1e-9 * max(chunk, 1.0)]:
+        # a flow whose end is this event is done, whatever float rounding left of it: on very fast links
+        # (or late in a long run) its remaining bytes can last less than one ulp of ``now``, so that the
+        # next event would be ``now`` again and the clock would never move
+        for f in [f for f in live if ends[f] <= now or flows[f][0] <= 1e-9 * max(chunk, 1.0)]:
             _, _, tbi = flows.pop(f)
             peer, chunks, lat = flow_dst.pop(f)
             for c in chunks:
