@@ -215,14 +215,36 @@ class Topology:
         # with a link to a switch reaches every rank with a link from one: no search per step
         # (that search is a breadth-first pass per rank, minutes for the largest specs).
         joined = self._switches_strongly_connected()
+        scc = self._switch_components() if self.nswitches and not joined else None
         for i, a in enumerate(cycle):
             b = cycle[(i + 1) % len(cycle)]
             if (a, b) in index:
                 continue
             if joined and any(s >= n for s in out[a]) and any(s >= n for s in inn[b]):
                 continue
+            if scc is not None:
+                # a switch after a and a switch before b in one strongly connected set of switches:
+                # the one reaches the other over switches, so a route exists (no search per step)
+                after = {scc[s - n] for s in out[a] if s >= n}
+                if after and any(scc[t - n] in after for t in inn[b] if t >= n):
+                    continue
             if self.route(a, b) is None:
                 raise TopologyError(f"topology {self.name}: cycle step {a}->{b} has no link or switch route")
+
+    def _switch_components(self) -> list[int]:
+        """The strongly connected component of each switch in the graph of switch-to-switch links."""
+        import numpy as np
+        from scipy.sparse import coo_matrix  # type: ignore[import-untyped]
+        from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]
+
+        n, m = self.nranks, self.nswitches
+        out = self._adjacency[0]
+        pairs = [(s - n, t - n) for s in range(n, n + m) for t in out[s] if t >= n]
+        rows = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
+        cols = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs))
+        graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (rows, cols)), shape=(m, m)).tocsr()
+        _, labels = connected_components(graph, directed=True, connection="strong")
+        return [int(x) for x in labels]
 
     def _switches_strongly_connected(self) -> bool:
         """True when there are switches and each reaches every other through switches only."""
