@@ -2,15 +2,16 @@
 
 import sys
 
-from collc._startup import exit_on_signal
+from collc._startup import exit_on_signal, finish
 
 
 def run() -> int:
     """The ``collc`` console script: until ``collc.cli.main`` installs its handlers (its imports take a
-    second), a signal ends the process with one line and 128 + the signal, never a traceback."""
+    second), a signal ends the process with one line and 128 + the signal, never a traceback; when the
+    command is done the process ends at once with its code (``finish``: no interpreter shutdown)."""
     exit_on_signal()
     from collc.cli import main
-    return main()
+    finish(main())
 
 
 if __name__ == "__main__":

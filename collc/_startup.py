@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 from types import FrameType
+from typing import NoReturn
 
 # SIGHUP: the terminal of a long build was closed (absent on Windows)
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
@@ -50,17 +51,19 @@ def exit_on_signal() -> None:
             signal.signal(s, _exit)
 
 
-def end_interrupted(code: int) -> None:
-    """In the collc program, end an interrupted command at once with ``code``, its one line already
-    written: interpreter shutdown would still run daemon threads (a progress bar's monitor) and C
-    extensions' finalisers against a half-stopped interpreter, which can die of SIGABRT ("Fatal Python
-    error") after the line. In-process callers of ``collc.cli.main`` get the code returned instead."""
-    if not _program:
-        return
+
+def finish(code: int) -> NoReturn:
+    """End the collc program with ``code`` once the command is done: flush, then ``os._exit``.
+
+    Interpreter shutdown is skipped on purpose: during it Python puts the default signal actions back (a
+    signal then ends the process silently, with -SIGNAL), and it runs daemon threads (a progress bar's
+    monitor) and C extensions' finalisers against a half-stopped interpreter, which can die of SIGABRT
+    ("Fatal Python error") after the command's last line. collc registers no exit handlers and leaves no
+    file open, so nothing is lost."""
     import sys
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):
+        except (OSError, ValueError):     # a closed pipe: what was written so far is all the reader gets
             pass
     os._exit(code)

@@ -31,7 +31,7 @@ from collc.errors import CollcError, UsageError  # noqa: E402
 from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks,  # noqa: E402
                           check_bytes, finite, one_line, output_dir, output_file, plot_file, show)
 from collc.ir.collective import CollKind  # noqa: E402
-from collc._startup import end_interrupted, ignore_signals  # noqa: E402
+from collc._startup import ignore_signals  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
@@ -1217,7 +1217,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Interrupted as exc:
         ignore_signals()     # the one line below is the last word, whatever arrives next
         print(f"collc: interrupted by {exc}; unfinished output removed", file=sys.stderr)
-        end_interrupted(exc.exit_code)
         return exc.exit_code
     except KeyboardInterrupt:
         print("collc: interrupted", file=sys.stderr)
@@ -1275,4 +1274,5 @@ def _run(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from collc._startup import finish
+    finish(main())

@@ -191,4 +191,6 @@ def test_a_signal_during_start_up_gives_one_line_and_128_plus_it(tmp_path: Path,
         return
     assert proc.returncode == 128 + sig, (proc.returncode, err)
     assert err.count("\n") == 1 and err.startswith(f"collc: interrupted by {sig.name}"), err
-    assert os.listdir(tmp_path) == [], os.listdir(tmp_path)
+    # nothing, or (the signal came after the final rename, as the process ended) the output, whole:
+    # what a rename publishes is complete by construction (collc.outputs)
+    assert os.listdir(tmp_path) in ([], [START_UP[command][-1]]), os.listdir(tmp_path)

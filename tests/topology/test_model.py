@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import itertools
-import time
 
 import networkx as nx  # type: ignore[import-untyped]
 import pytest
@@ -187,12 +186,11 @@ def test_route_prefers_lowest_switch_and_shortest() -> None:
     assert t.route(1, 0) is None
 
 
-def test_route_on_large_switch_is_fast() -> None:
+def test_route_on_large_switch() -> None:
+    # its speed: benchmarks/topology_speed.py
     t = switch(4096)
-    start = time.perf_counter()
     for a in range(0, 4096, 7):
         assert t.route(a, (a + 1) % 4096) == (a, 4096, (a + 1) % 4096)
-    assert time.perf_counter() - start < 1.0
 
 
 # ---------------------------------------------------------------------- Hamiltonian cycles
@@ -287,14 +285,13 @@ def test_from_dict_invalid(d: dict[str, object], message: str) -> None:
 
 
 # ---------------------------------------------------------------------- speed
-def test_large_torus_is_cheap() -> None:
-    start = time.perf_counter()
+def test_large_torus() -> None:
+    # its speed: benchmarks/topology_speed.py
     t = torus([64, 64])
     assert t.nranks == 4096 and len(t.links) == 4 * 4096
     assert t.distance(0, 32 * 64 + 32) == 64
     assert t.distance(5, 4000) == t.distance(4000, 5)
     assert t.route(0, 1) == (0, 1)
-    assert time.perf_counter() - start < 1.0
 
 
 def test_generators_share_model_equality() -> None:
