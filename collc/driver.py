@@ -25,8 +25,8 @@ from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml, to_xml
 from collc.backends.shards import assemble, parse_texts
 from collc.check import Report, check_parsed, simulate, size_model
 from collc.clock import cpu_seconds
-from collc.compiler.limits import Dialect
 from collc.compiler.buffering import window_top
+from collc.compiler.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
 from collc.compiler.program import ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError

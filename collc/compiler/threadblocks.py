@@ -33,11 +33,16 @@ forwarding (receive from y, send to x at step 1) puts both in one tb; around eve
 the torus the four step-0 sends (64 chunks and more against 2 one-chunk Simple pieces a
 connection holds at ``maxBytes="0"``) wait on each other (docs/runtime-model.md, "Paired
 threadblocks").  A pair is therefore made only when, at every step at which the tb receives,
-its sends of that step fit in the connection: then at the earliest step where anything is
-still blocked, every paired tb's sends of that step complete without a receiver and it
-reaches its receives, which is all an unpaired tb does -- the paired layout blocks no more
-than the unpaired one, which never blocks (every tb runs in step order).  The pair that is
-refused costs only its fusion; the greedy matching then takes the next best.
+its sends of that step (fused ones included) fit in the connection: then at the earliest step
+where anything is still blocked, the connections hold nothing older, every paired tb's sends
+of that step complete without a receiver and it reaches its receives, as an unpaired tb
+would; the unpaired layout never blocks (every tb runs in step order).  That argument is ours,
+not a proof of every fusion chain: the file check stays the judge, and the driver keeps an
+unpaired lowering as a safety net (tests/compiler/test_pairing.py checks that it is never
+needed).  A refused pair costs only its fusion; the greedy matching then takes the next best.
+Whether a step's sends fit is decided on the sends of that step to that peer and channel,
+all of which the paired tb would hold, so the rule needs nothing outside the rank.
+
 Guarantees: each tb has one send peer and one receive peer, each (peer, chan,
 direction) is used by at most one tb per rank, ops in a tb are sorted by
 (step, phase, transfer).

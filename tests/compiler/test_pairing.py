@@ -154,6 +154,14 @@ def test_compile_xml_lowers_once(algorithm: str, spec: str, kind: CollKind, chun
     assert "pairing" not in out.timings      # no probe and no dropped attempt
 
 
+def test_partial_shard_build_lowers_once_and_probes_its_pairs() -> None:
+    # a node's shards cannot be checked fully: the data-free run over every rank is its check
+    out = compile_xml(parse_spec("ring:8"), "ring", CollKind.ALLREDUCE, shard=True, ranks=range(2, 4))
+    assert out.report.ok and out.lowerings == 1
+    assert sorted(out.shards or {}) == [2, 3]
+    assert "pairing" in out.timings
+
+
 @pytest.mark.slow
 def test_swing_16x32_pairs_and_lowers_once() -> None:
     """The smallest torus where the pairing before the rule blocked (docs/runtime-model.md)."""
