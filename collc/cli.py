@@ -676,8 +676,10 @@ def _write_dumps(dumps: dict[str, list[str]], names: list[str], directory: str) 
 def _timing_lines(timings: dict[str, float]) -> list[str]:
     """The per-stage table of ``collc build --timings``: CPU seconds (``collc.clock``) of the
     stages in pipeline order, each lowering pass under ``lower``, the wall time, then the
-    process's peak resident memory.  ``pairing`` (when present) is the paired-tb layout's
-    probe, or all of an attempt whose paired layout blocked and was lowered again unpaired."""
+    process's peak resident memory.  ``pairing`` (when present) is a partial build's probe of
+    the paired-tb layout over every rank, or all of an attempt whose paired layout failed its
+    check and was lowered again unpaired (a safety net: the lowering pairs only tbs that cannot
+    block, docs/runtime-model.md)."""
     import resource
 
     stages = ["frontend", "verify_schedule", "pairing", "lower", "emit", "check"]

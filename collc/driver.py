@@ -3,12 +3,14 @@
 ``compile_xml`` is what ``collc build``, the golden-file script, the prebuilt
 schedules and the benchmarks all call: build the Schedule, verify it on the
 topology, lower it, print it, read the text back and run the full checker on it.
-If the paired-threadblock lowering fails its check (a send-first cycle that needs
-more buffering than the runtime has), it lowers again with separate send and
-receive threadblocks, which cannot deadlock (every tb runs in step order):
-``pairing_attempts`` is the one place that decides pairing (lowering never runs the
-checker), and ``lower_checked`` applies it to a Schedule for callers without a registry
-name (tests, tools).
+It lowers once: the lowering pairs a receive peer with a send peer in one threadblock only
+where that cannot block (``collc.compiler.threadblocks``, "Safe pairs";
+docs/runtime-model.md, "Paired threadblocks"), so the paired program's check passes.
+Should it fail all the same, it lowers again with separate send and receive threadblocks,
+which cannot deadlock (every tb runs in step order) -- a safety net the normal path never
+takes (``Compiled.lowerings`` counts the lowerings): ``pairing_attempts`` is the one place
+that orders the layouts (lowering never runs the checker), and ``lower_checked`` applies it
+to a Schedule for callers without a registry name (tests, tools).
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml, to_xml
 from collc.backends.shards import assemble, parse_texts
 from collc.check import Report, check_parsed, simulate, size_model
 from collc.clock import cpu_seconds
-from collc.compiler.limits import LIMITS, Dialect
-from collc.compiler.pipeline import LowerOptions, lower, prepare, run_pipeline, workers
+from collc.compiler.buffering import window_top
+from collc.compiler.limits import Dialect
+from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
 from collc.compiler.program import ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import check_program_size
@@ -53,6 +56,7 @@ class Compiled:
     timings: dict[str, float] = field(default_factory=dict)
     shards: dict[int, str] | None = None   # rank -> file text, with shard=True
     dumps: dict[str, list[str]] = field(default_factory=dict)   # pass -> IR text (``dump``)
+    lowerings: int = 1             # lowerings run: 2 only where the safety net of pairing_attempts fired
 
 
 def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None = None,
@@ -128,24 +132,19 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
     first = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
                          max_bytes=max_bytes, pair=bool(get_algorithm(algorithm).pair_tbs or schedule.tb_pairs),
                          shard=shard, name=name, on_rank=rank_progress, jobs=jobs, dump=dump)
-    attempts = pairing_attempts(first)
-    # the program passes do not depend on pairing: one prepare serves every attempt (for one
-    # file; in shards the plan would stay alive through the first attempt's check at 4096 ranks)
-    t_prep = clock()
-    prepared = prepare(schedule, first) if len(attempts) > 1 and not shard else None
-    prep = clock() - t_prep
-    for opts in attempts:
-        # the first layout whose full check passes is kept; a partial build cannot check fully,
-        # so there the executor model without data, over every rank's program, decides pairing
+    lowerings = 0
+    for opts in pairing_attempts(first):
+        # the lowering pairs only tbs that cannot block (collc.compiler.threadblocks, "Safe
+        # pairs"), so the first layout's check passes and no second lowering runs; the second
+        # (unpaired) is a safety net for a check that fails all the same
         pair = opts.pair
         tell("lower" if pair else "lower (unpaired tbs)")
         t2 = clock()
+        lowerings += 1
         # the ranks' text is printed by the workers that lowered them (emit is part of "lower");
-        # a paired layout lowered in this process is probed before its text is joined and read
-        # back (from workers its gpus would come back pickled, which costs more than the reading)
-        probe = pair and (partial or (not shard and workers(opts.jobs, coll.nranks) == 1))
-        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe,
-                               prepared=prepared)
+        # a partial build keeps every rank's gpus for the one check of flow control it can make
+        probe = pair and partial
+        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe)
         t_low = clock()
         if probe:
             blocked = pairing_blocks(lowered.program, coll, opts)
@@ -170,20 +169,18 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             parsed = parse_xml(text, "<built>")
         if partial:
             report = _partial_report(parsed, dialect, ranks)
-        elif pair and not probe and not parsed.diagnostics and pairing_blocks(parsed.program, coll, opts):
-            # a paired layout that blocks fails the full check too, at many times the cost of
-            # this data-free run (the check then explains the deadlock): go straight to the next
-            timings["pairing"] = timings.get("pairing", 0.0) + clock() - t2
-            del lowered, shards, text, parsed      # as above: the next attempt starts from the schedule alone
-            continue
         else:
             report = check_parsed(parsed, dialect, root=schedule.collective.root, sharded=shard)
         t5 = clock()
-        timings.update(lower=t_low - t2 - lowered.emit_seconds + prep, emit=t4 - t3 + lowered.emit_seconds,
+        if result is not None:
+            # the dropped attempt counts as "pairing", as a dropped probe does
+            timings["pairing"] = timings.get("pairing", 0.0) + sum(
+                result.timings.get(k, 0.0) for k in ("lower", "emit", "check"))
+        timings.update(lower=t_low - t2 - lowered.emit_seconds, emit=t4 - t3 + lowered.emit_seconds,
                        check=t5 - t4, workers=lowered.workers)
         timings.update({f"pass:{k}": v for k, v in lowered.timings.items()})
         result = Compiled(schedule, replace(header, gpus=parsed.program.gpus), text, report, dict(timings), shards,
-                          lowered.dumps)
+                          lowered.dumps, lowerings)
         if report.ok:
             break
     assert result is not None
@@ -278,14 +275,15 @@ def _partial_report(parsed: ParsedFile, dialect: Dialect, ranks: range | None) -
 
 def pairing_attempts(opts: LowerOptions) -> tuple[LowerOptions, ...]:
     """The threadblock layouts to lower with, in order; the first whose full check passes is
-    kept.  This is the one place that decides pairing: paired tbs (a receive peer with a send
-    peer, which lets fusion forward in one step) when ``opts.pair``, then separate send and
-    receive tbs, which cannot deadlock (every tb runs in step order)."""
+    kept.  Paired tbs (a receive peer with a send peer, which lets fusion forward in one step,
+    made only where safe) when ``opts.pair``, then -- a safety net, never reached while the
+    pairing rule holds -- separate send and receive tbs, which cannot deadlock (every tb runs
+    in step order)."""
     return (opts, replace(opts, pair=False)) if opts.pair else (opts,)
 
 
 def lower_checked(schedule: Schedule, opts: LowerOptions) -> tuple[Program, str, Report]:
-    """Lower, print, read back and check one file, deciding pairing as ``compile_xml`` does
+    """Lower, print, read back and check one file, with the layouts of ``compile_xml``
     (:func:`pairing_attempts`); returns the program kept, its text and its report."""
     for attempt in pairing_attempts(opts):
         program = lower(schedule, attempt)
@@ -299,15 +297,13 @@ def lower_checked(schedule: Schedule, opts: LowerOptions) -> tuple[Program, str,
 def pairing_blocks(program: Program, coll: Collective, opts: LowerOptions) -> bool:
     """Whether paired threadblocks can block in the executor model (no data, every rank), at
     the size the file check uses: its window's top (legacy: the runtime's default maxBytes).
-    Paired tbs put a step's sends before its receives; when a step sends more pieces than a
-    connection holds, a cycle of such tbs can block.  A partial build decides pairing with it
-    alone; a full build asks it before the full check, which stays the judge of what is kept
-    (:func:`pairing_attempts`)."""
+    Paired tbs put a step's sends before its receives; were a step's sends more pieces than a
+    connection holds, a cycle of such tbs could block -- the lowering pairs no such tbs, and
+    this is the check of it that a partial build, which cannot run the full check, makes over
+    every rank (a full build's check covers it)."""
     if not any(t.send >= 0 and t.recv >= 0 for g in program.gpus for t in g.tbs):
         return False
-    lim = LIMITS[opts.dialect]
-    top = opts.max_bytes or (lim.legacy_default_max_bytes - 1 if opts.dialect is Dialect.LEGACY else None)
-    model = size_model(opts.proto, program.nchunksperloop, top)
+    model = size_model(opts.proto, program.nchunksperloop, window_top(opts.dialect, opts.max_bytes))
     return not simulate(program, coll, model, data=False, races=False).finished
 
 

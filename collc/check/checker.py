@@ -20,6 +20,7 @@ from collc.check.matching import check_matching
 from collc.check.opstream import OpStream
 from collc.check.runtime_model import SizeModel, buffering_model, size_model
 from collc.check.structure import check_structure
+from collc.compiler.buffering import window_top
 from collc.compiler.limits import LIMITS, Dialect
 from collc.compiler.program import ParsedFile, Program
 from collc.errors import ScheduleError
@@ -100,11 +101,7 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
 
 
 def _window_max(p: Program, dialect: Dialect) -> int | None:
-    if p.max_bytes:
-        return p.max_bytes
-    if dialect is Dialect.LEGACY:
-        return LIMITS[dialect].legacy_default_max_bytes - 1
-    return None
+    return window_top(dialect, p.max_bytes)
 
 
 def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None, rep: Report,

@@ -18,8 +18,9 @@ renders the IR after any named pass (``dump``: :mod:`collc.compiler.dump`) and, 
 ``verify_between``, checks each pass's invariants on its output (the tests turn it on).
 The channel groups are doubled while some tb exceeds the dialect's per-tb step limit.
 Threadblocks pair a receive peer with a send peer when ``pair`` is set (it enables
-fusion); whether the paired program is the one to keep is decided once, by the driver
-(``collc.driver.pairing_attempts``): lowering never runs the checker.
+fusion), and only where the pair cannot block at the window's top size
+(``collc.compiler.threadblocks``, "Safe pairs"), so one lowering serves: lowering never
+runs the checker.
 
 ``lower(schedule, options)`` returns the ``Program``; :func:`run_pipeline` can also
 print each rank's text in the workers (``emit``) and keep only some ranks (``ranks``),
@@ -37,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from collc.compiler.buffering import SizeModel, size_model, window_top
 from collc.compiler.dependencies import build_gpu
 from collc.compiler.dump import show_chops, show_gpu, show_op, show_plan, show_program_header, show_schedule, show_tbs
 from collc.compiler.fusion import FusedTb, fuse_rank
@@ -85,6 +87,7 @@ class Layout:
     synced: tuple[frozenset[int], ...] = ()      # per rank: send peers in the schedule's step_sync
     ordered_sends: bool = False                  # the schedule's ordered_sends hint
     replies: tuple[frozenset[int], ...] = ()     # per rank: send peers in the schedule's step_reply
+    buffering: SizeModel | None = None           # the slicing at the window's top: which pairs are safe
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,8 @@ def _channels(ops: Sequence[RankOp], ctx: RankContext) -> list[ChannelOp]:
 
 
 def _threadblocks(chops: list[ChannelOp], ctx: RankContext) -> tuple[PlannedTb, ...]:
-    return rank_threadblocks(ctx.rank, chops, ctx.layout.pair, ctx.layout.hints[ctx.rank])
+    lay = ctx.layout
+    return rank_threadblocks(ctx.rank, chops, lay.pair, lay.hints[ctx.rank], lay.buffering)
 
 
 def _fusion(tbs: tuple[PlannedTb, ...], ctx: RankContext) -> tuple[FusedTb, ...]:
@@ -407,8 +411,8 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
 @dataclass
 class Prepared:
     """The program-wide part of a lowering: the program passes' output, split by rank, and the
-    decisions the per-rank passes share.  It does not depend on tb pairing, so the driver's
-    pairing attempts lower from one :func:`prepare` (``run_pipeline(prepared=...)``)."""
+    decisions the per-rank passes share.  It does not depend on tb pairing, so lowerings with
+    and without pairing can start from one :func:`prepare` (``run_pipeline(prepared=...)``)."""
 
     plan: OpPlan
     by_rank: list[list[RankOp]]
@@ -504,10 +508,13 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                        outofplace=int(not coll.inplace), min_bytes=opts.min_bytes, max_bytes=opts.max_bytes,
                        gpus=gpus)
 
+    # a paired tb is made only where its sends cannot wait for a receiver at this size
+    buffering = size_model(opts.proto, coll.nchunksperloop, window_top(opts.dialect, opts.max_bytes))
+
     def assign(pair: bool, groups: int, keep: bool) -> tuple[Program, dict[int, str]]:
         while True:
             layout = Layout(coll, groups, spread, pair, tuple(hints), plan.scratch, opts.dialect, opts.shard,
-                            tuple(synced), ordered, tuple(replies))
+                            tuple(synced), ordered, tuple(replies), buffering)
             job = _Job(by_rank, layout, opts, emit, selected, keep)
             gpus: list[Gpu] = []
             texts: dict[int, str] = {}

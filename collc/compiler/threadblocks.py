@@ -17,8 +17,32 @@ send and receive sequences of every (a->b, chan) agree by construction.
 direction, and pairs a receive peer ``a`` with a send peer ``b`` in one tb when
 chunks received from ``a`` are forwarded to ``b`` at the next step (so fusion can
 make ``rcs``/``rrs``/``rrcs`` of them), or as the schedule's ``tb_pairs`` hints say
-when it has them.  Local gather/scatter copies of a message
+when it has them -- but only where the pair is *safe* (below).  Local gather/scatter copies of a message
 go into the tb of that message; other local ops go into a local-only tb.
+
+Safe pairs.  A tb runs its ops in (step, phase) order and a step's sends come before its
+receives (phase 1 before 2: reads see the state before the step's writes), so a paired tb
+that sends to ``b`` and receives from ``a`` at one step receives only once its sends are in
+the connection.  When they are more than the connection holds (``SizeModel.send_slots`` above
+its slots, at the window's top size), the send waits for ``b``'s receiving tb, and a cycle of
+such tbs -- every one waiting for the next to drain it before it drains its predecessor --
+blocks for good.  Swing on ``torus:16x32`` and larger does exactly that: two collectives share
+a lane (``fit_lanes``), one starting on each dimension, so at step 0 a rank sends to its x
+partner (collective X) and receives from its y partner (collective Y), and the pairing of Y's
+forwarding (receive from y, send to x at step 1) puts both in one tb; around every square of
+the torus the four step-0 sends (64 chunks and more against 2 one-chunk Simple pieces a
+connection holds at ``maxBytes="0"``) wait on each other (docs/runtime-model.md, "Paired
+threadblocks").  A pair is therefore made only when, at every step at which the tb receives,
+its sends of that step (fused ones included) fit in the connection: then at the earliest step
+where anything is still blocked, the connections hold nothing older, every paired tb's sends
+of that step complete without a receiver and it reaches its receives, as an unpaired tb
+would; the unpaired layout never blocks (every tb runs in step order).  That argument is ours,
+not a proof of every fusion chain: the file check stays the judge, and the driver keeps an
+unpaired lowering as a safety net (tests/compiler/test_pairing.py checks that it is never
+needed).  A refused pair costs only its fusion; the greedy matching then takes the next best.
+Whether a step's sends fit is decided on the sends of that step to that peer and channel,
+all of which the paired tb would hold, so the rule needs nothing outside the rank.
+
 Guarantees: each tb has one send peer and one receive peer, each (peer, chan,
 direction) is used by at most one tb per rank, ops in a tb are sorted by
 (step, phase, transfer).
@@ -32,6 +56,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple
 
+from collc.compiler.buffering import SizeModel
+from collc.compiler.limits import NCCL_STEPS
 from collc.compiler.scratch import Kind, OpPlan, RankOp
 
 
@@ -107,22 +133,26 @@ def channel_ops(ops: Iterable[RankOp], groups: int, spread: int = 1, nranks: int
     return out
 
 
-def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True) -> TbPlan:
+def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True,
+                        model: SizeModel | None = None) -> TbPlan:
     n = plan.collective.nranks
     by_rank: list[list[ChannelOp]] = [[] for _ in range(n)]
     for c in chops:
         by_rank[c.op.rank].append(c)
-    out = tuple(rank_threadblocks(rank, by_rank[rank], pair) for rank in range(n))
+    out = tuple(rank_threadblocks(rank, by_rank[rank], pair, model=model) for rank in range(n))
     return TbPlan(plan, out, max([1] + [t.chan + 1 for tbs in out for t in tbs]))
 
 
 def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
-                      hints: dict[tuple[int, int], int] | None = None) -> tuple[PlannedTb, ...]:
+                      hints: dict[tuple[int, int], int] | None = None,
+                      model: SizeModel | None = None) -> tuple[PlannedTb, ...]:
     """The tbs of one rank from its channel-assigned ops (the pass works rank by rank).
 
     ``hints`` (the schedule's ``tb_pairs`` of this rank, ``(lane, recv peer) -> send
     peer``), when given and ``pair`` is set, decide the pairing instead of the greedy
-    matching.
+    matching.  ``model`` is the slicing at the window's top size; only pairs whose sends
+    fit their connection at every step the tb receives are made (:func:`safe_pair`).
+    None: the tightest model, one-chunk Simple pieces (``maxBytes="0"``).
     """
     # a message's local gather/scatter copies follow the message's channel
     msg_chan: dict[tuple[int, ...], int] = {}
@@ -151,10 +181,9 @@ def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
             local.append(_new(ChannelOp, (op, 0)))
     if not pair:
         pairs: dict[tuple[int, int], int] = {}
-    elif hints:
-        pairs = _hinted_pairs(send_ops, recv_ops, hints)
     else:
-        pairs = _pair_peers(send_ops, recv_ops)
+        safe = _Safety(send_ops, recv_ops, model or TIGHTEST)
+        pairs = _hinted_pairs(send_ops, recv_ops, hints, safe) if hints else _pair_peers(send_ops, recv_ops, safe)
     tbs: list[PlannedTb] = []
     used_send: set[tuple[int, int]] = set()
     for (rpeer, chan), spair in sorted(pairs.items()):
@@ -185,21 +214,61 @@ def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
     return PlannedTb(send, recv, chan, tuple(sorted(allops, key=_pos)))
 
 
+#: The slicing at ``maxBytes="0"`` with Simple pieces: one chunk a piece, two pieces a connection.
+TIGHTEST = SizeModel(None, 1, NCCL_STEPS, None, True)
+
+
+class _Safety:
+    """Which (receive peer, send peer, channel) pairs of one rank are safe: at every step at
+    which the tb would receive from the receive peer, the sends to the send peer of that step
+    (which the tb runs first) fit in the connection (module docstring, "Safe pairs")."""
+
+    def __init__(self, send_ops: dict[tuple[int, int], list[ChannelOp]],
+                 recv_ops: dict[tuple[int, int], list[ChannelOp]], model: SizeModel) -> None:
+        self.send_ops, self.recv_ops, self.model = send_ops, recv_ops, model
+        self.sent: dict[tuple[int, int], dict[int, int]] = {}    # (peer, chan) -> step -> slots
+
+    def __call__(self, rpeer: int, speer: int, chan: int) -> bool:
+        sent = self.sent.get((speer, chan))
+        if sent is None:
+            sent = defaultdict(int)
+            for c in self.send_ops[(speer, chan)]:
+                sent[c.op.step] += self.model.send_slots(c.op.cnt)
+            self.sent[(speer, chan)] = sent
+        slots = self.model.slots
+        return all(sent.get(c.op.step, 0) <= slots for c in self.recv_ops[(rpeer, chan)])
+
+
+def safe_pair(chops: list[ChannelOp], rpeer: int, speer: int, chan: int, model: SizeModel | None = None) -> bool:
+    """Whether pairing the receive from ``rpeer`` with the send to ``speer`` on ``chan`` is safe
+    for the rank whose ops ``chops`` are (module docstring, "Safe pairs")."""
+    send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
+    recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
+    for c in chops:
+        if c.op.kind is _SEND:
+            send_ops[(c.op.peer, c.chan)].append(c)
+        elif c.op.kind is _RECV:
+            recv_ops[(c.op.peer, c.chan)].append(c)
+    return _Safety(send_ops, recv_ops, model or TIGHTEST)(rpeer, speer, chan)
+
+
 def _hinted_pairs(send_ops: dict[tuple[int, int], list[ChannelOp]],
                   recv_ops: dict[tuple[int, int], list[ChannelOp]],
-                  hints: dict[tuple[int, int], int]) -> dict[tuple[int, int], int]:
-    """The schedule's pairing: receive peer -> send peer per channel, where both exist."""
+                  hints: dict[tuple[int, int], int], safe: _Safety) -> dict[tuple[int, int], int]:
+    """The schedule's pairing: receive peer -> send peer per channel, where both exist and the
+    pair is safe."""
     pairs: dict[tuple[int, int], int] = {}
     for (rpeer, chan), ops in recv_ops.items():
         speer = hints.get((ops[0].op.lane, rpeer))
-        if speer is not None and (speer, chan) in send_ops:
+        if speer is not None and (speer, chan) in send_ops and safe(rpeer, speer, chan):
             pairs[(rpeer, chan)] = speer
     return pairs
 
 
 def _pair_peers(send_ops: dict[tuple[int, int], list[ChannelOp]],
-                recv_ops: dict[tuple[int, int], list[ChannelOp]]) -> dict[tuple[int, int], int]:
-    """Greedy matching of receive peers to send peers per channel by forwarded messages."""
+                recv_ops: dict[tuple[int, int], list[ChannelOp]], safe: _Safety) -> dict[tuple[int, int], int]:
+    """Greedy matching of receive peers to send peers per channel by forwarded messages, over
+    the safe pairs."""
     sends_at: dict[tuple[int, int, str, int, int], int] = {}
     for (peer, chan), ops in send_ops.items():
         for c in ops:
@@ -215,7 +284,7 @@ def _pair_peers(send_ops: dict[tuple[int, int], list[ChannelOp]],
     pairs: dict[tuple[int, int], int] = {}
     taken: set[tuple[int, int]] = set()
     for (chan, rpeer, speer), _ in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
-        if (rpeer, chan) in pairs or (speer, chan) in taken:
+        if (rpeer, chan) in pairs or (speer, chan) in taken or not safe(rpeer, speer, chan):
             continue
         pairs[(rpeer, chan)] = speer
         taken.add((speer, chan))
