@@ -119,15 +119,15 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
     # channel ends: (rank, gpu channel index) -> (peer, index of the paired channel at the peer)
     # (rank, channel type, index) -> (peer, type, index of the paired channel at the peer)
     pair: dict[tuple[int, ChannelType, int], tuple[int, ChannelType, int]] = {}
-    for kind in (ChannelType.MEMORY, ChannelType.PORT):
+    for ck in (ChannelType.MEMORY, ChannelType.PORT):
         for g in plan.gpus:
             seen: dict[int, int] = defaultdict(int)
-            for idx, p in enumerate(g.peers(kind)):
+            for idx, p in enumerate(g.peers(ck)):
                 k = seen[p]
                 seen[p] += 1
-                other = [i for i, q in enumerate(plan.gpus[p].peers(kind)) if q == g.id] if p < plan.nranks else []
+                other = [i for i, q in enumerate(plan.gpus[p].peers(ck)) if q == g.id] if p < plan.nranks else []
                 if k < len(other):
-                    pair[(g.id, kind, idx)] = (p, kind, other[k])
+                    pair[(g.id, ck, idx)] = (p, ck, other[k])
     tbs = [(g, tb) for g in plan.gpus for tb in g.threadblocks]
     # port channels' proxies own their messages: owner ids after the tbs'
     proxy_id = {(g.id, idx): len(tbs) + k for k, (g, idx) in
@@ -217,9 +217,9 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 return False
         elif kind is ChannelType.PORT and name in (OpName.PUT, OpName.PUT_WITH_SIGNAL):
             rbs = tb.buffer_list(kind)
-            for k, b in enumerate(op.dsts):
+            for e, b in enumerate(op.dsts):
                 assert isinstance(b, RemoteBuff)
-                c = chans[op.channels[k]]
+                c = chans[op.channels[e]]
                 peer, owner = g.remote_buffers[rbs[b.buffer_id]].rank, proxy_id[(g.id, c)]
                 fid = next_flow
                 next_flow += 1
