@@ -232,7 +232,8 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
         raise VerifyError(f"{algorithm} cannot run {kind.value} on {topology.name}: {exc}") from None
     t2 = clock()
     opts = PlanOptions(chunks=chunks, instances=instances, protocol=protocol, min_bytes=min_bytes,
-                       max_bytes=max_bytes, name=name)
+                       max_bytes=max_bytes, name=name,
+                       domains=tuple(topology.ipc_domain(r) for r in range(topology.nranks)))
     plan = lower_plan(schedule, opts)
     refuse_across_hosts(plan, topology)     # a memory channel between IPC domains cannot connect
     t3 = clock()

@@ -1,5 +1,6 @@
-"""``collc topology show`` prints hosts and link kinds; ``collc build --backend mscclpp`` refuses a plan
-whose memory channel crosses hosts (exit 2, one line naming the pair, no file); ``collc check
+"""``collc topology show`` prints hosts and link kinds; ``collc build --backend mscclpp`` puts transfers
+between hosts on port channels and refuses what they cannot express (LL, non-contiguous IPC domains:
+exit 2, one line, no file); ``collc check
 --topology`` reports the same as ``memory-channel-across-hosts`` on built and corpus plans (issue 28;
 docs/mscclpp-backend.md "Across hosts").  The XML backend builds across hosts as before."""
 
@@ -28,17 +29,27 @@ def test_show_prints_hosts_and_kinds(capsys: Capture) -> None:
     assert "link kinds:     nvlink 8, net 4, mnnvl 4" in out
 
 
-@pytest.mark.parametrize("spec, needle", [
-    ("a100:2x8", "rank 0 -> rank 8 cross hosts (host 0 -> host 1)"),
-    ("ring:4", "rank 0 -> rank 1 cross hosts (host 0 -> host 1)"),
-    ("torus:2x4:hosts=2", "cross hosts (host 0 -> host 1)"),
+@pytest.mark.parametrize("spec", ["a100:2x8", "ring:4", "torus:2x4:hosts=2"])
+def test_build_across_hosts_uses_port_channels(tmp_path: Path, capsys: Capture, spec: str) -> None:
+    """Transfers between IPC domains go over port channels; the plan passes check on SPEC's hosts."""
+    out = tmp_path / "p.json"
+    assert main(["build", "--backend", "mscclpp", "--topology", spec, "--algorithm", "ring", "--collective",
+                 "allreduce", "-o", str(out)]) == 0
+    capsys.readouterr()
+    kinds = {c["channel_type"] for g in json.loads(out.read_text())["gpus"] for c in g["channels"]}
+    assert "port" in kinds
+    assert main(["check", str(out), "--topology", spec]) == 0
+    assert "memory-channel-across-hosts" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--topology", "ring:4", "--protocol", "LL"], "LL across IPC domains is not lowered"),
+    (["--topology", "mi250:8+4"], "are not equal contiguous blocks of ranks"),
 ])
-def test_build_refuses_memory_channels_across_hosts(tmp_path: Path, capsys: Capture, spec: str,
-                                                     needle: str) -> None:
-    line = run_refused(tmp_path, capsys, ["build", "--backend", "mscclpp", "--topology", spec, "--algorithm",
-                                          "ring", "--collective", "allreduce", "-o", str(tmp_path / "p.json")],
-                       needle)
-    assert "port-channel lowering for MSCCL++ is not implemented yet" in line and "XML backend" in line
+def test_build_refuses_what_port_channels_cannot_express(tmp_path: Path, capsys: Capture, argv: list[str],
+                                                         needle: str) -> None:
+    run_refused(tmp_path, capsys, ["build", "--backend", "mscclpp", *argv, "--algorithm", "ring", "--collective",
+                                   "allgather", "-o", str(tmp_path / "p.json")], needle)
 
 
 @pytest.mark.parametrize("spec", ["a100:1x8", "a100:2x8:mnnvl=2", "ring:8:hosts=1"])

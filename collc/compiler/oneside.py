@@ -86,7 +86,7 @@ PLAN_COLLECTIVES = {CollKind.ALLREDUCE: "allreduce", CollKind.ALLGATHER: "allgat
                     CollKind.ALLTOALL: "alltoall"}
 
 _BUF = {Buffer.INPUT: BufferType.INPUT, Buffer.OUTPUT: BufferType.OUTPUT, Buffer.SCRATCH: BufferType.SCRATCH}
-_DATA_OPS = {OpName.PUT, OpName.COPY, OpName.REDUCE, OpName.PUT_PACKETS, OpName.UNPACK_PACKETS,
+_DATA_OPS = {OpName.PUT, OpName.PUT_WITH_SIGNAL, OpName.COPY, OpName.REDUCE, OpName.PUT_PACKETS, OpName.UNPACK_PACKETS,
              OpName.REDUCE_PACKETS}
 
 
@@ -98,6 +98,9 @@ class PlanOptions:
     min_bytes: int = 0
     max_bytes: int = 0          # 0: no upper limit
     name: str = ""
+    #: IPC domain of each rank (``Topology.ipc_domain``); empty: one domain.  A connection between
+    #: two domains goes over a port channel (docs/mscclpp-backend.md "Across hosts").
+    domains: tuple[int, ...] = ()
     timings: dict[str, float] = field(default_factory=dict, compare=False)
 
 
@@ -107,6 +110,14 @@ def refusal(kind: CollKind) -> str | None:
         return None
     return (f"the mscclpp backend does not emit {kind.value}: MSCCL++ plans and its NCCL shim cover "
             f"{', '.join(sorted(PLAN_COLLECTIVES[k] for k in PLAN_COLLECTIVES))}")
+
+
+def channel_kind(domains: Sequence[int], a: int, b: int) -> ChannelType:
+    """The channel type of a connection between ranks ``a`` and ``b``: memory within an IPC domain
+    (CUDA IPC), port between domains (the proxy's RDMA put)."""
+    if domains and a < len(domains) and b < len(domains) and domains[a] != domains[b]:
+        return ChannelType.PORT
+    return ChannelType.MEMORY
 
 
 # --------------------------------------------------------------------------- pass: pieces
@@ -361,11 +372,37 @@ def _batches(items: Sequence[tuple[BufferType, int, BufferType, int, int]], k: i
     return [items[i:i + k] for i in range(0, len(items), k)]
 
 
-def _action_ops(coll: Collective, a: Action, proto: Protocol, ch: int = 0) -> list[Op]:
-    """The ops of one action; ``ch``: its connection's channel index in the host tb."""
+def _port_send_ops(src: Sequence[tuple[BufferType, int]], scratch: Sequence[tuple[BufferType, int]],
+                   ch: int) -> list[Op]:
+    """A send over a port channel (Simple): the proxy's put into the receiver's slot and its signal
+    (``pws`` for one range; ``put``s and a ``signal`` otherwise: a ``pws`` signals once per entry),
+    then a ``flush`` naming the channel, so that the source may be overwritten afterwards, in this
+    launch or the next (``pwsf`` flushes from MSCCL++ v0.10 only; docs/mscclpp.md "Port channels and
+    releases")."""
+    port = ChannelType.PORT
+    runs = _runs(list(zip(src, scratch)))
+    ops: list[Op] = []
+    if len(runs) == 1:
+        sb, si, _, di, sz = runs[0]
+        ops.append(Op(OpName.PUT_WITH_SIGNAL, src_buff=(LocalBuff(sb, si, sz),), dst_buff=(RemoteBuff(0, di, sz),),
+                      channel_ids=(ch,), channel_type=port))
+    else:
+        for batch in _batches(runs, MAX_ENTRIES_PER_OP):
+            ops.append(Op(OpName.PUT, src_buff=tuple(LocalBuff(sb, si, sz) for sb, si, _, _, sz in batch),
+                          dst_buff=tuple(RemoteBuff(0, di, sz) for _, _, _, di, sz in batch),
+                          channel_ids=(ch,) * len(batch), channel_type=port))
+        ops.append(Op(OpName.SIGNAL, channel_ids=(ch,), channel_type=port))
+    _, _, _, di, sz = runs[0]
+    ops.append(Op(OpName.FLUSH, dst_buff=(RemoteBuff(0, di, sz),), channel_ids=(ch,), channel_type=port))
+    return ops
+
+
+def _action_ops(coll: Collective, a: Action, proto: Protocol, ch: int = 0,
+                kind: ChannelType = ChannelType.MEMORY) -> list[Op]:
+    """The ops of one action; ``ch``: its connection's channel index (of type ``kind``) in the host tb."""
     t = a.item.transfer
     role = a.tb[0]
-    mem = ChannelType.MEMORY
+    mem = kind
     src = _phys(coll, t.src, t.src_buf, t.src_idx)
     dst = _phys(coll, t.dst, t.dst_buf, t.dst_idx)
     ops: list[Op] = []
@@ -378,6 +415,11 @@ def _action_ops(coll: Collective, a: Action, proto: Protocol, ch: int = 0) -> li
                               dst_buff=(LocalBuff(db, di, size),), reduce_op=ReduceOp.SUM))
         return ops
     scratch = [(BufferType.SCRATCH, a.item.slot + j) for j in range(t.count)]
+    if role is Role.SEND and kind is ChannelType.PORT:
+        if proto is not Protocol.SIMPLE:
+            raise LoweringError(f"rank {t.src} -> rank {t.dst}: {proto.value} across IPC domains is not lowered "
+                                f"(port channels carry packets only from the sender's scratch); use Simple")
+        return _port_send_ops(src, scratch, ch)
     if role is Role.SEND:
         name = OpName.PUT if proto is Protocol.SIMPLE else OpName.PUT_PACKETS
         for batch in _batches(_runs(list(zip(src, scratch))), MAX_ENTRIES_PER_OP):
@@ -427,6 +469,7 @@ def insert_nops(ops: Sequence[Op]) -> tuple[Op, ...]:
         prev = out[-1].name if out else None
         chunks = _local_chunks(op) if data_now else set()
         if (prev in (OpName.WAIT, OpName.SEM_ACQUIRE) and data_now) or \
+           (prev is OpName.FLUSH and op.name is not OpName.NOP) or \
            (moved and op.name in (OpName.SIGNAL, OpName.SEM_RELEASE)) or \
            (data_now and chunks & pending):
             out.append(Op(OpName.NOP))
@@ -439,30 +482,34 @@ def insert_nops(ops: Sequence[Op]) -> tuple[Op, ...]:
 
 
 def tb_ops(coll: Collective, key: TbKey, acts: Sequence[Action], sync: Sync, proto: Protocol,
-           ends: Sequence[TbKey] = ()) -> tuple[Op, ...]:
+           ends: Sequence[TbKey] = (), kinds: Mapping[TbKey, ChannelType] | None = None) -> tuple[Op, ...]:
     """Pass ``ops``: a threadblock's ops, semaphores around its actions and the closing
-    acknowledgement of each connection end it runs (``ends``, in channel order; default: ``key``).
-    Receiving ends acknowledge before sending ends wait, so a paired tb cannot block on itself."""
+    acknowledgement of each connection end it runs (``ends``, in channel order; default: ``key``;
+    ``kinds``: each end's channel type, default memory).  Receiving ends acknowledge before
+    sending ends wait, so a paired tb cannot block on itself."""
     ends = tuple(ends) or (key,)
-    ch = {e: i for i, e in enumerate(e for e in ends if e[0] is not Role.LOCAL)}
+    kind = {e: (kinds or {}).get(e, ChannelType.MEMORY) for e in ends if e[0] is not Role.LOCAL}
+    ch: dict[TbKey, int] = {}
+    for t in (ChannelType.MEMORY, ChannelType.PORT):      # tb-local indices count per channel type
+        ch.update({e: i for i, e in enumerate(e for e in kind if kind[e] is t)})
     ops: list[Op] = []
     for pos, a in enumerate(acts):
         ops += _sem_ops(OpName.SEM_ACQUIRE, sync.acquires.get((key, pos), ()))
-        ops += _action_ops(coll, a, proto, ch.get(a.tb, 0))
+        ops += _action_ops(coll, a, proto, ch.get(a.tb, 0), kind.get(a.tb, ChannelType.MEMORY))
         ops += _sem_ops(OpName.SEM_RELEASE, sync.releases.get((key, pos), ()))
-    mem = ChannelType.MEMORY
     for role, name in ((Role.RECV, OpName.SIGNAL), (Role.SEND, OpName.WAIT)):
         # back-pressure: the sender may write these slots again next launch
         for e in ends:
             if e[0] is role:
-                ops.append(Op(name, channel_ids=(ch[e],), channel_type=mem))
+                ops.append(Op(name, channel_ids=(ch[e],), channel_type=kind[e]))
     return insert_nops(ops)
 
 
 # --------------------------------------------------------------------------- assembly
-def _pair_channels(per_rank: Sequence[Sequence[Action]]) -> dict[tuple[int, TbKey], int]:
-    """GPU-level memory channel index of each connection tb: a pair's channels in one sorted
-    order on both ends, so that the k-th channel a->b is the k-th b->a."""
+def _pair_channels(per_rank: Sequence[Sequence[Action]], domains: Sequence[int] = ()) -> dict[tuple[int, TbKey], int]:
+    """GPU-level channel index of each connection tb among the channels of its type (memory, or
+    port between IPC domains): a pair's channels in one sorted order on both ends, so that the
+    k-th channel a->b is the k-th b->a."""
     pair_keys: dict[tuple[int, int], set[tuple[int, int, int, int]]] = defaultdict(set)
     for acts in per_rank:
         for a in acts:
@@ -475,30 +522,37 @@ def _pair_channels(per_rank: Sequence[Sequence[Action]]) -> dict[tuple[int, TbKe
     index: dict[tuple[int, TbKey], int] = {}
     n = len(per_rank)
     for r in range(n):
-        base = 0
+        bases = {ChannelType.MEMORY: 0, ChannelType.PORT: 0}
         for p in range(n):
             if p == r:
                 continue
+            kind = channel_kind(domains, r, p)
+            base = bases[kind]
             keys = sorted(pair_keys.get((min(r, p), max(r, p)), ()))
             lo = min(r, p)
             for k, (lane, g, direction, _) in enumerate(keys):
                 sender_is_r = (r == lo) == (direction == 0)
                 role = Role.SEND if sender_is_r else Role.RECV
                 index[(r, (role, p, lane, g))] = base + k
-            base += len(keys)
+            bases[kind] = base + len(keys)
     return index
 
 
-def _gpu_channels(r: int, n: int, chan_index: dict[tuple[int, TbKey], int]) -> tuple[Channel, ...]:
-    peers = sorted(((i, key[1]) for (rank, key), i in chan_index.items() if rank == r))
-    if not peers:
-        return ()
-    return (Channel(ChannelType.MEMORY, tuple(p for _, p in peers)),)
+def _gpu_channels(r: int, chan_index: dict[tuple[int, TbKey], int], domains: Sequence[int] = ()
+                  ) -> tuple[Channel, ...]:
+    """The memory channel list, then the port channel list (each only when it has channels)."""
+    out = []
+    for kind in (ChannelType.MEMORY, ChannelType.PORT):
+        peers = sorted((i, key[1]) for (rank, key), i in chan_index.items()
+                       if rank == r and channel_kind(domains, r, key[1]) is kind)
+        if peers:
+            out.append(Channel(kind, tuple(p for _, p in peers)))
+    return tuple(out)
 
 
 def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: int, proto: Protocol,
-                 chan_index: dict[tuple[int, TbKey], int], apart: frozenset[GroupKey] = frozenset()
-                 ) -> tuple[Gpu, list[tuple[TbKey, ...]]]:
+                 chan_index: dict[tuple[int, TbKey], int], apart: frozenset[GroupKey] = frozenset(),
+                 domains: Sequence[int] = ()) -> tuple[Gpu, list[tuple[TbKey, ...]]]:
     """The GPU of ``rank`` and the connection ends each of its tbs runs (tb id = position);
     the ends of connections in ``apart`` are not paired."""
     host = pair_threadblocks(acts, frozenset(a.tb for a in acts if _group_key(rank, a.tb) in apart))
@@ -516,19 +570,21 @@ def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: i
     out_ends: list[tuple[TbKey, ...]] = []
     for tid, key in enumerate(keys):
         mine = tuple(sorted(ends[key]))         # a send end (role 0) before its paired receive end
-        ops = tb_ops(coll, key, by_tb[key], sync, proto, mine)
+        kinds = {e: channel_kind(domains, rank, e[1]) for e in mine if e[0] is not Role.LOCAL}
+        ops = tb_ops(coll, key, by_tb[key], sync, proto, mine, kinds)
         chans: tuple[TbChannels, ...] = ()
         refs: tuple[TbRemoteBuffers, ...] = ()
-        conn = [e for e in mine if e[0] is not Role.LOCAL]
-        if conn:
-            chans = (TbChannels(ChannelType.MEMORY, tuple(chan_index[(rank, e)] for e in conn)),)
+        for t in (ChannelType.MEMORY, ChannelType.PORT):
+            ids = tuple(chan_index[(rank, e)] for e in mine if kinds.get(e) is t)
+            if ids:
+                chans += (TbChannels(t, ids),)
         if key[0] is Role.SEND:
-            refs = (TbRemoteBuffers(ChannelType.MEMORY, (rb_index[key[1]],)),)
+            refs = (TbRemoteBuffers(kinds[key], (rb_index[key[1]],)),)
         tbs.append(Threadblock(tid, ops, chans, refs))
         out_ends.append(mine)
-    rbs = tuple(RemoteBuffer(p, BufferType.SCRATCH, (ChannelType.MEMORY,)) for p in targets)
+    rbs = tuple(RemoteBuffer(p, BufferType.SCRATCH, (channel_kind(domains, rank, p),)) for p in targets)
     return Gpu(rank, coll.input_chunks, coll.output_chunks, scratch, tuple(tbs),
-               _gpu_channels(rank, coll.nranks, chan_index), rbs,
+               _gpu_channels(rank, chan_index, domains), rbs,
                tuple(Semaphore(0) for _ in range(sync.count))), out_ends
 
 
@@ -582,7 +638,8 @@ def _group_key(rank: int, key: TbKey) -> GroupKey:
 
 
 def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Sequence[int], proto: Protocol,
-                      unpair_first: bool, spent: dict[str, float]) -> tuple[tuple[Gpu, ...], bool]:
+                      unpair_first: bool, spent: dict[str, float], domains: Sequence[int] = ()
+                      ) -> tuple[tuple[Gpu, ...], bool]:
     """Passes ``threadblocks`` to ``ops`` until every tb fits the executor's 64 ops: a paired tb
     beyond it runs its ends apart again (if ``unpair_first``), else crowded connections (both
     ends) take more tbs (the power of two that would bring the longest to 64 ops, at least
@@ -594,10 +651,10 @@ def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Seque
     while True:
         a = clock()
         per_rank = build_actions(coll, items, groups)
-        chan_index = _pair_channels(per_rank)
+        chan_index = _pair_channels(per_rank, domains)
         b = clock()
         built = [assemble_gpu(coll, r, per_rank[r], scratch[r], proto, chan_index,
-                              frozenset(gk for rank, gk in apart if rank == r))
+                              frozenset(gk for rank, gk in apart if rank == r), domains)
                  for r in range(coll.nranks)]
         gpus = tuple(g for g, _ in built)
         spent["threadblocks"] += b - a
@@ -648,7 +705,8 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
     failure: LoweringError | None = None
     for k, unpair_first in enumerate((True, False)):
         try:
-            gpus, paired_over = _fit_threadblocks(coll, items, scratch, opts.protocol, unpair_first, spent)
+            gpus, paired_over = _fit_threadblocks(coll, items, scratch, opts.protocol, unpair_first, spent,
+                                                  opts.domains)
         except LoweringError as e:
             failure = failure or e
             continue

@@ -5,9 +5,11 @@ The executor connects a **memory** channel over CUDA IPC only, so both ends must
 domain (one host, or the hosts of one multi-node NVLink domain: ``Topology.ipc_domain``); a
 **switch** (NVLS) channel's rank group must be one NVLink domain as well.  A **port** channel
 takes InfiniBand between IPC domains, judged by ``rank / nranksPerIpcDomain``: the domains must
-be equal contiguous blocks of ranks (``Topology.contiguous_ipc_domains``).  collc does not lower
-port channels yet, so a build whose transfers cross IPC domains is refused
-(:func:`placement_refusal`); ``collc check --topology`` reports the same pairs for any plan.
+be equal contiguous blocks of ranks (``Topology.contiguous_ipc_domains``).  The lowering puts a
+transfer between IPC domains on a port channel (``collc.compiler.oneside``), so :func:`placement_refusal`
+refuses only what it cannot express: a memory channel between domains (a plan lowered without the
+topology's domains), a switch group across domains, port channels on non-contiguous domains;
+``collc check --topology`` reports the same pairs for any plan.
 
 >>> from collc.compiler.plan import Channel, ChannelType, Gpu, Plan, Protocol
 >>> from collc.topology import parse_spec
@@ -28,8 +30,8 @@ __all__ = ["memory_channel_pairs", "cross_domain_pairs", "switch_groups_across",
            "pair_text", "CROSS_HOST_HINT"]
 
 #: What the refusal tells a user to do instead.
-CROSS_HOST_HINT = ("a memory channel needs CUDA IPC; port-channel lowering for MSCCL++ is not implemented yet; "
-                   "use the XML backend or a one-host topology")
+CROSS_HOST_HINT = ("a memory channel needs CUDA IPC; a transfer between IPC domains needs a port channel "
+                   "(lower the plan with the topology's IPC domains)")
 
 
 def memory_channel_pairs(plan: Plan) -> list[tuple[int, int]]:

@@ -14,6 +14,11 @@ free), with the executor's one-sided semantics instead of MSCCL's FIFOs:
 * ``signal`` reaches the paired channel one hop latency after the tb issues it (after the data
   it follows; a put and its signal are one message of the XML model, whose ``alpha_us`` the put
   pays); ``wait`` blocks until an unconsumed signal is there;
+* on a **port** channel (between IPC domains) ``put``/``pws`` hand the message to the channel's
+  proxy and the tb goes on at once; the proxy's message pays ``alpha_us`` and flows like any
+  other; a ``signal`` (or the signal of a ``pws``) follows the channel's data in flight, so it
+  arrives one hop latency after the last of it lands; ``flush`` blocks until the channel has no
+  message in flight;
 * ``sem_release``/``sem_acquire`` are counting semaphores between tbs of one GPU, free;
 * ``upkt``/``repkt`` wait until the packets of their source slots have arrived (the flag
   poll), then cost nothing (``repkt``: the reduction cost);
@@ -21,7 +26,7 @@ free), with the executor's one-sided semantics instead of MSCCL's FIFOs:
 
 At size ``S`` (nccl-tests' size; the gathered output for allgather) a chunk is
 ``input bytes / input_chunks`` with input bytes ``S / N`` for allgather and ``S`` otherwise.
-Ops the model does not know (``get``, port-channel ops, switch ops) are refused: the plan
+Ops the model does not know (``get``, packets over port channels, switch ops) are refused: the plan
 is timed only where the two models agree.
 
 >>> from collc.driver import compile_plan
@@ -50,7 +55,8 @@ BYTES_PER_US_PER_GBPS = 1e3
 _FREE = {OpName.NOP, OpName.BARRIER, OpName.COPY, OpName.FLUSH}
 _KNOWN = _FREE | {OpName.PUT, OpName.PUT_PACKETS, OpName.SIGNAL, OpName.WAIT, OpName.RELAXED_SIGNAL,
                   OpName.RELAXED_WAIT, OpName.SEM_ACQUIRE, OpName.SEM_RELEASE, OpName.UNPACK_PACKETS,
-                  OpName.REDUCE_PACKETS, OpName.REDUCE}
+                  OpName.REDUCE_PACKETS, OpName.REDUCE, OpName.PUT_WITH_SIGNAL}
+_PORT_OK = {OpName.PUT, OpName.PUT_WITH_SIGNAL, OpName.SIGNAL, OpName.WAIT, OpName.FLUSH}
 
 
 def timing_refusal(plan: Plan) -> str | None:
@@ -60,8 +66,11 @@ def timing_refusal(plan: Plan) -> str | None:
             for op in tb.flat_ops():
                 if op.name not in _KNOWN:
                     return f"gpu {g.id} tb {tb.id}: op {op.name.value} is not in the timing model"
-                if op.channel_type not in (None, ChannelType.MEMORY):
-                    return f"gpu {g.id} tb {tb.id}: {op.channel_type.value} channels are not in the timing model"
+                if op.channel_type is ChannelType.PORT and op.name in _PORT_OK:
+                    continue
+                if op.channel_type not in (None, ChannelType.MEMORY) or op.name is OpName.PUT_WITH_SIGNAL:
+                    kind = op.channel_type.value if op.channel_type is not None else "no"
+                    return f"gpu {g.id} tb {tb.id}: op {op.name.value} on {kind} channels is not in the timing model"
     return None
 
 
@@ -108,19 +117,25 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         raise CollcError(f"message size must be positive, got {size}")
     chunk = _input_bytes(plan, size) / max(plan.gpus[0].input_chunks, 1)
     # channel ends: (rank, gpu channel index) -> (peer, index of the paired channel at the peer)
-    pair: dict[tuple[int, int], tuple[int, int]] = {}
-    for g in plan.gpus:
-        seen: dict[int, int] = defaultdict(int)
-        for idx, p in enumerate(g.peers(ChannelType.MEMORY)):
-            k = seen[p]
-            seen[p] += 1
-            other = [i for i, q in enumerate(plan.gpus[p].peers(ChannelType.MEMORY)) if q == g.id]
-            if k < len(other):
-                pair[(g.id, idx)] = (p, other[k])
+    # (rank, channel type, index) -> (peer, type, index of the paired channel at the peer)
+    pair: dict[tuple[int, ChannelType, int], tuple[int, ChannelType, int]] = {}
+    for ck in (ChannelType.MEMORY, ChannelType.PORT):
+        for g in plan.gpus:
+            seen: dict[int, int] = defaultdict(int)
+            for idx, p in enumerate(g.peers(ck)):
+                k = seen[p]
+                seen[p] += 1
+                other = [i for i, q in enumerate(plan.gpus[p].peers(ck)) if q == g.id] if p < plan.nranks else []
+                if k < len(other):
+                    pair[(g.id, ck, idx)] = (p, ck, other[k])
     tbs = [(g, tb) for g in plan.gpus for tb in g.threadblocks]
+    # port channels' proxies own their messages: owner ids after the tbs'
+    proxy_id = {(g.id, idx): len(tbs) + k for k, (g, idx) in
+                enumerate((g, idx) for g in plan.gpus for idx in range(len(g.peers(ChannelType.PORT))))}
+    deferred: dict[int, list[tuple[int, ChannelType, int]]] = defaultdict(list)   # proxy -> signals behind data
     pc = [0] * len(tbs)
     busy_until = [0.0] * len(tbs)
-    signals: dict[tuple[int, int], list[float]] = defaultdict(list)   # arrival times, unconsumed
+    signals: dict[tuple[int, ChannelType, int], list[float]] = defaultdict(list)   # arrival times, unconsumed
     sems: dict[tuple[int, int], int] = defaultdict(int)
     landed: dict[tuple[int, int], float] = {}                          # (rank, scratch chunk) -> arrival
     flows: dict[int, tuple[float, list[tuple[int, float]], int]] = {}  # id -> (bytes left, links, tb)
@@ -164,26 +179,57 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 trace.append((i, "reduce", now, busy_until[i], -1, 0.0))
         return moved
 
+    def send_signal(key: tuple[int, ChannelType, int]) -> None:
+        """A signal: at the peer one hop later; on a port channel behind the data in flight."""
+        nonlocal seq
+        g_id, kind, c = key
+        if kind is ChannelType.PORT:
+            owner = proxy_id[(g_id, c)]
+            if any(v[2] == owner for v in flows.values()):
+                deferred[owner].append(key)
+                return
+        p, pk, idx = pair[key]
+        signals[(p, pk, idx)].append(now + hop * rt.hops(g_id, p))
+        heapq.heappush(timers, (now + hop * rt.hops(g_id, p), seq, "wake", -1))
+        seq += 1
+
     def _step(i: int) -> bool:
         nonlocal seq, next_flow
         g, tb = tbs[i]
         if busy_until[i] > now + 1e-12:
             return False
         op = tb.ops[pc[i]]
-        chans = tb.channel_list(ChannelType.MEMORY)
+        kind = op.channel_type if op.channel_type is not None else ChannelType.MEMORY
+        chans = tb.channel_list(kind)
         name = op.name
         if name in (OpName.WAIT, OpName.RELAXED_WAIT):
-            keys = [(g.id, chans[c]) for c in op.channels]
+            keys = [(g.id, kind, chans[c]) for c in op.channels]
             if any(not any(t <= now + 1e-12 for t in signals[k]) for k in keys):
                 return False
             for k in keys:
                 signals[k].remove(min(signals[k]))
         elif name in (OpName.SIGNAL, OpName.RELAXED_SIGNAL):
             for c in op.channels:
-                p, idx = pair[(g.id, chans[c])]
-                signals[(p, idx)].append(now + hop * rt.hops(g.id, p))
-                heapq.heappush(timers, (now + hop * rt.hops(g.id, p), seq, "wake", -1))
+                send_signal((g.id, kind, chans[c]))
+        elif name is OpName.FLUSH:
+            owners = {proxy_id[(g.id, chans[c])] for c in op.channels[:len(op.dsts)]}
+            if any(v[2] in owners for v in flows.values()):
+                return False
+        elif kind is ChannelType.PORT and name in (OpName.PUT, OpName.PUT_WITH_SIGNAL):
+            rbs = tb.buffer_list(kind)
+            for e, b in enumerate(op.dsts):
+                assert isinstance(b, RemoteBuff)
+                c = chans[op.channels[e]]
+                peer, owner = g.remote_buffers[rbs[b.buffer_id]].rank, proxy_id[(g.id, c)]
+                fid = next_flow
+                next_flow += 1
+                flows[fid] = (b.size * chunk, links_of(g.id, peer), owner)
+                flow_dst[fid] = (peer, list(range(b.index, b.index + b.size)), hop * rt.hops(g.id, peer))
+                starting.add(owner)         # the proxy's message pays the software cost
+                heapq.heappush(timers, (now + alpha, seq, "start", owner))
                 seq += 1
+                if name is OpName.PUT_WITH_SIGNAL:
+                    send_signal((g.id, kind, c))
         elif name is OpName.SEM_RELEASE:
             for s in op.semaphore_ids or ():
                 sems[(g.id, s)] += 1
@@ -266,6 +312,12 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             if lat > 0:
                 heapq.heappush(timers, (now + lat, seq, "wake", -1))
                 seq += 1
+            if tbi >= len(tbs):
+                if not any(v[2] == tbi for v in flows.values()):
+                    for key in deferred.pop(tbi, []):     # the proxy's signals follow its data
+                        p, pk, idx = pair[key]
+                        signals[(p, pk, idx)].append(now + lat)
+                continue
             if not any(v[2] == tbi for v in flows.values()):
                 busy_until[tbi] = now
                 if trace is not None and tbi in sending:
