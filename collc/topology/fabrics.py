@@ -43,7 +43,7 @@ Eulerian (ingress = egress at every node), as ForestColl requires.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from collc.errors import TopologyError
 from collc.topology.model import Link, Topology
@@ -201,20 +201,19 @@ def mi250(boxes: Sequence[int]) -> Topology:
                     params=(("boxes", args),), cycle=cycle, hosts=hosts)
 
 
-def _parse_a100(args: str, options: str | None) -> Topology:
-    if options is not None:
-        raise TopologyError("a100 takes no options")
-    if not re.fullmatch(r"[0-9]+x[0-9]+", args):
-        raise TopologyError(f"a100 arguments must be BOXESxGPUS such as 2x8, got {args!r}")
-    return a100([int(x) for x in args.split("x")])
+def _boxes_parser(family: str, build: Callable[[Sequence[int]], Topology]) -> Callable[[str, str | None], Topology]:
+    """The spec parser of a ``FAMILY:BOXESxGPUS`` fabric of NVSwitch boxes on rails (a100, h100)."""
+    def parse(args: str, options: str | None) -> Topology:
+        if options is not None:
+            raise TopologyError(f"{family} takes no options")
+        if not re.fullmatch(r"[0-9]+x[0-9]+", args):
+            raise TopologyError(f"{family} arguments must be BOXESxGPUS such as 2x8, got {args!r}")
+        return build([int(x) for x in args.split("x")])
+    return parse
 
 
-def _parse_h100(args: str, options: str | None) -> Topology:
-    if options is not None:
-        raise TopologyError("h100 takes no options")
-    if not re.fullmatch(r"[0-9]+x[0-9]+", args):
-        raise TopologyError(f"h100 arguments must be BOXESxGPUS such as 2x8, got {args!r}")
-    return h100([int(x) for x in args.split("x")])
+_parse_a100 = _boxes_parser("a100", a100)
+_parse_h100 = _boxes_parser("h100", h100)
 
 
 def _parse_mi300x(args: str, options: str | None) -> Topology:
