@@ -21,7 +21,7 @@ spec is accepted; ``--group G`` is the same as appending ``@G``.
 >>> from collc.topology import parse_spec
 >>> t = parse_spec("a100:4x8@stride:8:1")
 >>> t.name, t.nranks, t.nswitches, t.hosts_summary(), t.route(0, 1)
-('a100:4x8@stride:8:1', 4, 38, '4 hosts x 1 rank', (0, 9, 41, 17, 1))
+('a100:4x8@stride:8:1', 4, 5, '4 hosts x 1 rank', (0, 4, 8, 5, 1))
 """
 
 from __future__ import annotations
@@ -144,45 +144,79 @@ def group_topology(topology: Topology, members: Sequence[int], label: str | None
         raise TopologyError(f"group of {topology.name}: a group needs at least 2 ranks")
     k = len(members)
     label = describe_members(members) if label is None else label
-    new: dict[int, int] = {r: i for i, r in enumerate(members)}
+    name = f"{topology.name}@{label}"
+    node: dict[int, int] = {r: i for i, r in enumerate(members)}
     for s in topology.switches:
-        new[s] = k + (s - n)
-    links = tuple(Link(new[lk.src], new[lk.dst], lk.bandwidth, lk.latency, lk.multiplicity, topology.link_kind(lk))
-                  for lk in topology.links if lk.src in new and lk.dst in new)
+        node[s] = k + (s - n)
+    induced = [(node[lk.src], node[lk.dst], lk) for lk in topology.links if lk.src in node and lk.dst in node]
+    keep = _members_component(induced, k + topology.nswitches, k, name, members)
+    _prune_dead_ends(induced, keep, k)
+    # switches outside the members' strongly connected set (the NVSwitch of a box without members,
+    # the other rail's IB switch) and dead ends (a non-member's NIC, the NVSwitch of a box with one
+    # member) carry nothing between members: they go, the rest are renumbered
+    switch_id = {v: k + i for i, v in enumerate(v for v in range(k, k + topology.nswitches) if keep[v])}
+    new = {**{i: i for i in range(k)}, **switch_id}
+    links = tuple(Link(new[a], new[b], lk.bandwidth, lk.latency, lk.multiplicity, topology.link_kind(lk))
+                  for a, b, lk in induced if keep[a] and keep[b])
     old_hosts = sorted({topology.host_of[r] for r in members})
     host_id = {h: i for i, h in enumerate(old_hosts)}
     old_domains = sorted({topology.domain_of_host[h] for h in old_hosts})
     domain_id = {d: i for i, d in enumerate(old_domains)}
     hosts = tuple(host_id[topology.host_of[r]] for r in members)
     domains = tuple(domain_id[topology.domain_of_host[h]] for h in old_hosts)
-    name = f"{topology.name}@{label}"
     params = (("parent", topology.name), ("members", label))
-    group = Topology(name, k, links, topology.nswitches, params, None, hosts, domains)
-    _check_routes(group, members)
+    nsw = len(switch_id)
+    group = Topology(name, k, links, nsw, params, None, hosts, domains)
     # the whole fabric's ring, visiting the members only, when each step still has a route
     parent_cycle = topology.hamiltonian_cycle() if topology.cycle is not None or n <= 16 else None
     if parent_cycle is not None:
-        cycle = tuple(new[r] for r in parent_cycle if r in new and r < n)
+        index = {r: i for i, r in enumerate(members)}
+        cycle = tuple(index[r] for r in parent_cycle if r in index)
         if all(group.route(a, cycle[(i + 1) % k]) is not None for i, a in enumerate(cycle)):
-            group = Topology(name, k, links, topology.nswitches, params, cycle, hosts, domains)
+            group = Topology(name, k, links, nsw, params, cycle, hosts, domains)
     return group
 
 
-def _check_routes(group: Topology, members: Sequence[int]) -> None:
-    """Refuse a group whose members do not all reach each other: over links, switches and other
-    members (which run the collective's kernel and may relay), never through a GPU outside it."""
+def _prune_dead_ends(induced: Sequence[tuple[int, int, Link]], keep: list[bool], k: int) -> None:
+    """Drop (in ``keep``) switches whose only neighbour, in and out, is one node: whatever passes
+    through them returns to where it came from.  Repeated until none is left."""
+    nbrs: dict[int, set[int]] = {}
+    for a, b, _ in induced:
+        if keep[a] and keep[b]:
+            nbrs.setdefault(a, set()).add(b)
+            nbrs.setdefault(b, set()).add(a)
+    stack = [v for v, s in nbrs.items() if v >= k and len(s) <= 1]
+    while stack:
+        v = stack.pop()
+        if not keep[v]:
+            continue
+        keep[v] = False
+        for u in nbrs.pop(v, set()):
+            others = nbrs.get(u)
+            if others is not None:
+                others.discard(v)
+                if u >= k and len(others) <= 1:
+                    stack.append(u)
+
+
+def _members_component(induced: Sequence[tuple[int, int, Link]], nnodes: int, k: int, name: str,
+                       members: Sequence[int]) -> list[bool]:
+    """Which nodes lie in the members' strongly connected set; TopologyError (naming a pair) when
+    the members do not all reach each other over links, switches and other members (which run the
+    collective's kernel and may relay), never through a GPU outside the group."""
     import numpy as np
     from scipy.sparse import coo_matrix  # type: ignore[import-untyped]
-    from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]
+    from scipy.sparse.csgraph import breadth_first_order, connected_components  # type: ignore[import-untyped]
 
-    m = group.nnodes
-    rows = np.fromiter((lk.src for lk in group.links), dtype=np.int64, count=len(group.links))
-    cols = np.fromiter((lk.dst for lk in group.links), dtype=np.int64, count=len(group.links))
-    graph = coo_matrix((np.ones(len(group.links), dtype=np.int8), (rows, cols)), shape=(m, m)).tocsr()
+    rows = np.fromiter((a for a, _, _ in induced), dtype=np.int64, count=len(induced))
+    cols = np.fromiter((b for _, b, _ in induced), dtype=np.int64, count=len(induced))
+    graph = coo_matrix((np.ones(len(induced), dtype=np.int8), (rows, cols)), shape=(nnodes, nnodes)).tocsr()
     _, labels = connected_components(graph, directed=True, connection="strong")
-    for b in range(1, group.nranks):
+    for b in range(1, k):
         if labels[b] != labels[0]:
-            a, b = (0, b) if group.distances_from(0).get(b) is None else (b, 0)
-            raise TopologyError(f"group {group.name}: member {a} (rank {members[a]}) cannot reach member {b} "
+            reached = set(int(x) for x in breadth_first_order(graph, 0, directed=True, return_predecessors=False))
+            a, b = (0, b) if b not in reached else (b, 0)
+            raise TopologyError(f"group {name}: member {a} (rank {members[a]}) cannot reach member {b} "
                                 f"(rank {members[b]}) without the GPUs outside the group (a transfer never "
                                 f"passes through a GPU that is not a member)")
+    return [bool(labels[v] == labels[0]) for v in range(nnodes)]
