@@ -8,9 +8,10 @@ topology is the ``i``-th member.  :func:`parse_group` reads the group grammar
 * ``host:H``: the ranks of host ``H``, ascending;
 * ``rail:L``: the rank with local index ``L`` on each host, host by host;
 
-and :func:`group_topology` builds the group's fabric: the member ranks, every switch node of
-the topology (switches forward data; NICs, NVSwitches and IB switches stay) and the links among
-them; non-member GPUs go with their links, since they run no kernel and cannot forward.  Hosts
+and :func:`group_topology` builds the group's fabric: the member ranks, the switch nodes
+(NICs, NVSwitches, IB switches: they forward data) in the members' strongly connected part that
+are no dead end, and the links among them; non-member GPUs go with their links, since they run
+no kernel and cannot forward.  Hosts
 and IPC domains are carried over (renumbered), every link keeps the kind it had on the whole
 fabric, and a group whose members cannot all reach each other without the other GPUs is refused
 with the pair named.
@@ -132,7 +133,7 @@ def describe_members(members: Sequence[int]) -> str:
 
 def group_topology(topology: Topology, members: Sequence[int], label: str | None = None) -> Topology:
     """The fabric the ranks ``members`` (in communicator order) see on ``topology``: the members,
-    every switch node, the links among them (each with the kind it has on the whole fabric), hosts
+    the switch nodes that can pass data between them, the links among them (each with the kind it has on the whole fabric), hosts
     and IPC domains renumbered in order; named ``NAME@LABEL`` (``label`` defaults to the members
     as ranges).  TopologyError when a member is out of range or repeated, or when a member cannot
     reach another over links, switches and other members."""

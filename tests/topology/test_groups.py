@@ -132,7 +132,8 @@ def test_group_is_no_generator_family() -> None:
     """A row of a torus cut out is a ring of 4 links, not a torus: no torus routing, no Swing."""
     t = parse_spec("torus:4x4@0-3")
     assert t.family == "group" and t.dims is None and not t.is_routed()
-    assert dict(Router(t).shares(0, 2)) == {(0, 1): 1.0, (1, 2): 1.0}   # a torus row would split it both ways
+    # a torus row would send half of it each way round
+    assert dict(Router(t).shares(0, 2)) == {(0, 1): 1.0, (1, 2): 1.0}
     assert get("swing").refusal_of_kind(t, CollKind.ALLREDUCE) is not None
 
 
