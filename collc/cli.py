@@ -133,6 +133,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
                      help="what to list (default: algorithms)")
     lst.add_argument("--topology", default=None, metavar="SPEC",
                      help="with algorithms: only those that apply on this topology (see --why)")
+    lst.add_argument("--group", default=None, metavar="G", help="the ranks of --topology that form the communicator, in communicator order: 0-7, 0,8,16, stride:S[:O], host:H, rail:L (the same as SPEC@G; docs/groups.md)")
     lst.add_argument("--collective", default=None, metavar="NAME",
                      help="with algorithms: only those implementing this collective (applying, with --topology)")
     shown = lst.add_mutually_exclusive_group()
@@ -171,6 +172,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
 
     b = cmd("build", "build, lower, check and write an MSCCL XML")
     b.add_argument("--topology", required=True, help="spec such as ring:8, torus:4x4, switch:8, or a .yaml/.json")
+    b.add_argument("--group", default=None, metavar="G", help="the ranks of --topology that form the communicator, in communicator order: 0-7, 0,8,16, stride:S[:O], host:H, rail:L (the same as SPEC@G; docs/groups.md)")
     b.add_argument("--algorithm", required=True, help="see `collc list algorithms`")
     b.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, ...")
     b.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="algorithm parameter")
@@ -221,6 +223,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
 
     def model_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--topology", required=True, help="the fabric to time it on (same ranks as the program)")
+        a.add_argument("--group", default=None, metavar="G", help="the ranks of --topology that form the communicator, in communicator order: 0-7, 0,8,16, stride:S[:O], host:H, rail:L (the same as SPEC@G; docs/groups.md)")
         a.add_argument("--sizes", default="1KiB:1GiB", help="LO:HI (powers of two) or a,b,c (default 1KiB:1GiB)")
         a.add_argument("--model", choices=["event", "step"], default="event",
                        help="event: timed executor with link sharing (default); step: alpha-beta per round")
@@ -1235,12 +1238,26 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
         args, extra = parser.parse_known_args(argv)
         if extra:
             raise UsageError(_unrecognized(parser, args, extra))
+        _group_spec(args)
         return args
     except CollcError as exc:
         print(f"collc: {one_line(exc)}", file=sys.stderr)
         return 2
     except SystemExit as exc:  # --help
         return int(exc.code or 0)
+
+
+def _group_spec(args: argparse.Namespace) -> None:
+    """``--topology SPEC --group G`` is ``--topology SPEC@G`` (docs/groups.md)."""
+    group = getattr(args, "group", None)
+    if group is None:
+        return
+    if getattr(args, "topology", None) is None:
+        raise UsageError("--group needs --topology SPEC (the fabric whose ranks it names)")
+    if "@" in args.topology:
+        raise UsageError(f"--topology {args.topology[:60]!r} already names a group (after '@'); give --group "
+                         f"or SPEC@GROUP, not both")
+    args.topology = f"{args.topology}@{group}"
 
 
 def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> str:

@@ -293,12 +293,15 @@ class Topology:
 
     @property
     def family(self) -> str:
-        """The generator family: ``torus`` for ``torus:4x4`` (the name up to its first colon).
+        """The generator family: ``torus`` for ``torus:4x4`` (the name up to its first colon);
+        ``group`` for a process group's fabric (``torus:4x4@0-3``).
 
         >>> from collc.topology import parse_spec
         >>> parse_spec("torus:4x2").family, parse_spec("torus:4x2").dims
         ('torus', (4, 2))
         """
+        if "@" in self.name:
+            return "group"   # a process group's fabric (docs/groups.md): no generator's structure holds
         return self.name.split(":", 1)[0]
 
     @cached_property

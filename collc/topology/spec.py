@@ -24,6 +24,8 @@ each), ``per-host=K`` (K ranks per host) and ``mnnvl=K`` (K consecutive hosts pe
 domain, one CUDA IPC domain), e.g. ``torus:4x4:hosts=2``, ``ring:8:uni,per-host=4``,
 ``dgx-h100:4:mnnvl=4``; ``hosts=``/``per-host=`` group only topologies of one host per rank (the
 machine families place ranks on their boxes themselves).
+Any spec may end in ``@GROUP``, the fabric a process group of its ranks sees (``a100:4x8@stride:8``,
+``a100:4x8@host:0``; :mod:`collc.topology.groups`, docs/groups.md).
 Machine names (:data:`ALIASES`) stand for a family's spec: ``dgx-a100`` is ``a100:1x8`` and
 ``dgx-a100:N`` is ``a100:Nx8``, likewise ``dgx-h100`` (``h100:Nx8``) and ``mi300x``; a family's own
 name alone (``mi250``) is its one-box form.
@@ -71,6 +73,7 @@ from typing import Any, NamedTuple
 from collc.errors import TopologyError, did_you_mean
 from collc.inputs import MAX_TOPOLOGY_BYTES, check_spec_text, load_json, load_yaml, read_input
 from collc.topology import generators
+from collc.topology.groups import group_topology, parse_group, split_group
 from collc.topology.model import Topology
 
 __all__ = ["FamilyEntry", "FAMILIES", "register_family", "list_families", "Alias", "ALIASES", "register_alias",
@@ -408,6 +411,10 @@ def parse_spec(text: str) -> Topology:
     if _looks_like_file(spec):
         return load_file(spec)
     check_spec_text(spec, TopologyError)
+    head, group = split_group(spec)
+    if group is not None:   # SPEC@GROUP: the fabric a process group sees (docs/groups.md)
+        parent = parse_spec(head)
+        return group_topology(parent, parse_group(group, parent), group.strip())
     try:
         base, host_options = split_host_options(spec)
     except TopologyError as exc:
