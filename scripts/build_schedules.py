@@ -193,7 +193,8 @@ def render_plans(check: bool) -> tuple[dict[Path, str], list[str]]:
                     except CollcError:
                         continue        # a family the fabric or the backend refuses is no candidate
                     unit = plan.buffer_alignment * plan.gpus[0].input_chunks
-                    runs = [s for s in PLAN_SIZES if (s // topo.nranks if kind is CollKind.ALLGATHER else s) % unit == 0]
+                    runs = [s for s in PLAN_SIZES
+                            if (s // topo.nranks if kind is CollKind.ALLGATHER else s) % unit == 0]
                     # only the sizes the executor would run it at are timed (ForestColl's 48 chunks: none)
                     times = dict(zip(runs, time_plan(plan, topo, runs, alpha_us=PLAN_ALPHA_US)))
                     series[label] = [bus_bandwidth(kind, topo.nranks, s, times[s])[1] if s in times else 0.0
