@@ -118,6 +118,109 @@ def render_tuned() -> tuple[dict[Path, str], list[str]]:
     return files, rows
 
 
+# MSCCL++ plan libraries per fabric: each candidate family is lowered to a plan (Simple; LL too
+# within one host: LL across hosts is refused), timed by the one-sided event model
+# (collc/sim/plan_event.py, 5 us per put, the fabric's nominal links) at PLAN_SIZES, and the best
+# per size window is built with that window as its message-size range and checked on every release.
+# A plan counts at a size only if the executor would take it there (16-byte units per input chunk).
+PLAN_SIZES: tuple[int, ...] = tuple(1024 * 4 ** i for i in range(11))     # 1KiB, 4KiB, ... 1GiB
+PLAN_ALPHA_US = 5.0
+_BOX_PLANS: dict[CollKind, tuple[str, ...]] = {
+    CollKind.ALLREDUCE: ("ring", "multitree", "recursive-halving-doubling", "recursive-doubling", "direct"),
+    CollKind.ALLGATHER: ("ring", "multitree", "recursive-doubling", "direct"),
+    CollKind.REDUCESCATTER: ("ring", "multitree", "recursive-halving-doubling", "direct"),
+}
+# across boxes direct/pairwise are refused by their frontends (no route between non-rail GPUs)
+_FABRIC_PLANS: dict[CollKind, tuple[str, ...]] = {
+    CollKind.ALLREDUCE: ("forestcoll", "ring", "multitree", "double-binary-tree", "recursive-halving-doubling",
+                         "recursive-doubling"),
+    CollKind.ALLGATHER: ("forestcoll", "ring", "multitree", "recursive-doubling"),
+    CollKind.REDUCESCATTER: ("forestcoll", "ring", "multitree", "recursive-halving-doubling"),
+}
+# directory, registration module (beside it: the v0.8 shim reads every file of the directory),
+# topology, protocols, candidates, fabric in words
+PLAN_LIBRARIES: list[tuple[str, str, str, tuple[str, ...], dict[CollKind, tuple[str, ...]], str]] = [
+    ("dgx-a100-mscclpp", "mscclpp_dgx_a100.py", "switch:8:bw=300", ("Simple", "LL"), _BOX_PLANS,
+     "8-GPU NVSwitch box, DGX A100 (300 GB/s per GPU each way), memory channels"),
+    ("a100-2x8-mscclpp", "mscclpp_a100_2x8.py", "a100:2x8", ("Simple",), _FABRIC_PLANS,
+     "2 DGX A100 boxes (ForestColl's fabric): memory channels in a box, port channels across"),
+]
+
+
+def _plan_windows(series: dict[str, list[float]]) -> list[tuple[str, int, int, list[int]]]:
+    """Runs of PLAN_SIZES with the same winner (highest busbw, ties to the larger label, as
+    ``collc tune``) as inclusive [lo, hi] windows tiling [0, inf): hi 0 means open."""
+    runs: list[tuple[str, list[int]]] = []
+    for i, size in enumerate(PLAN_SIZES):
+        win = max(series, key=lambda lab: (series[lab][i], lab))
+        if series[win][i] <= 0:
+            raise SystemExit(f"no candidate plan runs {size} bytes")
+        if runs and runs[-1][0] == win:
+            runs[-1][1].append(size)
+        else:
+            runs.append((win, [size]))
+    return [(win, 0 if i == 0 else sizes[0], 0 if i == len(runs) - 1 else runs[i + 1][1][0] - 1, sizes)
+            for i, (win, sizes) in enumerate(runs)]
+
+
+def render_plans(check: bool) -> tuple[dict[Path, str], list[str]]:
+    """The MSCCL++ plan libraries, their registration modules and MANIFEST rows.  With ``check``
+    (--check) the winners are compared byte for byte but not run through the plan checker again:
+    tests/test_schedules.py runs `collc check --topology SPEC` on every plan."""
+    from collc.backends.mscclpp_loader import PlanEntry, register_snippet
+    from collc.check.placement import check_placement
+    from collc.check.plan_report import PlanReport
+    from collc.compiler.plan import Protocol
+    from collc.driver import compile_plan
+    from collc.errors import CollcError
+    from collc.sim.analysis import bus_bandwidth
+    from collc.sim.plan_event import time_plan
+    from collc.sim.runner import human
+
+    files: dict[Path, str] = {}
+    rows = ["| directory | fabric | file | collective | window (bytes) | candidate | predicted busbw (GB/s) at the "
+            "window's smallest .. largest size |", "|---|---|---|---|---|---|---|"]
+    for directory, module, spec, protos, candidates, fabric in PLAN_LIBRARIES:
+        topo = parse_spec(spec)
+        entries: list[PlanEntry] = []
+        for kind, algs in candidates.items():
+            series: dict[str, list[float]] = {}
+            for alg in algs:
+                for proto in protos:
+                    label = alg + ("(LL)" if proto == "LL" else "")
+                    try:
+                        plan = compile_plan(topo, alg, kind, protocol=Protocol(proto), check=False).plan
+                    except CollcError:
+                        continue        # a family the fabric or the backend refuses is no candidate
+                    unit = plan.buffer_alignment * plan.gpus[0].input_chunks
+                    runs = [s for s in PLAN_SIZES
+                            if (s // topo.nranks if kind is CollKind.ALLGATHER else s) % unit == 0]
+                    # only the sizes the executor would run it at are timed (ForestColl's 48 chunks: none)
+                    times = dict(zip(runs, time_plan(plan, topo, runs, alpha_us=PLAN_ALPHA_US)))
+                    series[label] = [bus_bandwidth(kind, topo.nranks, s, times[s])[1] if s in times else 0.0
+                                     for s in PLAN_SIZES]
+            for n, (label, lo, hi, run) in enumerate(_plan_windows(series)):
+                alg = label.removesuffix("(LL)")
+                proto = Protocol.LL if label.endswith("(LL)") else Protocol.SIMPLE
+                name = f"collc-{directory}-{kind.value}-w{n}"
+                built = compile_plan(topo, alg, kind, protocol=proto, min_bytes=lo, max_bytes=hi, name=name,
+                                     check=not check)
+                placed = PlanReport(name)
+                check_placement(built.plan, topo, placed)
+                problems = built.problems + [f.message for f in placed.errors()]
+                if problems:
+                    raise SystemExit(f"{directory}/{name} fails its check: {problems[0]}")
+                fname = f"{n:02d}-{kind.value}-{label.replace('(LL)', '-LL')}.json"
+                files[ROOT / directory / fname] = built.text
+                entries.append(PlanEntry(fname, built.plan.name, built.plan.collective, built.plan.nranks))
+                bw = [series[label][PLAN_SIZES.index(s)] for s in run]
+                top = human(hi + 1) if hi else f"{human(built.plan.max_message_size + 1)} (the 32-bit offset limit)"
+                rows.append(f"| `{directory}` | {fabric} | `{fname}` | {kind.value} | {human(lo)} .. {top} | {label} | "
+                            f"{bw[0]:.3g} .. {bw[-1]:.3g} |")
+        files[ROOT / module] = register_snippet(directory, entries, module.removesuffix(".py"))
+    return files, rows
+
+
 def _command(stem: str, spec: str, alg: str, kind: CollKind, opts: dict[str, object]) -> str:
     flags = [f"--topology {spec}", f"--algorithm {alg}", f"--collective {kind.value}"]
     if "instances" in opts:
@@ -177,6 +280,8 @@ def main() -> int:
     files, manifest = render()
     tuned, tuned_rows = render_tuned()
     files.update(tuned)
+    plans, plan_rows = render_plans(args.check)
+    files.update(plans)
     files[ROOT / "MANIFEST.md"] = "\n".join([
         manifest.rstrip("\n"), "",
         "## Tuned per fabric",
@@ -189,6 +294,24 @@ def main() -> int:
         "retune with your measured links (`collc topology import` of the machine) before relying on them.",
         "",
         *tuned_rows,
+        "",
+        "## MSCCL++ plans per fabric",
+        "",
+        "`scripts/build_schedules.py` (`PLAN_LIBRARIES`) lowers every candidate family to an MSCCL++ execution plan "
+        "(`collc build --backend mscclpp`; Simple, and LL within one box: LL across hosts is refused), times the "
+        "plans with the one-sided event model (`collc simulate PLAN.json`: 5 us per put, the fabric's nominal "
+        "links, no hop latency) at 1KiB, 4KiB, ... 1GiB, and keeps the best plan per size window (a plan counts "
+        "at a size only if the executor takes it there: 16 bytes per input chunk). Each window plan is "
+        "`collc build --backend mscclpp --topology SPEC --algorithm ALG --collective COLL [--protocol LL] "
+        "--min-bytes LO --max-bytes HI` and passes `collc check --topology SPEC` on every MSCCL++ release "
+        "collc models (v0.8, v0.9, v0.10). Windows are `min_message_size .. max_message_size`, shown as `lo .. hi` "
+        "with `hi` exclusive; the last window ends at the executor's 32-bit offset limit. Each directory is one "
+        "`MSCCLPP_EXECUTION_PLAN_DIR` (up to v0.8, NCCL shim); from v0.9 import the module beside it "
+        "(`schedules/mscclpp_*.py`) and call `register(rank, nranks_per_node)` in every rank "
+        "(docs/mscclpp-backend.md, \"The plan library\"). With no hop latency LL never wins in this model "
+        "(its gain is the signal it saves); retune with your links before relying on the windows.",
+        "",
+        *plan_rows,
         "",
     ])
     return sync_files(files, args.check, ROOT.parent)
