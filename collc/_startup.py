@@ -52,6 +52,37 @@ def exit_on_signal() -> None:
 
 
 
+def is_program() -> bool:
+    """Whether this process is the collc program (``exit_on_signal`` ran), not a caller of ``collc.cli.main``."""
+    return bool(_program)
+
+
+def end_interrupted(signum: int) -> NoReturn:
+    """The collc program, interrupted with its unfinished outputs already removed: stop the worker
+    processes it started (SIGKILL: a fork worker that has not run its initializer yet still has the
+    parent's Python handler, which it never runs, so SIGTERM would not stop it and a pool's orderly
+    shutdown would wait for it forever), write the one line and end with 128 + the signal.  Unwinding
+    through a worker pool's shutdown instead can hang (its locks may be held by a worker)."""
+    import sys
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None:
+        for child in mp.active_children():
+            try:
+                child.kill()
+            except OSError:
+                pass
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    try:
+        os.write(2, f"collc: interrupted by {signal.Signals(signum).name}; unfinished output removed\n".encode())
+    finally:
+        os._exit(128 + signum)
+
+
 def finish(code: int) -> NoReturn:
     """End the collc program with ``code`` once the command is done: flush, then ``os._exit``.
 

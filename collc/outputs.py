@@ -35,6 +35,7 @@ from pathlib import Path
 from types import FrameType
 
 from collc._startup import SIGNALS as _SIGNALS
+from collc._startup import end_interrupted, is_program
 from collc.errors import EmitError
 from collc.inputs import output_dir, output_file, show
 
@@ -247,6 +248,8 @@ def interrupt_handlers() -> Iterator[None]:
     def stop(signum: int) -> None:
         fired.append(signum)
         discard_pending()
+        if is_program():
+            end_interrupted(signum)      # no unwinding through worker pools: one line and 128 + N, now
         raise Interrupted(signum)
 
     def handler(signum: int, frame: FrameType | None) -> None:
