@@ -1,4 +1,4 @@
-"""What a ``collc`` process does about signals before a command installs its own handlers.
+"""What a ``collc`` process does about signals outside a command's own handlers, and how it ends.
 
 This module imports only ``os`` and ``signal``: the entry points call :func:`exit_on_signal` first, so
 that a signal during start-up (a second of imports) already ends the process the documented way.
@@ -8,31 +8,38 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from types import FrameType
 from typing import NoReturn
 
 # SIGHUP: the terminal of a long build was closed (absent on Windows)
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
+_program = False      # exit_on_signal() ran: this process is the collc program, not a caller of main()
 
-_program: list[bool] = []      # exit_on_signal() was called: this process is the collc program
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, RuntimeError):
+            pass      # a closed pipe, or (in a signal handler) a write the signal interrupted: keep what got out
 
 
-def ignore_signals() -> None:
-    """In the collc program (not a caller of ``collc.cli.main`` in-process), ignore SIGINT, SIGTERM and
-    SIGHUP from here on: the command is reporting how it ended, in one line."""
-    if _program:
-        for s in SIGNALS:
-            signal.signal(s, signal.SIG_IGN)
+def _die(signum: int, detail: str = "") -> NoReturn:
+    """One line, ``collc: interrupted by SIGNAL[; detail]``, and exit code 128 + the signal; later signals
+    are ignored so that the line stays the only one."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    _flush()
+    try:
+        os.write(2, f"collc: interrupted by {signal.Signals(signum).name}{detail}\n".encode())
+    finally:
+        os._exit(128 + signum)
 
 
 def _exit(signum: int, frame: FrameType | None) -> None:
-    for s in SIGNALS:     # one line, even when a second signal follows at once
-        signal.signal(s, signal.SIG_IGN)
-    try:
-        os.write(2, f"collc: interrupted by {signal.Signals(signum).name}\n".encode())
-    finally:
-        os._exit(128 + signum)
+    _die(signum)
 
 
 def exit_on_signal() -> None:
@@ -45,16 +52,16 @@ def exit_on_signal() -> None:
     "initialization failed"), and Python would print its traceback. Signals the caller ignores (nohup,
     a shell's background jobs) stay ignored.
     """
-    _program.append(True)
+    global _program
+    _program = True
     for s in SIGNALS:
         if signal.getsignal(s) is not signal.SIG_IGN:
             signal.signal(s, _exit)
 
 
-
 def is_program() -> bool:
     """Whether this process is the collc program (``exit_on_signal`` ran), not a caller of ``collc.cli.main``."""
-    return bool(_program)
+    return _program
 
 
 def end_interrupted(signum: int) -> NoReturn:
@@ -63,9 +70,6 @@ def end_interrupted(signum: int) -> NoReturn:
     parent's Python handler, which it never runs, so SIGTERM would not stop it and a pool's orderly
     shutdown would wait for it forever), write the one line and end with 128 + the signal.  Unwinding
     through a worker pool's shutdown instead can hang (its locks may be held by a worker)."""
-    import sys
-    for s in SIGNALS:
-        signal.signal(s, signal.SIG_IGN)
     mp = sys.modules.get("multiprocessing")
     if mp is not None:
         for child in mp.active_children():
@@ -73,14 +77,7 @@ def end_interrupted(signum: int) -> NoReturn:
                 child.kill()
             except OSError:
                 pass
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
-    try:
-        os.write(2, f"collc: interrupted by {signal.Signals(signum).name}; unfinished output removed\n".encode())
-    finally:
-        os._exit(128 + signum)
+    _die(signum, "; unfinished output removed")
 
 
 def finish(code: int) -> NoReturn:
@@ -91,10 +88,5 @@ def finish(code: int) -> NoReturn:
     monitor) and C extensions' finalisers against a half-stopped interpreter, which can die of SIGABRT
     ("Fatal Python error") after the command's last line. collc registers no exit handlers and leaves no
     file open, so nothing is lost."""
-    import sys
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):     # a closed pipe: what was written so far is all the reader gets
-            pass
+    _flush()
     os._exit(code)

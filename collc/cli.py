@@ -31,7 +31,6 @@ from collc.errors import CollcError, UsageError  # noqa: E402
 from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks,  # noqa: E402
                           check_bytes, finite, one_line, output_dir, output_file, plot_file, show)
 from collc.ir.collective import CollKind  # noqa: E402
-from collc._startup import ignore_signals  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
@@ -1220,7 +1219,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         with interrupt_handlers():
             return _run(args)
     except Interrupted as exc:
-        ignore_signals()     # the one line below is the last word, whatever arrives next
         print(f"collc: interrupted by {exc}; unfinished output removed", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

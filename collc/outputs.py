@@ -272,4 +272,3 @@ def interrupt_handlers() -> Iterator[None]:
         for s, h in old.items():
             signal.signal(s, h)
         discard_pending()
-
