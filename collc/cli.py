@@ -34,6 +34,7 @@ from collc.ir.collective import CollKind  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
+    from collc.check.releases import Release
     from collc.frontends.registry import Algorithm
     from collc.check.plan_report import PlanReport
     from collc.check import Report
@@ -63,6 +64,8 @@ MSCCLPP_VERSION_HELP = ("MSCCL++ releases to check plans against: all (default),
                         " (the executor differs: docs/mscclpp.md, 'Port channels and releases')")
 DIALECT_HELP = "the runtime that reads the file: executor (MSCCL executor, default), rccl, legacy"
 INPLACE_HELP = "in-place buffers (default: the collective's usual placement)"
+GROUP_HELP = ("the ranks of --topology that form the communicator, in communicator order: 0-7, 0,8,16, "
+              "stride:S[:O], host:H, rail:L (the same as SPEC@G; docs/groups.md)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -132,7 +135,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
                      help="what to list (default: algorithms)")
     lst.add_argument("--topology", default=None, metavar="SPEC",
                      help="with algorithms: only those that apply on this topology (see --why)")
-    lst.add_argument("--group", default=None, metavar="G", help="the ranks of --topology that form the communicator, in communicator order: 0-7, 0,8,16, stride:S[:O], host:H, rail:L (the same as SPEC@G; docs/groups.md)")
+    lst.add_argument("--group", default=None, metavar="G", help=GROUP_HELP)
     lst.add_argument("--collective", default=None, metavar="NAME",
                      help="with algorithms: only those implementing this collective (applying, with --topology)")
     shown = lst.add_mutually_exclusive_group()
@@ -171,7 +174,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
 
     b = cmd("build", "build, lower, check and write an MSCCL XML")
     b.add_argument("--topology", required=True, help="spec such as ring:8, torus:4x4, switch:8, or a .yaml/.json")
-    b.add_argument("--group", default=None, metavar="G", help="the ranks of --topology that form the communicator, in communicator order: 0-7, 0,8,16, stride:S[:O], host:H, rail:L (the same as SPEC@G; docs/groups.md)")
+    b.add_argument("--group", default=None, metavar="G", help=GROUP_HELP)
     b.add_argument("--algorithm", required=True, help="see `collc list algorithms`")
     b.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, ...")
     b.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="algorithm parameter")
@@ -222,7 +225,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
 
     def model_args(a: argparse.ArgumentParser) -> None:
         a.add_argument("--topology", required=True, help="the fabric to time it on (same ranks as the program)")
-        a.add_argument("--group", default=None, metavar="G", help="the ranks of --topology that form the communicator, in communicator order: 0-7, 0,8,16, stride:S[:O], host:H, rail:L (the same as SPEC@G; docs/groups.md)")
+        a.add_argument("--group", default=None, metavar="G", help=GROUP_HELP)
         a.add_argument("--sizes", default="1KiB:1GiB", help="LO:HI (powers of two) or a,b,c (default 1KiB:1GiB)")
         a.add_argument("--model", choices=["event", "step"], default="event",
                        help="event: timed executor with link sharing (default); step: alpha-beta per round")
@@ -817,7 +820,8 @@ def _is_plan(p: Path) -> bool:
     return head.startswith(b"{")
 
 
-def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None = None) -> Report | PlanReport:
+def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None,
+               releases: tuple[Release, ...]) -> Report | PlanReport:
     from collc.backends.msccl_xml import read_xml
     from collc.backends.shards import is_shard_dir, read_shards
     from collc.check import check_parsed
@@ -828,9 +832,8 @@ def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None = None) 
         from collc.check.placement import check_placement
         from collc.check.plan_check import check_plan
         from collc.check.plan_report import PlanReport
-        from collc.check.releases import parse_releases
         plan = read_plan(p)
-        rep = check_plan(plan, str(p), parse_releases(args.mscclpp_version))
+        rep = check_plan(plan, str(p), releases)
         placed = PlanReport(str(p))
         check_placement(plan, topo, placed)
         rep.findings[:0] = placed.findings       # where the ranks run comes before what the simulation found
@@ -854,7 +857,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from collc.check import Report
     from collc.check.releases import parse_releases
 
-    parse_releases(args.mscclpp_version)     # a bad value is refused before any file is read
+    releases = parse_releases(args.mscclpp_version)     # a bad value is refused before any file is read
     topo = None
     if getattr(args, "topology", None) is not None:
         from collc.topology import parse_spec
@@ -865,7 +868,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             results.append(("", item))
             continue
         try:
-            results.append((str(item), _check_one(item, args, topo)))
+            results.append((str(item), _check_one(item, args, topo, releases)))
         except CollcError as exc:
             results.append((str(item), exc))
     bad = [(path, r) for path, r in results if isinstance(r, CollcError)]
@@ -967,11 +970,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     sizes = parse_sizes(args.sizes)
     if path.is_file() and _is_plan(path):
         from collc.check.releases import parse_releases
-        parse_releases(args.mscclpp_version)
+        releases = parse_releases(args.mscclpp_version)     # a bad value is refused before any work
+        if args.plot:
+            plot_file(args.plot)
+        return _simulate_plan(path, args, params, sizes, releases)
     if args.plot:
         plot_file(args.plot)
-    if path.is_file() and _is_plan(path):
-        return _simulate_plan(path, args, params, sizes)
     dialect = Dialect(args.dialect)
     parsed = read_shards(path) if is_shard_dir(path) else read_xml(path)
     report = check_parsed(parsed, dialect, sharded=is_shard_dir(path))
@@ -1013,7 +1017,8 @@ def _refuse_failing(report: Report | PlanReport, path: Path, what: str) -> None:
                      f"correct {what}")
 
 
-def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, sizes: list[int]) -> int:
+def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, sizes: list[int],
+                   releases: tuple[Release, ...]) -> int:
     """``collc simulate PLAN.json``: check the plan, then time it with the one-sided event model."""
     from collc.backends.mscclpp import read_plan
     from collc.check.plan_check import check_plan
@@ -1024,10 +1029,8 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
     from collc.sim.runner import Row
     from collc.tuning import Comparison, plot_busbw
 
-    from collc.check.releases import parse_releases
-
     plan = read_plan(path)
-    report = check_plan(plan, str(path), parse_releases(args.mscclpp_version))
+    report = check_plan(plan, str(path), releases)
     if not report.ok:
         _refuse_failing(report, path, "plans")
     if params.model != "event":
