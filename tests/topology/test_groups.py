@@ -9,14 +9,14 @@ from fractions import Fraction
 
 import pytest
 
-from collc.driver import compile_xml
-from collc.errors import CollcError, TopologyError
+from collc.errors import TopologyError
 from collc.frontends.forestcoll.flow import Network, optimal
-from collc.frontends.registry import algorithms, get
+from collc.frontends.registry import get
 from collc.ir.collective import CollKind
 from collc.sim.routing import Router
 from collc.topology import Topology, parse_spec
 from collc.topology.groups import describe_members, group_topology, parse_group
+from tests.frontends.test_applies_agrees import build_what_applies
 
 
 def _optimum(spec: str) -> Fraction:
@@ -144,19 +144,5 @@ GROUP_SPECS = ("a100:4x8@stride:8:5", "a100:2x8@host:1", "torus:4x4@0-3", "switc
 def test_what_applies_on_a_group_builds(spec: str) -> None:
     """tests/frontends/test_applies_agrees.py's promise on groups: what the registry says applies
     builds and passes its check; the rest refuse with a reason."""
-    topo = parse_spec(spec)
-    built = refused = 0
-    for alg in algorithms():
-        for kind in sorted(alg.collectives, key=lambda k: k.value):
-            why = alg.refusal_of_kind(topo, kind)
-            if why is not None:
-                assert why.strip(), (alg.name, kind.value)
-                refused += 1
-                continue
-            try:
-                report = compile_xml(topo, alg.name, kind).report
-            except CollcError as exc:
-                pytest.fail(f"{alg.name} {kind.value} on {spec} is listed as applying but refused: {exc}")
-            assert report.ok, (alg.name, kind.value, spec, report.errors()[:1])
-            built += 1
+    built, refused = build_what_applies(spec)
     assert built > 0 and refused > 0
