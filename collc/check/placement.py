@@ -10,8 +10,9 @@ Without a topology the check says, as an ``info`` finding, that it cannot judge 
 from __future__ import annotations
 
 from collc.check.findings import FindingList
-from collc.compiler.placement import (cross_domain_pairs, memory_channel_pairs, pair_text, switch_groups_across)
-from collc.compiler.plan import ChannelType, Plan
+from collc.compiler.placement import (cross_domain_pairs, memory_channel_pairs, pair_text, ports_misjudged,
+                                     switch_groups_across)
+from collc.compiler.plan import Plan
 from collc.topology.model import Topology
 
 __all__ = ["check_placement", "MAX_PAIR_FINDINGS"]
@@ -44,8 +45,7 @@ def check_placement(plan: Plan, topology: Topology | None, rep: FindingList) -> 
     for gpu, ranks in switch_groups_across(plan, topology)[:MAX_PAIR_FINDINGS]:
         rep.add("switch-channel-across-hosts", f"gpu {gpu}: a switch channel over ranks {list(ranks)[:8]} spans IPC "
                 f"domains of {topology.name}: NVLS multicast needs one NVLink domain")
-    if topology.nipc_domains > 1 and not topology.contiguous_ipc_domains() and any(
-            g.peers(ChannelType.PORT) for g in plan.gpus):
+    if ports_misjudged(plan, topology):
         rep.add("ipc-domains-not-contiguous", f"{topology.name}: IPC domains ({topology.hosts_summary()}) are not "
                 "equal contiguous blocks of ranks; MSCCL++ chooses InfiniBand for a port channel by "
                 "rank / nranksPerIpcDomain and would misjudge some pairs", "warning")

@@ -26,8 +26,8 @@ from collc.compiler.plan import Channel, ChannelType, Plan, SwitchChannel
 from collc.errors import LoweringError
 from collc.topology.model import Topology
 
-__all__ = ["memory_channel_pairs", "cross_domain_pairs", "switch_groups_across", "placement_refusal",
-           "pair_text", "CROSS_HOST_HINT"]
+__all__ = ["memory_channel_pairs", "cross_domain_pairs", "switch_groups_across", "ports_misjudged",
+           "placement_refusal", "pair_text", "CROSS_HOST_HINT"]
 
 #: What the refusal tells a user to do instead.
 CROSS_HOST_HINT = ("a memory channel needs CUDA IPC; a transfer between IPC domains needs a port channel "
@@ -62,6 +62,13 @@ def switch_groups_across(plan: Plan, topology: Topology) -> list[tuple[int, tupl
     return out
 
 
+def ports_misjudged(plan: Plan, topology: Topology) -> bool:
+    """Whether ``plan`` has port channels on IPC domains that are not equal contiguous blocks of ranks, where
+    the executor's ``rank / nranksPerIpcDomain`` picks the wrong transport for some pairs."""
+    return topology.nipc_domains > 1 and not topology.contiguous_ipc_domains() and any(
+        g.peers(ChannelType.PORT) for g in plan.gpus)
+
+
 def pair_text(a: int, b: int, topology: Topology) -> str:
     """``rank 0 -> rank 8 cross hosts (host 0 -> host 1)``."""
     return f"rank {a} -> rank {b} cross hosts (host {topology.host(a)} -> host {topology.host(b)})"
@@ -80,8 +87,7 @@ def placement_refusal(plan: Plan, topology: Topology) -> str | None:
         gpu, ranks = groups[0]
         return (f"gpu {gpu}: switch channel over ranks {list(ranks)[:8]} spans IPC domains: NVLS multicast needs one "
                 f"NVLink domain")
-    if topology.nipc_domains > 1 and not topology.contiguous_ipc_domains() and any(
-            g.peers(ChannelType.PORT) for g in plan.gpus):
+    if ports_misjudged(plan, topology):
         return (f"{topology.name}: its IPC domains ({topology.hosts_summary()}) are not equal contiguous blocks of "
                 f"ranks, and MSCCL++ picks InfiniBand for a port channel by rank / nranksPerIpcDomain")
     return None
