@@ -411,8 +411,7 @@ def lower(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Program:
 @dataclass
 class Prepared:
     """The program-wide part of a lowering: the program passes' output, split by rank, and the
-    decisions the per-rank passes share.  It does not depend on tb pairing, so lowerings with
-    and without pairing can start from one :func:`prepare` (``run_pipeline(prepared=...)``)."""
+    decisions the per-rank passes share (it does not depend on tb pairing)."""
 
     plan: OpPlan
     by_rank: list[list[RankOp]]
@@ -480,18 +479,16 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Prepared
 
 def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                  emit: Callable[[Gpu], str] | None = None, ranks: range | None = None,
-                 keep_gpus: bool = True, prepared: Prepared | None = None) -> Lowered:
+                 keep_gpus: bool = True) -> Lowered:
     """Run ``PASSES`` on ``schedule``.
 
     ``emit`` (if given) prints each rank's gpu in the worker that lowered it, for the ranks
     in ``ranks`` (default all); ``keep_gpus=False`` returns the program without its gpus
-    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).  ``prepared``:
-    the program passes already run by :func:`prepare` with the same options but ``pair``
-    (its seconds and dumps are reported again).
+    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).
     """
     clock = time.process_time     # CPU seconds of this process (a worker's own)
     lim = LIMITS[opts.dialect]
-    pre = prepared if prepared is not None else prepare(schedule, opts)
+    pre = prepare(schedule, opts)
     timings = dict(pre.timings)
     dumps = dict(pre.dumps)
     plan, by_rank, hints, synced, replies = pre.plan, pre.by_rank, pre.hints, pre.synced, pre.replies

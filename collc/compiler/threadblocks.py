@@ -56,8 +56,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import NamedTuple
 
-from collc.compiler.buffering import SizeModel
-from collc.compiler.limits import NCCL_STEPS
+from collc.compiler.buffering import SizeModel, size_model
+from collc.compiler.program import Proto
 from collc.compiler.scratch import Kind, OpPlan, RankOp
 
 
@@ -215,7 +215,7 @@ def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
 
 
 #: The slicing at ``maxBytes="0"`` with Simple pieces: one chunk a piece, two pieces a connection.
-TIGHTEST = SizeModel(None, 1, NCCL_STEPS, None, True)
+TIGHTEST = size_model(Proto.SIMPLE, 1, None)
 
 
 class _Safety:
