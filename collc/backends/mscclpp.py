@@ -37,24 +37,22 @@ COLLECTIVES = ("allgather", "allreduce", "alltoall", "broadcast", "reduce", "red
 
 
 class _Count:
-    """Threadblocks and ops read so far: the plan's totals are bounded before each list is read."""
+    """Threadblocks and ops of one plan read so far: its totals are bounded before each list is read."""
 
     def __init__(self) -> None:
         self.tbs = 0
         self.ops = 0
 
 
-_COUNT = _Count()
-
-
 class _Obj:
     """A JSON object with its path, for error messages that say where the problem is."""
 
-    def __init__(self, raw: Any, path: str) -> None:
+    def __init__(self, raw: Any, path: str, count: _Count | None = None) -> None:
         if not isinstance(raw, dict):
             raise PlanError(f"{path}: expected a JSON object, got {_kind(raw)}")
         self.raw: dict[str, Any] = raw
         self.path = path
+        self.count = count if count is not None else _Count()     # shared by the objects of one plan
 
     def has(self, key: str) -> bool:
         return key in self.raw
@@ -105,7 +103,8 @@ class _Obj:
         return tuple(_int(v, f"{self.path}.{key}[{i}]") for i, v in enumerate(self.list_(key, limit, why)))
 
     def objs(self, key: str, make: Callable[[_Obj], T], limit: int = MAX_PLAN_LIST, why: str = "") -> tuple[T, ...]:
-        return tuple(make(_Obj(v, f"{self.path}.{key}[{i}]")) for i, v in enumerate(self.list_(key, limit, why)))
+        return tuple(make(_Obj(v, f"{self.path}.{key}[{i}]", self.count))
+                     for i, v in enumerate(self.list_(key, limit, why)))
 
 
 def _int(v: Any, path: str, lo: int = 0, hi: int = MAX_PLAN_INT, why: str = "") -> int:
@@ -205,8 +204,8 @@ def _tb(o: _Obj) -> Threadblock:
     if n > MAX_PLAN_OPS_PER_TB:
         raise PlanError(f"{o.path}.ops: {n} ops with the pipelines' inner ops, more than the {MAX_PLAN_OPS_PER_TB} "
                         f"collc reads per threadblock ({_OPS_WHY})")
-    _COUNT.ops += n
-    if _COUNT.ops > MAX_PLAN_OPS:
+    o.count.ops += n
+    if o.count.ops > MAX_PLAN_OPS:
         raise PlanError(f"{o.path}: the plan has more than {MAX_PLAN_OPS} ops, the most collc checks "
                         "(the executor simulation visits each op)")
     return Threadblock(
@@ -225,8 +224,8 @@ _GPU_LIST = f"{MAX_RANKS} ranks are the most collc handles"
 
 def _gpu(o: _Obj) -> Gpu:
     tbs = o.list_("threadblocks", MAX_PLAN_TBS, "threadblocks wait on one another, so all must be resident at once")
-    _COUNT.tbs += len(tbs)
-    if _COUNT.tbs > MAX_PLAN_THREADBLOCKS:
+    o.count.tbs += len(tbs)
+    if o.count.tbs > MAX_PLAN_THREADBLOCKS:
         raise PlanError(f"{o.path}.threadblocks: the plan has more than {MAX_PLAN_THREADBLOCKS} threadblocks, "
                         "the most collc checks (the executor simulation keeps a vector clock per threadblock)")
     return Gpu(
@@ -292,7 +291,6 @@ def parse_plan(text: str, where: str = "plan") -> Plan:
     are read, the plan's threadblocks and ops as they add up, its chunk slots before returning.
     """
     raw = load_plan_json(text, where)
-    _COUNT.tbs = _COUNT.ops = 0
     try:
         o = _Obj(raw, "plan")
         collective = o.str_("collective")
