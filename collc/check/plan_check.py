@@ -47,14 +47,20 @@ def _check_simulation_size(plan: Plan, path: str) -> None:
                         f"{MAX_SLOTS} (2^28) chunk slots collc can check in memory")
 
 
-def _behaviour(plan: Plan, release: Release) -> tuple[bool | None, ...]:
-    """What of ``release`` matters to this plan: releases with equal keys give the same report, so the
-    plan is simulated once per key (most plans, and all of collc's own, once in all)."""
-    ops = [(op.name, op.channel_type) for g in plan.gpus for tb in g.threadblocks for op in tb.flat_ops()]
+def _uses(plan: Plan) -> tuple[bool, bool, bool]:
+    """Which release differences the plan can see: a port ``pwsf``, the packet-copy ops, ``reuse_resources``."""
+    ops = {(op.name, op.channel_type) for g in plan.gpus for tb in g.threadblocks for op in tb.flat_ops()}
     pwsf = (OpName.PUT_WITH_SIGNAL_AND_FLUSH, ChannelType.PORT) in ops
     packet_copy = any(name in (OpName.REDUCE_COPY_PACKETS, OpName.REDUCE_COPY_SEND_PACKETS) for name, _ in ops)
+    return pwsf, packet_copy, plan.reuse_resources
+
+
+def _behaviour(uses: tuple[bool, bool, bool], release: Release) -> tuple[bool | None, ...]:
+    """What of ``release`` matters to a plan with ``uses``: releases with equal keys give the same report,
+    so the plan is simulated once per key (most plans, and all of collc's own, once in all)."""
+    pwsf, packet_copy, reuse = uses
     return (release.pwsf_flushes if pwsf else None, release.knows_packet_copy if packet_copy else None,
-            release.scratch_limit if plan.reuse_resources else None)
+            release.scratch_limit if reuse else None)
 
 
 def check_plan(plan: Plan, path: str = "<plan>", releases: Sequence[Release] = RELEASES) -> PlanReport:
@@ -62,8 +68,9 @@ def check_plan(plan: Plan, path: str = "<plan>", releases: Sequence[Release] = R
     them only is prefixed with their names, and ``info["releases"]`` holds each release's verdict."""
     by_key: dict[tuple[bool | None, ...], PlanReport] = {}
     reports: dict[Release, PlanReport] = {}
+    uses = _uses(plan)
     for r in releases:
-        key = _behaviour(plan, r)
+        key = _behaviour(uses, r)
         if key not in by_key:
             by_key[key] = check_plan_release(plan, path, r)
         reports[r] = by_key[key]
@@ -96,8 +103,7 @@ def verdict_line(releases: list[Release], reports: dict[Release, PlanReport]) ->
     for r in releases:
         rep = reports[r]
         errs = rep.errors()
-        text = "PASS" if rep.ok else f"FAIL on {{}} ({errs[0].code}: {errs[0].message[:100]})"
-        text = text if not rep.ok else "PASS on {}"
+        text = "PASS on {}" if rep.ok else f"FAIL on {{}} ({errs[0].code}: {errs[0].message[:100]})"
         for said, names in parts:
             if said == text:
                 names.append(r.name)

@@ -717,6 +717,7 @@ class Simulator:
         for m in bad:
             self.add("wrong-data", f"{m} (root {root}, the closest of all roots)")
 
+
 def _next_code(code: str) -> str:
     """The code of a finding of the second launch: race-* -> race-next-launch; port-source-reuse keeps its name."""
     if code.endswith("next-launch"):
