@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from collc.check.plan_report import PlanReport
 from collc.check.releases import LATEST, SCRATCH_LIMIT, Release
-from collc.compiler.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, RemoteBuff,
-                                 SwitchBuff, Threadblock)
+from collc.compiler.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, Protocol,
+                                 RemoteBuff, SwitchBuff, Threadblock)
 
 MAX_OPS_PER_TB = 64            # MAX_OPERATION (checked by the executor, after pipelines are flattened)
 MAX_CHANNELS_PER_TB = 16       # MAX_CHANNEL: device handles per type per threadblock, also remote buffers
@@ -199,7 +199,7 @@ def scratch_bytes(plan: Plan, input_bytes: int) -> int:
     (``calScratchBufferSize``: a chunk per scratch chunk, twice under LL, twice again when double-buffered)."""
     g = plan.gpus[0]
     per_chunk = -(-input_bytes // max(g.input_chunks, 1))
-    size = per_chunk * g.scratch_chunks * (2 if plan.protocol.value == "LL" else 1) \
+    size = per_chunk * g.scratch_chunks * (2 if plan.protocol is Protocol.LL else 1) \
         * (2 if plan.use_double_scratch_buffer else 1)
     a = max(plan.buffer_alignment, 1)
     return -(-size // a) * a

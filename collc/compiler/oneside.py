@@ -541,13 +541,11 @@ def _pair_channels(per_rank: Sequence[Sequence[Action]], domains: Sequence[int] 
 def _gpu_channels(r: int, chan_index: dict[tuple[int, TbKey], int], domains: Sequence[int] = ()
                   ) -> tuple[Channel, ...]:
     """The memory channel list, then the port channel list (each only when it has channels)."""
-    out = []
-    for kind in (ChannelType.MEMORY, ChannelType.PORT):
-        peers = sorted((i, key[1]) for (rank, key), i in chan_index.items()
-                       if rank == r and channel_kind(domains, r, key[1]) is kind)
-        if peers:
-            out.append(Channel(kind, tuple(p for _, p in peers)))
-    return tuple(out)
+    peers: dict[ChannelType, list[tuple[int, int]]] = {ChannelType.MEMORY: [], ChannelType.PORT: []}
+    for (rank, key), i in chan_index.items():
+        if rank == r:
+            peers[channel_kind(domains, r, key[1])].append((i, key[1]))
+    return tuple(Channel(kind, tuple(p for _, p in sorted(found))) for kind, found in peers.items() if found)
 
 
 def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: int, proto: Protocol,
