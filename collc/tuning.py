@@ -248,9 +248,14 @@ PREBUILT_MODEL = ModelParams("step", 5.0)
 
 def windows_from(comparison: Comparison) -> list[tuple[str, int, int, list[int]]]:
     """Runs of consecutive sizes with the same winner, tiling [0, inf) without overlap."""
-    winners = comparison.winners()
+    return windows_of(comparison.sizes, comparison.winners())
+
+
+def windows_of(sizes: Sequence[int], winners: Sequence[str]) -> list[tuple[str, int, int, list[int]]]:
+    """``(winner, lo, hi, sizes)`` for each run of consecutive ``sizes`` with the same winner, as
+    inclusive ``[lo, hi]`` windows tiling [0, inf): the first starts at 0, ``hi`` 0 is open."""
     runs: list[tuple[str, list[int]]] = []
-    for size, win in zip(comparison.sizes, winners):
+    for size, win in zip(sizes, winners):
         if runs and runs[-1][0] == win:
             runs[-1][1].append(size)
         else:

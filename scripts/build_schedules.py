@@ -150,17 +150,15 @@ PLAN_LIBRARIES: list[tuple[str, str, str, tuple[str, ...], dict[CollKind, tuple[
 def _plan_windows(series: dict[str, list[float]]) -> list[tuple[str, int, int, list[int]]]:
     """Runs of PLAN_SIZES with the same winner (highest busbw, ties to the larger label, as
     ``collc tune``) as inclusive [lo, hi] windows tiling [0, inf): hi 0 means open."""
-    runs: list[tuple[str, list[int]]] = []
+    from collc.tuning import windows_of
+
+    winners = []
     for i, size in enumerate(PLAN_SIZES):
         win = max(series, key=lambda lab: (series[lab][i], lab))
         if series[win][i] <= 0:
             raise SystemExit(f"no candidate plan runs {size} bytes")
-        if runs and runs[-1][0] == win:
-            runs[-1][1].append(size)
-        else:
-            runs.append((win, [size]))
-    return [(win, 0 if i == 0 else sizes[0], 0 if i == len(runs) - 1 else runs[i + 1][1][0] - 1, sizes)
-            for i, (win, sizes) in enumerate(runs)]
+        winners.append(win)
+    return windows_of(PLAN_SIZES, winners)
 
 
 def render_plans(check: bool) -> tuple[dict[Path, str], list[str]]:
