@@ -139,20 +139,14 @@ def _msccl_word(log: BenchLog) -> str:
     return "MSCCL did not run" if log.verdict.status == "not-ran" else "MSCCL unknown"
 
 
-def _human(size: int) -> str:
-    """``8B``, ``1KiB``, ``8GiB``: the size as nccl-tests users write it."""
-    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return f"{size}B"
-
-
 def summary_lines(logs: list[BenchLog], files: int) -> list[str]:
     """One line per test (collective, sizes, MSCCL ran or not, peak busbw) and a total line."""
+    from collc.sim.runner import human
+
     out = ["summary:"]
     for lg in logs:
         sizes = lg.sizes
-        span = f"{_human(sizes[0])}..{_human(sizes[-1])} ({len(sizes)} sizes)" if sizes else "no sizes"
+        span = f"{human(sizes[0])}..{human(sizes[-1])} ({len(sizes)} sizes)" if sizes else "no sizes"
         peak = max((r.busbw for r in lg.rows), default=None)
         state = "RUN FAILED, " if lg.run_failed else ""
         out.append(f"  {lg.path}: {lg.collective}, {span}, {state}{_msccl_word(lg)}, "
@@ -174,7 +168,8 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         p = Path(raw)
         input_file(p, MAX_LOG_BYTES, BenchUsageError)    # a regular file (no FIFO), bounded
         logs.extend(parse_file_tests(p))
-    failed = sum(lg.failed or any(r.wrong for r in lg.rows) or lg.run_failed for lg in logs)
+    data_failed = sum(lg.failed or any(r.wrong for r in lg.rows) for lg in logs)
+    runs_failed = sum(lg.run_failed for lg in logs)
     missing = [lg.path for lg in logs if lg.verdict.status != "ran"] if args.require_msccl else []
     if args.json:
         print(json.dumps([lg.to_json() for lg in logs], indent=2, sort_keys=True))
@@ -186,14 +181,13 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         if len(logs) > 1:
             for line in summary_lines(logs, len(args.logs)):
                 print(line)
-        runs = sum(lg.run_failed for lg in logs)
-        print(f"{len(logs)} test(s) in {len(args.logs)} file(s) parsed; {runs} failed run(s); "
-              f"{sum(lg.failed or any(r.wrong for r in lg.rows) for lg in logs)} with a failed data check")
+        print(f"{len(logs)} test(s) in {len(args.logs)} file(s) parsed; {runs_failed} failed run(s); "
+              f"{data_failed} with a failed data check")
     if missing:
         names = ", ".join(dict.fromkeys(missing))
         print(one_line(f"collc: --require-msccl: MSCCL did not run in {len(missing)} of {len(logs)} test(s): {names}"),
               file=sys.stderr)
-    return 1 if failed or missing else 0
+    return 1 if data_failed or runs_failed or missing else 0
 
 
 def run_bench(args: argparse.Namespace) -> int:

@@ -167,7 +167,8 @@ def rows_for(program: Program, sizes: Sequence[int], times: Sequence[float]) -> 
 
 
 def human(size: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+    """``8B``, ``1KiB``, ``8GiB``: the size as nccl-tests users write it."""
+    for unit, shift in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if size >= 1 << shift and size % (1 << shift) == 0:
             return f"{size >> shift}{unit}"
     return f"{size}B"
