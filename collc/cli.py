@@ -808,16 +808,8 @@ def _print_report(rep: Report | PlanReport) -> None:
 
 
 def _is_plan(p: Path) -> bool:
-    """A JSON file (an MSCCL++ execution plan) rather than XML: named .json, or its first non-blank
-    character is '{'."""
-    if p.suffix.lower() == ".json":
-        return True
-    try:
-        with p.open("rb") as f:
-            head = f.read(256).lstrip()
-    except OSError:
-        return False
-    return head.startswith(b"{")
+    from collc.backends.mscclpp import is_plan_file
+    return is_plan_file(p)
 
 
 def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None,
@@ -827,7 +819,7 @@ def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None,
     from collc.check import check_parsed
     from collc.memory import gc_paused
 
-    if p.is_file() and _is_plan(p):
+    if _is_plan(p):
         from collc.backends.mscclpp import read_plan
         from collc.check.placement import check_placement
         from collc.check.plan_check import check_plan
@@ -968,7 +960,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         raise UsageError(f"{show(path)}: no such file")
     params = _model(args)
     sizes = parse_sizes(args.sizes)
-    if path.is_file() and _is_plan(path):
+    if _is_plan(path):
         from collc.check.releases import parse_releases
         releases = parse_releases(args.mscclpp_version)     # a bad value is refused before any work
         if args.plot:

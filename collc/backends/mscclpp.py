@@ -321,6 +321,22 @@ def parse_plan(text: str, where: str = "plan") -> Plan:
         raise PlanError(f"{where}: nesting too deep") from None
 
 
+def is_plan_file(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is an MSCCL++ plan rather than an MSCCL XML: a regular file (nothing else is
+    opened: a FIFO would block) named ``.json`` or whose first non-blank character is ``{``."""
+    p = Path(path)
+    if not p.is_file():
+        return False
+    if p.suffix.lower() == ".json":
+        return True
+    try:
+        with p.open("rb") as f:
+            head = f.read(256).lstrip()
+    except OSError:
+        return False
+    return head.startswith(b"{")
+
+
 def read_plan(source: str | os.PathLike[str]) -> Plan:
     """A Plan from a path, or from JSON text when ``source`` is a string that starts with ``{``."""
     if isinstance(source, str) and source.lstrip().startswith("{"):

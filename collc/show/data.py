@@ -95,7 +95,8 @@ def load(path: str | Path, dialect: Dialect = Dialect.EXECUTOR) -> Loaded:
         return _of_program(str(p), "shards", parsed.program, dialect, rep.ok, rep.findings, rep.info)
     if p.is_dir():
         raise ShowError(f"{p}: a directory that is no shard directory (rank-N/ subdirectories of one XML each)")
-    if _is_plan(p):
+    from collc.backends.mscclpp import is_plan_file
+    if is_plan_file(p):
         from collc.backends.mscclpp import read_plan
         from collc.check.plan_check import check_plan
         plan = read_plan(p)
@@ -107,13 +108,6 @@ def load(path: str | Path, dialect: Dialect = Dialect.EXECUTOR) -> Loaded:
     parsed = read_xml(p)
     rep = check_parsed(parsed, dialect)
     return _of_program(str(p), "xml", parsed.program, dialect, rep.ok, rep.findings, rep.info)
-
-
-def _is_plan(path: Path) -> bool:
-    """A JSON plan: its first non-blank byte is ``{`` (an XML starts with ``<``)."""
-    with open(path, "rb") as fh:
-        head = fh.read(512).lstrip()
-    return head.startswith(b"{")
 
 
 def _info(info: dict[str, object]) -> tuple[tuple[str, str], ...]:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from collc.cli import main
-from tests.test_bad_input import _readonly, _scratch, _snapshot
+from tests.test_bad_input import _readonly, _scratch, run_refused
 
 CASES: list[tuple[str, list[str], str]] = [
     ("show-no-topology", ["show", "{d}/good.xml", "-o", "{d}/x.html"], "pass --topology"),
@@ -21,6 +20,7 @@ CASES: list[tuple[str, list[str], str]] = [
     ("show-bad-topology", ["show", "{d}/good.xml", "--topology", "torus:0x3", "-o", "{d}/x.html"], "torus"),
     ("show-readonly-out", ["show", "{d}/good.xml", "--topology", "ring:4", "-o", "{ro}/x.html"], "x.html"),
     ("show-not-xml", ["show", "{d}/notxml.xml", "--topology", "ring:4", "-o", "{d}/x.html"], "notxml.xml"),
+    ("show-fifo", ["show", "{d}/fifo.xml", "--topology", "ring:4", "-o", "{d}/x.html"], "FIFO"),
     ("compare-html-dir", ["compare", "--topology", "ring:4", "--collective", "allreduce", "--algorithm", "ring",
                           "--html", "{d}"], "--html"),
 ]
@@ -37,11 +37,4 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_bad_show_input(scratch: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
     ro = _readonly(scratch)
     args = [a.replace("{d}", str(scratch)).replace("{ro}", ro) for a in argv]
-    before = _snapshot(scratch)
-    code = main(args)
-    _, err = capsys.readouterr()
-    assert code == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("collc: "), err
-    assert needle in lines[0], lines[0]
-    assert _snapshot(scratch) == before
+    run_refused(scratch, capsys, args, needle)
