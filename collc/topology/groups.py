@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 
 from collc.errors import TopologyError
-from collc.topology.model import Link, Topology
+from collc.topology.model import Link, Topology, strong_components
 
 __all__ = ["parse_group", "group_topology", "split_group", "describe_members"]
 
@@ -205,14 +205,9 @@ def _members_component(induced: Sequence[tuple[int, int, Link]], nnodes: int, k:
     """Which nodes lie in the members' strongly connected set; TopologyError (naming a pair) when
     the members do not all reach each other over links, switches and other members (which run the
     collective's kernel and may relay), never through a GPU outside the group."""
-    import numpy as np
-    from scipy.sparse import coo_matrix  # type: ignore[import-untyped]
-    from scipy.sparse.csgraph import breadth_first_order, connected_components  # type: ignore[import-untyped]
+    from scipy.sparse.csgraph import breadth_first_order  # type: ignore[import-untyped]
 
-    rows = np.fromiter((a for a, _, _ in induced), dtype=np.int64, count=len(induced))
-    cols = np.fromiter((b for _, b, _ in induced), dtype=np.int64, count=len(induced))
-    graph = coo_matrix((np.ones(len(induced), dtype=np.int8), (rows, cols)), shape=(nnodes, nnodes)).tocsr()
-    _, labels = connected_components(graph, directed=True, connection="strong")
+    graph, labels = strong_components(nnodes, [(a, b) for a, b, _ in induced])
     for b in range(1, k):
         if labels[b] != labels[0]:
             reached = set(int(x) for x in breadth_first_order(graph, 0, directed=True, return_predecessors=False))

@@ -29,7 +29,7 @@ from collc.errors import TopologyError
 if TYPE_CHECKING:
     import networkx as nx  # type: ignore[import-untyped]
 
-__all__ = ["Link", "Topology", "LINK_KINDS", "INTRA_HOST_KINDS"]
+__all__ = ["Link", "Topology", "LINK_KINDS", "INTRA_HOST_KINDS", "strong_components"]
 
 #: What a link is made of (docs/algorithms.md "Hosts and link kinds"): ``nvlink``, ``xgmi`` and ``pcie``
 #: stay inside one host; ``net`` joins hosts over a network (InfiniBand, RoCE); ``mnnvl`` joins hosts of
@@ -55,6 +55,25 @@ def _is_int(value: object) -> bool:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def strong_components(nnodes: int, edges: Sequence[tuple[int, int]]) -> tuple[Any, list[int]]:
+    """The directed graph of ``edges`` on nodes ``0 .. nnodes-1`` as a scipy CSR matrix, and the
+    strongly connected component of each node.
+
+    >>> labels = strong_components(3, [(0, 1), (1, 0), (1, 2)])[1]
+    >>> labels[0] == labels[1] != labels[2]
+    True
+    """
+    import numpy as np
+    from scipy.sparse import coo_matrix  # type: ignore[import-untyped]
+    from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]
+
+    rows = np.fromiter((a for a, _ in edges), dtype=np.int64, count=len(edges))
+    cols = np.fromiter((b for _, b in edges), dtype=np.int64, count=len(edges))
+    graph = coo_matrix((np.ones(len(edges), dtype=np.int8), (rows, cols)), shape=(nnodes, nnodes)).tocsr()
+    _, labels = connected_components(graph, directed=True, connection="strong")
+    return graph, [int(x) for x in labels]
 
 
 @dataclass(frozen=True)
@@ -233,18 +252,9 @@ class Topology:
 
     def _switch_components(self) -> list[int]:
         """The strongly connected component of each switch in the graph of switch-to-switch links."""
-        import numpy as np
-        from scipy.sparse import coo_matrix  # type: ignore[import-untyped]
-        from scipy.sparse.csgraph import connected_components  # type: ignore[import-untyped]
-
         n, m = self.nranks, self.nswitches
         out = self._adjacency[0]
-        pairs = [(s - n, t - n) for s in range(n, n + m) for t in out[s] if t >= n]
-        rows = np.fromiter((p[0] for p in pairs), dtype=np.int64, count=len(pairs))
-        cols = np.fromiter((p[1] for p in pairs), dtype=np.int64, count=len(pairs))
-        graph = coo_matrix((np.ones(len(pairs), dtype=np.int8), (rows, cols)), shape=(m, m)).tocsr()
-        _, labels = connected_components(graph, directed=True, connection="strong")
-        return [int(x) for x in labels]
+        return strong_components(m, [(s - n, t - n) for s in range(n, n + m) for t in out[s] if t >= n])[1]
 
     def _switches_strongly_connected(self) -> bool:
         """True when there are switches and each reaches every other through switches only."""
