@@ -2,7 +2,7 @@
 """MSCCL++ backend speed: `collc build --backend mscclpp` stage by stage, per case.
 
 Stages: frontend, verify (symbolic Schedule check), lower (Schedule -> one-sided plan,
-collc/compiler/oneside.py), emit (print JSON), check (read back, plan checker).
+collc/compiler/mscclpp/lower.py), emit (print JSON), check (read back, plan checker).
 
     python benchmarks/plan_speed.py
 

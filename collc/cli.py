@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collc.compiler.limits import LIMITS, Dialect  # noqa: E402
-from collc.compiler.program import Proto  # noqa: E402
+from collc.limits import LIMITS, Dialect  # noqa: E402
+from collc.compiler.msccl.program import Proto  # noqa: E402
 from collc.errors import CollcError, UsageError  # noqa: E402
 from collc.inputs import (MAX_CANDIDATES, MAX_CHUNKS, MIN_LINK_BW, bounded_int, check_build_ranks,  # noqa: E402
                           check_bytes, finite, one_line, output_dir, output_file, plot_file, show)
@@ -34,9 +34,9 @@ from collc.ir.collective import CollKind  # noqa: E402
 from collc.outputs import Interrupted, interrupt_handlers  # noqa: E402
 
 if TYPE_CHECKING:
-    from collc.check.releases import Release
+    from collc.check.plan.releases import Release
     from collc.frontends.registry import Algorithm
-    from collc.check.plan_report import PlanReport
+    from collc.check.plan.report import PlanReport
     from collc.check import Report
     from collc.sim.runner import ModelParams
     from collc.topology import Topology
@@ -561,8 +561,8 @@ def _build_plan(args: argparse.Namespace) -> int:
     from collc.backends.msccl_xml import write_atomic
     from collc.backends.mscclpp import read_plan
     from collc.backends.mscclpp_loader import PlanEntry, register_snippet, runner_command
-    from collc.compiler.oneside import MAX_CHANNELS_PER_TB
-    from collc.compiler.plan import Protocol
+    from collc.compiler.mscclpp.lower import MAX_CHANNELS_PER_TB
+    from collc.compiler.mscclpp.plan import Protocol
     from collc.driver import compile_plan
     from collc.errors import EmitError
     from collc.topology import parse_spec
@@ -576,7 +576,7 @@ def _build_plan(args: argparse.Namespace) -> int:
     min_b, max_b = _bytes_arg(args.min_bytes, "--min-bytes"), _bytes_arg(args.max_bytes, "--max-bytes")
     if max_b and min_b > max_b:
         raise UsageError(f"--min-bytes {min_b} exceeds --max-bytes {max_b}")
-    from collc.check.releases import parse_releases
+    from collc.check.plan.releases import parse_releases
     releases = parse_releases(args.mscclpp_version)
     out = output_file(args.output)
     reg = output_file(args.register, "--register") if args.register is not None else None
@@ -821,9 +821,9 @@ def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None,
 
     if _is_plan(p):
         from collc.backends.mscclpp import read_plan
-        from collc.check.placement import check_placement
-        from collc.check.plan_check import check_plan
-        from collc.check.plan_report import PlanReport
+        from collc.check.plan.placement import check_placement
+        from collc.check.plan.check import check_plan
+        from collc.check.plan.report import PlanReport
         plan = read_plan(p)
         rep = check_plan(plan, str(p), releases)
         placed = PlanReport(str(p))
@@ -845,9 +845,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     Exit 2 if any file was bad input (the run could not judge everything it was given),
     else 1 if any check failed, else 0; stderr gets one line only when some file was bad.
     """
-    from collc.check.plan_report import PlanReport
+    from collc.check.plan.report import PlanReport
     from collc.check import Report
-    from collc.check.releases import parse_releases
+    from collc.check.plan.releases import parse_releases
 
     releases = parse_releases(args.mscclpp_version)     # a bad value is refused before any file is read
     topo = None
@@ -961,7 +961,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     params = _model(args)
     sizes = parse_sizes(args.sizes)
     if _is_plan(path):
-        from collc.check.releases import parse_releases
+        from collc.check.plan.releases import parse_releases
         releases = parse_releases(args.mscclpp_version)     # a bad value is refused before any work
         if args.plot:
             plot_file(args.plot)
@@ -1013,7 +1013,7 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
                    releases: tuple[Release, ...]) -> int:
     """``collc simulate PLAN.json``: check the plan, then time it with the one-sided event model."""
     from collc.backends.mscclpp import read_plan
-    from collc.check.plan_check import check_plan
+    from collc.check.plan.check import check_plan
     from collc.sim.analysis import bus_bandwidth
     from collc.sim.plan_event import time_plan, timing_refusal
     from collc.sim.runner import human

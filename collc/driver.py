@@ -4,7 +4,7 @@
 schedules and the benchmarks all call: build the Schedule, verify it on the
 topology, lower it, print it, read the text back and run the full checker on it.
 It lowers once: the lowering pairs a receive peer with a send peer in one threadblock only
-where that cannot block (``collc.compiler.threadblocks``, "Safe pairs";
+where that cannot block (``collc.compiler.msccl.threadblocks``, "Safe pairs";
 docs/runtime-model.md, "Paired threadblocks"), so the paired program's check passes.
 Should it fail all the same, it lowers again with separate send and receive threadblocks,
 which cannot deadlock (every tb runs in step order) -- a safety net the normal path never
@@ -26,9 +26,9 @@ from collc.backends.shards import assemble, parse_texts
 from collc.check import Report, check_parsed, simulate, size_model
 from collc.clock import cpu_seconds
 from collc.compiler.buffering import window_top
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
-from collc.compiler.program import ParsedFile, Program, Proto
+from collc.compiler.msccl.program import ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import check_program_size
 from collc.frontends.registry import build_schedule, get as get_algorithm
@@ -39,9 +39,9 @@ from collc.memory import gc_paused
 from collc.topology import Topology
 
 if TYPE_CHECKING:
-    from collc.check.releases import Release
+    from collc.check.plan.releases import Release
     # the MSCCL++ modules are imported by compile_plan: an XML build does not load them
-    from collc.compiler.plan import Plan, Protocol
+    from collc.compiler.mscclpp.plan import Plan, Protocol
 
 # PyTorch calls allreduce/broadcast/reduce in place and the *_tensor collectives out of place.
 DEFAULT_INPLACE = {CollKind.ALLREDUCE: True, CollKind.BROADCAST: True, CollKind.REDUCE: True}
@@ -134,7 +134,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
                          shard=shard, name=name, on_rank=rank_progress, jobs=jobs, dump=dump)
     lowerings = 0
     for opts in pairing_attempts(first):
-        # the lowering pairs only tbs that cannot block (collc.compiler.threadblocks, "Safe
+        # the lowering pairs only tbs that cannot block (collc.compiler.msccl.threadblocks, "Safe
         # pairs"), so the first layout's check passes and no second lowering runs; the second
         # (unpaired) is a safety net for a check that fails all the same
         pair = opts.pair
@@ -203,16 +203,16 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
                  max_bytes: int = 0, name: str = "", releases: Sequence[Release] | None = None,
                  check: bool = True) -> CompiledPlan:
     """The MSCCL++ counterpart of ``compile_xml``: build and verify the Schedule, lower it to
-    a one-sided plan (``collc.compiler.oneside``), print it, read the text back and check it.
+    a one-sided plan (``collc.compiler.mscclpp.lower``), print it, read the text back and check it.
 
     Raise CollcError on impossible input (a collective the backend cannot express, a limit);
     ``protocol`` None is ``Protocol.SIMPLE``.  ``check=False`` skips the plan checker (the read-back
     comparison stays): for candidates that are only timed, whose winner is then built checked."""
     from collc.backends.mscclpp import parse_plan, write_plan
-    from collc.compiler.oneside import PlanOptions, lower_plan
-    from collc.compiler.oneside import refusal as plan_refusal
-    from collc.compiler.placement import refuse_across_hosts
-    from collc.compiler.plan import Protocol
+    from collc.compiler.mscclpp.lower import PlanOptions, lower_plan
+    from collc.compiler.mscclpp.lower import refusal as plan_refusal
+    from collc.compiler.mscclpp.placement import refuse_across_hosts
+    from collc.compiler.mscclpp.plan import Protocol
 
     if protocol is None:
         protocol = Protocol.SIMPLE
@@ -254,8 +254,8 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
 def check_plan_text(plan: Plan, releases: Sequence[Release] | None = None) -> list[str]:
     """The plan checker's errors on ``plan`` for ``releases`` (None: every MSCCL++ release collc models)
     (``collc.check``; one line each)."""
-    from collc.check.plan_check import check_plan
-    from collc.check.releases import RELEASES
+    from collc.check.plan.check import check_plan
+    from collc.check.plan.releases import RELEASES
 
     return [f"[{f.code}] {f.message}" for f in check_plan(plan, "<built>", releases or RELEASES).errors()]
 

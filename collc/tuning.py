@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from collc.compiler.limits import Dialect
-from collc.compiler.program import Proto
+from collc.limits import Dialect
+from collc.compiler.msccl.program import Proto
 from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.inputs import output_dir

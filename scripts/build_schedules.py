@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import compile_xml, sync_files
 from collc.ir.collective import CollKind
 from collc.topology import parse_spec
@@ -93,7 +93,7 @@ def render_tuned() -> tuple[dict[Path, str], list[str]]:
     import json
     import tempfile
 
-    from collc.compiler.program import Proto
+    from collc.compiler.msccl.program import Proto
     from collc.sim.runner import ModelParams, human, parse_sizes
     from collc.tuning import Candidate, tune
 
@@ -166,9 +166,9 @@ def render_plans(check: bool) -> tuple[dict[Path, str], list[str]]:
     (--check) the winners are compared byte for byte but not run through the plan checker again:
     tests/test_schedules.py runs `collc check --topology SPEC` on every plan."""
     from collc.backends.mscclpp_loader import PlanEntry, register_snippet
-    from collc.check.placement import check_placement
-    from collc.check.plan_report import PlanReport
-    from collc.compiler.plan import Protocol
+    from collc.check.plan.placement import check_placement
+    from collc.check.plan.report import PlanReport
+    from collc.compiler.mscclpp.plan import Protocol
     from collc.driver import compile_plan
     from collc.errors import CollcError
     from collc.sim.analysis import bus_bandwidth

@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO))
 
 from collc.backends.msccl_xml import read_xml  # noqa: E402
 from collc.check import check_parsed  # noqa: E402
-from collc.compiler.limits import Dialect  # noqa: E402
+from collc.limits import Dialect  # noqa: E402
 from collc.errors import CollcError  # noqa: E402
 
 CORPUS = (REPO / ".." / "shared" / "msccl-corpus").resolve()

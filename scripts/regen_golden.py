@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's collc
 
-from collc.compiler.limits import Dialect  # noqa: E402
-from collc.compiler.plan import Protocol  # noqa: E402
+from collc.limits import Dialect  # noqa: E402
+from collc.compiler.mscclpp.plan import Protocol  # noqa: E402
 from collc.driver import compile_plan, compile_xml, sync_files  # noqa: E402
 from collc.ir.collective import CollKind  # noqa: E402
 from collc.topology import parse_spec  # noqa: E402

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from collc.backends.msccl_xml import read_xml
-from collc.compiler.program import ParsedFile
-from collc.compiler.limits import Dialect
+from collc.compiler.msccl.program import ParsedFile
+from collc.limits import Dialect
 from collc.check import Report, check_parsed
 from tests._shared import missing, shared
 

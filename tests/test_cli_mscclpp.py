@@ -11,9 +11,9 @@ import pytest
 
 from collc.backends.mscclpp import read_plan
 from collc.backends.mscclpp_loader import runner_command
-from collc.check.plan_check import check_plan
+from collc.check.plan.check import check_plan
 from collc.cli import main
-from collc.compiler.oneside import lower_plan
+from collc.compiler.mscclpp.lower import lower_plan
 from collc.driver import compile_plan, compile_xml
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind
@@ -142,7 +142,7 @@ def test_plan_timing_agrees_with_the_xml_model(spec: str, algorithm: str, kind: 
 
 
 def test_ll_moves_twice_the_bytes() -> None:
-    from collc.compiler.plan import Protocol
+    from collc.compiler.mscclpp.plan import Protocol
     topo = parse_spec(ONE_HOST_RING)
     simple = time_plan(compile_plan(topo, "ring", CollKind.ALLGATHER).plan, topo, [1 << 24])[0]
     ll = time_plan(compile_plan(topo, "ring", CollKind.ALLGATHER, protocol=Protocol.LL).plan, topo, [1 << 24])[0]

@@ -13,8 +13,8 @@ import pytest
 
 from collc.backends.msccl_xml import parse_xml
 from collc.backends.mscclpp import parse_plan
-from collc.check.plan_check import check_plan
-from collc.compiler.limits import Dialect
+from collc.check.plan.check import check_plan
+from collc.limits import Dialect
 from collc.check import check_parsed
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "regen_golden.py"

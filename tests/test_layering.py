@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "collc"
 ORDER = ["base", "topology", "ir", "frontends", "compiler", "check", "backends", "sim", "driver", "tuning", "show",
          "runtime_tests", "cli"]
 BASE = {"collc", "collc._startup", "collc.clock", "collc.errors", "collc.inputs", "collc.memory", "collc.outputs",
-        "collc.compiler.limits"}
+        "collc.limits"}
 
 
 def stage(module: str) -> int:

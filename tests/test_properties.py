@@ -8,10 +8,10 @@ from hypothesis import Phase, assume, example, given, settings
 from hypothesis import strategies as st
 
 from collc.backends.msccl_xml import to_xml
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import lower_checked
 from collc.compiler.pipeline import LowerOptions, lower
-from collc.compiler.program import Proto
+from collc.compiler.msccl.program import Proto
 from collc.errors import CollcError, LoweringError
 from collc.frontends.registry import algorithms, build_schedule
 from collc.ir.collective import CollKind

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from collc.compiler.limits import MAX_PARSER_NODES, parser_nodes
+from collc.limits import MAX_PARSER_NODES, parser_nodes
 from collc.driver import compile_xml
 from collc.ir.collective import CollKind
 from collc.topology import parse_spec

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from collc.backends.msccl_xml import read_xml
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.check import check_parsed
 
 REPO = Path(__file__).resolve().parent.parent

@@ -24,8 +24,8 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from collc.compiler.limits import Dialect
-from collc.compiler.program import (Diagnostic, Gpu, ParsedFile, Program, Proto, Step, StepType,
+from collc.limits import Dialect
+from collc.compiler.msccl.program import (Diagnostic, Gpu, ParsedFile, Program, Proto, Step, StepType,
                                    Threadblock)
 from collc.errors import EmitError
 from collc.inputs import MAX_XML_BYTES, check_program_size, read_input, show

@@ -1,10 +1,10 @@
 """MSCCL++ execution plans (JSON, schema of MSCCL++ v0.8 and later): reader and printer.
 
-``read_plan`` turns a plan file (or its text) into a :class:`~collc.compiler.plan.Plan`, failing with
-one :class:`~collc.compiler.plan.PlanError` line that names the JSON path when the text is not JSON
+``read_plan`` turns a plan file (or its text) into a :class:`~collc.compiler.mscclpp.plan.Plan`, failing with
+one :class:`~collc.compiler.mscclpp.plan.PlanError` line that names the JSON path when the text is not JSON
 or breaks the schema the executor's plan reader expects (a required key missing, a value of the wrong
 kind, an unknown op, buffer or channel type).  Rules about the values (limits, index ranges, pairing)
-are the checker's (:mod:`collc.check.plan_rules`).  ``write_plan`` prints a Plan with the key order
+are the checker's (:mod:`collc.check.plan.rules`).  ``write_plan`` prints a Plan with the key order
 and layout of the MSCCL++ DSL (``json.dumps(indent=2)`` plus a newline), so the same Plan always
 gives the same bytes.  See ``docs/mscclpp.md``.
 
@@ -24,7 +24,7 @@ from typing import Any, Callable, TypeVar
 from collc.inputs import (MAX_PLAN_BYTES, MAX_PLAN_INT, MAX_PLAN_LIST, MAX_PLAN_OPS,
                           MAX_PLAN_OPS_PER_TB, MAX_PLAN_TBS, MAX_PLAN_THREADBLOCKS, MAX_PLAN_THREADS, MAX_RANKS,
                           check_program_size, one_line, read_input, show)
-from collc.compiler.plan import (AnyChannel, Buff, BufferType, Channel, ChannelType, Gpu, IterContext, LocalBuff,
+from collc.compiler.mscclpp.plan import (AnyChannel, Buff, BufferType, Channel, ChannelType, Gpu, IterContext, LocalBuff,
                                  Op, OpName, Plan, PlanError, Protocol, RankGroup, ReduceOp, RemoteBuff,
                                  RemoteBuffer, Semaphore, SwitchBuff, SwitchChannel, TbChannels, TbgInfo,
                                  TbRemoteBuffers, Threadblock)

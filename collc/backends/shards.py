@@ -25,9 +25,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml
-from collc.compiler.program import Diagnostic, ParsedFile
-from collc.compiler.limits import Dialect
-from collc.compiler.program import Gpu, Program, Step
+from collc.compiler.msccl.program import Diagnostic, ParsedFile
+from collc.limits import Dialect
+from collc.compiler.msccl.program import Gpu, Program, Step
 from collc.errors import EmitError
 from collc.memory import gc_paused
 from collc.inputs import MAX_RANKS, MAX_XML_BYTES, check_program_size, output_dir, read_input, show

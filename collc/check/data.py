@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from collc.check.findings import MAX_LISTED, Report
-from collc.compiler.program import WRITES_DST, Program
+from collc.compiler.msccl.program import WRITES_DST, Program
 from collc.ir.collective import Collective
 from collc.ir.symbolic import ExactDomain, NumericExpectation
 

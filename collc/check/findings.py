@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 
 #: Most items a finding lists (blocked steps, data errors, races).
 MAX_LISTED = 12

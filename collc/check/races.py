@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from collc.check.opstream import BUFFERS, TYPES, OpStream, unique
-from collc.compiler.program import READS_SRC, WRITES_DST, Program
+from collc.check.xml.opstream import BUFFERS, TYPES, OpStream, unique
+from collc.compiler.msccl.program import READS_SRC, WRITES_DST, Program
 from collc.ir.collective import Buffer, Collective
 
 _READS = np.array([t in READS_SRC for t in TYPES])

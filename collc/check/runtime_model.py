@@ -16,7 +16,7 @@ from __future__ import annotations
 from collc.compiler.buffering import SizeModel as SizeModel
 from collc.compiler.buffering import buffering_model as buffering_model
 from collc.compiler.buffering import size_model as size_model
-from collc.compiler.program import READS_SRC, RECVS, REDUCES, SENDS, WRITES_DST, Proto, StepType
+from collc.compiler.msccl.program import READS_SRC, RECVS, REDUCES, SENDS, WRITES_DST, Proto, StepType
 
 # Step-type flags (bit set).  LOCAL: one piece, no connection (cpy, re, nop); READ: reads
 # its src operand before any receive (all readers but re, which reads dst and src);

@@ -3,7 +3,7 @@
 
 The checker and the event simulator run programs on this model (``collc.check.runtime_model``
 re-exports it); the lowering uses it too, to pair threadblocks only where the model says a
-paired tb's sends cannot wait for a receiver (``collc.compiler.threadblocks``).
+paired tb's sends cannot wait for a receiver (``collc.compiler.msccl.threadblocks``).
 
 >>> m = size_model(Proto.SIMPLE, 8, None)     # maxBytes="0": one-chunk pieces, the tightest case
 >>> m.pieces, m.send_slots(1), m.send_slots(2), m.send_slots(3)
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from collc.compiler.limits import LIMITS, LL128_BUFF, LL_BUFF, NCCL_STEPS, SIMPLE_BUFF, Dialect
-from collc.compiler.program import Proto
+from collc.limits import LIMITS, LL128_BUFF, LL_BUFF, NCCL_STEPS, SIMPLE_BUFF, Dialect
+from collc.compiler.msccl.program import Proto
 
 @dataclass(frozen=True)
 class SizeModel:

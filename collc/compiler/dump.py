@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from collc.compiler.fusion import FusedTb
-from collc.compiler.program import Gpu, Program
+from collc.compiler.msccl.fusion import FusedTb
+from collc.compiler.msccl.program import Gpu, Program
 from collc.compiler.scratch import OpPlan, RankOp
-from collc.compiler.threadblocks import ChannelOp, PlannedTb
+from collc.compiler.msccl.threadblocks import ChannelOp, PlannedTb
 from collc.ir.schedule import Schedule, Transfer
 
 

@@ -19,7 +19,7 @@ renders the IR after any named pass (``dump``: :mod:`collc.compiler.dump`) and, 
 The channel groups are doubled while some tb exceeds the dialect's per-tb step limit.
 Threadblocks pair a receive peer with a send peer when ``pair`` is set (it enables
 fusion), and only where the pair cannot block at the window's top size
-(``collc.compiler.threadblocks``, "Safe pairs"), so one lowering serves: lowering never
+(``collc.compiler.msccl.threadblocks``, "Safe pairs"), so one lowering serves: lowering never
 runs the checker.
 
 ``lower(schedule, options)`` returns the ``Program``; :func:`run_pipeline` can also
@@ -39,14 +39,14 @@ from typing import Any
 import numpy as np
 
 from collc.compiler.buffering import SizeModel, size_model, window_top
-from collc.compiler.dependencies import build_gpu
+from collc.compiler.msccl.dependencies import build_gpu
 from collc.compiler.dump import show_chops, show_gpu, show_op, show_plan, show_program_header, show_schedule, show_tbs
-from collc.compiler.fusion import FusedTb, fuse_rank
-from collc.compiler.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
+from collc.compiler.msccl.fusion import FusedTb, fuse_rank
+from collc.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.compiler.pipelining import cap_counts, split_chunks
-from collc.compiler.program import Gpu, Program, Proto
+from collc.compiler.msccl.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, RankOp, expand
-from collc.compiler.threadblocks import ChannelOp, PlannedTb, channel_ops, peer_spread, rank_threadblocks
+from collc.compiler.msccl.threadblocks import ChannelOp, PlannedTb, channel_ops, peer_spread, rank_threadblocks
 from collc.errors import CollcError, LoweringError, NodeBudgetError
 from collc.ir.collective import Collective
 from collc.ir.schedule import Schedule

@@ -10,7 +10,7 @@ well typed) before calling the frontend.
 Besides the user's parameters the options carry :data:`FILE_GPUS`: the number of
 ``<gpu>`` elements of the file the schedule will be written into (``nranks`` for one
 file, 1 for per-rank shards).  The runtime's parser counts every one of them
-against each rank's node budget (``collc.compiler.limits.parser_nodes``), so a
+against each rank's node budget (``collc.limits.parser_nodes``), so a
 frontend whose layout depends on that budget reads it; it never reaches the
 Schedule's provenance.  Likewise :data:`CHUNKS` and :data:`INSTANCES`, when the caller
 knows them (the driver does): the ``--chunks`` and ``--instances`` the schedule will be

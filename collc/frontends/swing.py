@@ -62,7 +62,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 
-from collc.compiler.limits import LIMITS, Dialect
+from collc.limits import LIMITS, Dialect
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, is_pow2, prefix_copy, refusal_of
 from collc.frontends.registry import Algorithm, Options, Param, register

@@ -381,7 +381,7 @@ def execute(plan: RunPlan) -> int:
 def build_schedule(args: argparse.Namespace) -> str:
     """``--topology``: build, check and write the schedule into ``OUT/msccl-algorithms``."""
     from collc.backends.msccl_xml import write_atomic
-    from collc.compiler.limits import Dialect
+    from collc.limits import Dialect
     from collc.driver import compile_xml
     from collc.ir.collective import CollKind
     from collc.topology import parse_spec

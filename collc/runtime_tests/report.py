@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from collc.compiler.program import Program
+from collc.compiler.msccl.program import Program
 from collc.errors import CollcError
 from collc.runtime_tests.parse import TYPE_SIZES, BenchLog, Row, parse_file
 

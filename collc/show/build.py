@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.show.data import (AGGREGATE_RANKS, MAX_BARS, SAMPLED_RANKS, Loaded, ShowError, SizeView, load, size_view,
                              step_loads, timeline)
 from collc.show.page import Page, aggregate_figure, fabric_figure, render, size_figure

@@ -54,7 +54,7 @@ def _command(args: argparse.Namespace) -> str:
 
 
 def show_command(args: argparse.Namespace) -> int:
-    from collc.compiler.limits import Dialect
+    from collc.limits import Dialect
     from collc.inputs import MIN_LINK_BW, finite, output_file, show
     from collc.outputs import write_file
     from collc.sim.runner import ModelParams, parse_size, parse_sizes

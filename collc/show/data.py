@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from collc.check.findings import Finding
-from collc.compiler.limits import LIMITS, Dialect, parser_nodes
-from collc.compiler.plan import Plan
-from collc.compiler.program import Program
+from collc.limits import LIMITS, Dialect, parser_nodes
+from collc.compiler.mscclpp.plan import Plan
+from collc.compiler.msccl.program import Program
 from collc.errors import CollcError
 from collc.ir.collective import CollKind
 from collc.sim.analysis import bus_bandwidth
@@ -98,7 +98,7 @@ def load(path: str | Path, dialect: Dialect = Dialect.EXECUTOR) -> Loaded:
     from collc.backends.mscclpp import is_plan_file
     if is_plan_file(p):
         from collc.backends.mscclpp import read_plan
-        from collc.check.plan_check import check_plan
+        from collc.check.plan.check import check_plan
         plan = read_plan(p)
         prep = check_plan(plan, str(p))
         return Loaded(str(p), "plan", plan.name, CollKind.parse(plan.collective), plan.nranks, "mscclpp", None, plan,

@@ -62,7 +62,7 @@ from typing import Any
 from heapq import heappop, heappush
 
 from collc.check.runtime_model import F_LOCAL, F_RECV, F_REDUCE, F_SEND, FLAGS, size_model, waits_for
-from collc.compiler.program import Program
+from collc.compiler.msccl.program import Program
 from collc.errors import CollcError, TopologyError, VerifyError
 from collc.sim.analysis import BYTES_PER_US_PER_GBPS, bus_bandwidth
 from collc.sim.routing import Link, Router

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from collc.compiler.program import RECVS, SENDS, Program, StepType
+from collc.compiler.msccl.program import RECVS, SENDS, Program, StepType
 from collc.errors import VerifyError
 from collc.sim.analysis import BYTES_PER_US_PER_GBPS
 from collc.sim.routing import Link, Router

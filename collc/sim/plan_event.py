@@ -45,7 +45,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 
-from collc.compiler.plan import ChannelType, LocalBuff, OpName, Plan, RemoteBuff
+from collc.compiler.mscclpp.plan import ChannelType, LocalBuff, OpName, Plan, RemoteBuff
 from collc.errors import CollcError
 from collc.sim.event import max_min_rates
 from collc.sim.routing import Router

@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from collc.compiler.program import Program, Proto
+from collc.compiler.msccl.program import Program, Proto
 from collc.errors import CollcError
 from collc.inputs import INT64_MAX, MAX_SIZES, one_line
 from collc.ir.collective import CollKind

@@ -10,9 +10,9 @@ import pytest
 
 from collc.backends.msccl_xml import lexical_check, parse_xml, read_xml, to_xml, write_atomic
 from collc.cli import main
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower
-from collc.compiler.program import Program, Proto
+from collc.compiler.msccl.program import Program, Proto
 from collc.errors import EmitError
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind

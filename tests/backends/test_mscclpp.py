@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from collc.backends.mscclpp import parse_plan, read_plan, write_plan
-from collc.compiler.plan import PlanError
+from collc.compiler.mscclpp.plan import PlanError
 from tests._plan_corpus import name as rel
 from tests._plan_corpus import plan_params
 

@@ -10,7 +10,7 @@ import pytest
 
 from collc.backends.shards import WRAPPER, is_shard_dir, read_shards
 from collc.cli import main
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.check import check_parsed
 
 

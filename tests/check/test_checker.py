@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from collc.backends.msccl_xml import parse_xml
-from collc.compiler.limits import Dialect
-from collc.compiler.program import Proto
+from collc.limits import Dialect
+from collc.compiler.msccl.program import Proto
 from collc.check import Finding, Report, buffering_model, check_parsed, check_program, size_model
 from tests._corpus import corpus_files, corpus_params, is_executor_file, rel, report
 from tests._shared import missing

@@ -1,4 +1,4 @@
-"""The compiled executor kernel against the Python model (collc.check.executor.simulate).
+"""The compiled executor kernel against the Python model (collc.check.xml.executor.simulate).
 
 Property: on every program -- golden files, corpus files, programs the driver builds on small
 topologies, and mutations of them that deadlock or compute wrong data -- at any buffering and
@@ -17,12 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from collc.backends.msccl_xml import parse_xml, read_xml
-from collc.check import check_program, kernel
-from collc.check.checker import _collective_of, _placements, _roots
-from collc.check.executor import SimResult, simulate
+from collc.check import check_program
+from collc.check.xml import kernel
+from collc.check.xml.checker import _collective_of, _placements, _roots
+from collc.check.xml.executor import SimResult, simulate
 from collc.check.runtime_model import SizeModel, buffering_model, size_model
-from collc.compiler.limits import Dialect
-from collc.compiler.program import Program, Proto, Step, StepType, Threadblock
+from collc.limits import Dialect
+from collc.compiler.msccl.program import Program, Proto, Step, StepType, Threadblock
 from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.ir.collective import CollKind, Collective
@@ -226,7 +227,7 @@ def test_exact_check_of_a_program_that_only_moves_data_may_take_the_kernel() -> 
     """Where no step reduces, the kernel's distinct 64-bit input values check the data exactly:
     ``simulate`` in exact mode returns the Python model's result whether the kernel runs or not,
     on sound and mutated programs (a failure is rerun symbolically for its messages)."""
-    from collc.check.opstream import OpStream
+    from collc.check.xml.opstream import OpStream
     from collc.check.runtime_model import F_REDUCE
 
     took = failed = 0

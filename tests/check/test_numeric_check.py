@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from collc.backends.msccl_xml import parse_xml
-from collc.check import checker
-from collc.compiler.limits import Dialect
+from collc.check.xml import checker
+from collc.limits import Dialect
 from collc.check import check_parsed
 from collc.driver import compile_xml
 from collc.ir.collective import CollKind

@@ -13,11 +13,11 @@ import pytest
 
 from collc.backends.msccl_xml import parse_xml, read_xml
 from collc.check.findings import Report
-from collc.check.matching import all_match, check_matching
-from collc.check.opstream import BUFFERS, TYPES, OpStream
-from collc.check.structure import check_structure, suspect_tbs
-from collc.compiler.limits import LIMITS, Dialect
-from collc.compiler.program import Program
+from collc.check.xml.matching import all_match, check_matching
+from collc.check.xml.opstream import BUFFERS, TYPES, OpStream
+from collc.check.xml.structure import check_structure, suspect_tbs
+from collc.limits import LIMITS, Dialect
+from collc.compiler.msccl.program import Program
 from tests._corpus import corpus_files
 from tests._shared import missing
 

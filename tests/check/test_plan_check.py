@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from collc.backends.mscclpp import read_plan, write_plan
-from collc.check.plan_check import check_plan
-from collc.check.plan_report import PlanReport
-from collc.check.releases import LATEST
+from collc.check.plan.check import check_plan
+from collc.check.plan.report import PlanReport
+from collc.check.plan.releases import LATEST
 from collc.cli import main
-from collc.compiler.plan import (ChannelType, LocalBuff, Op, OpName, Plan, PlanError, RemoteBuff, TbChannels)
+from collc.compiler.mscclpp.plan import (ChannelType, LocalBuff, Op, OpName, Plan, PlanError, RemoteBuff, TbChannels)
 from tests._plan_corpus import name, plan_params, plan_path
 from tests._shared import missing
 
@@ -322,7 +322,7 @@ def test_pipeline_iterations_overflow_16_bits() -> None:
 
 def broadcast_plan(preamble: bool, copy: bool = True) -> Plan:
     """gpu 0 broadcasts its one chunk to gpu 1 (out of place), built from the model directly."""
-    from collc.compiler.plan import (BufferType, Channel, Gpu, Protocol, RemoteBuffer, TbRemoteBuffers,
+    from collc.compiler.mscclpp.plan import (BufferType, Channel, Gpu, Protocol, RemoteBuffer, TbRemoteBuffers,
                                      Threadblock)
     mem = ChannelType.MEMORY
     chans = (TbChannels(mem, (0,)),)

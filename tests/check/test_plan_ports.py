@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from collc.backends.mscclpp import read_plan, write_plan
-from collc.check.plan_check import check_plan
-from collc.check.plan_report import PlanReport
-from collc.check.releases import LATEST, RELEASES
+from collc.check.plan.check import check_plan
+from collc.check.plan.report import PlanReport
+from collc.check.plan.releases import LATEST, RELEASES
 from collc.cli import main
-from collc.compiler.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, Protocol,
+from collc.compiler.mscclpp.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, Protocol,
                                  RemoteBuff, RemoteBuffer, TbChannels, TbRemoteBuffers, Threadblock)
 from tests._plan_corpus import PLANS, plan_path
 from tests._shared import missing

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from collc.check.executor import _run, _Unordered
-from collc.check.opstream import OpStream
+from collc.check.xml.executor import _run, _Unordered
+from collc.check.xml.opstream import OpStream
 from collc.check.races import shared_slot_tbs
 from collc.check.runtime_model import size_model
-from collc.compiler.program import Program
+from collc.compiler.msccl.program import Program
 from tests.check.test_kernel import MUTATIONS, mutate, programs
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from collc.compiler.plan import BufferType, ChannelType, LocalBuff, OpName, Plan, RemoteBuff
+from collc.compiler.mscclpp.plan import BufferType, ChannelType, LocalBuff, OpName, Plan, RemoteBuff
 from collc.ir.collective import Buffer, Collective
 
 Slot = tuple[int, str, int]          # (rank, buffer type, chunk)

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from lxml import etree
 
-from collc.compiler.limits import LIMITS, Dialect, Limits
-from collc.compiler.program import Proto
+from collc.limits import LIMITS, Dialect, Limits
+from collc.compiler.msccl.program import Proto
 from collc.driver import compile_xml
 from collc.errors import LoweringError
 from collc.ir.collective import CollKind

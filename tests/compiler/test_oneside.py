@@ -2,7 +2,7 @@
 protocols, determinism, the passes' invariants and the refusals.
 
 Each plan is printed, read back (``collc.backends.mscclpp``), checked by ``collc check``'s plan
-checker (``collc.check.plan_check``: reader rules and limits, executor simulation with races)
+checker (``collc.check.plan.check``: reader rules and limits, executor simulation with races)
 and run by the small symbolic executor of ``tests/compiler/plan_exec.py`` (which shares no code
 with the lowering or the checker): no deadlock, the collective's postcondition, no double
 reduction, and every signal and semaphore consumed by the end of the launch.
@@ -15,11 +15,11 @@ from collections import Counter
 import pytest
 
 from collc.backends.mscclpp import parse_plan, write_plan
-from collc.check.plan_check import check_plan
-from collc.compiler.oneside import (MAX_ENTRIES_PER_OP, MAX_OPS_PER_TB, MAX_RUNS_PER_PIECE, PlanOptions, Role,
+from collc.check.plan.check import check_plan
+from collc.compiler.mscclpp.lower import (MAX_ENTRIES_PER_OP, MAX_OPS_PER_TB, MAX_RUNS_PER_PIECE, PlanOptions, Role,
                                     assign_slots, build_actions, dependencies, insert_nops, lower_plan,
                                     pair_threadblocks, split_pieces)
-from collc.compiler.plan import BufferType, ChannelType, LocalBuff, Op, OpName, Protocol
+from collc.compiler.mscclpp.plan import BufferType, ChannelType, LocalBuff, Op, OpName, Protocol
 from collc.errors import LoweringError
 from collc.frontends.registry import algorithms, build_schedule, get
 from collc.ir.collective import Buffer, CollKind, Collective

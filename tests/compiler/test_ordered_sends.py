@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from collc.compiler.pipeline import lower
-from collc.compiler.program import SENDS, Program
+from collc.compiler.msccl.program import SENDS, Program
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Provenance, Schedule, Transfer
 from collc.sim.lockstep import program_rounds

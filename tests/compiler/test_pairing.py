@@ -1,5 +1,5 @@
 """Paired threadblocks are made only where they cannot block, so a build lowers once
-(collc.compiler.threadblocks, "Safe pairs"; docs/runtime-model.md, "Paired threadblocks")."""
+(collc.compiler.msccl.threadblocks, "Safe pairs"; docs/runtime-model.md, "Paired threadblocks")."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from hypothesis import strategies as st
 
 from collc.check import simulate, size_model
 from collc.compiler.buffering import SizeModel, window_top
-from collc.compiler.dependencies import build_program
-from collc.compiler.fusion import fuse
-from collc.compiler.limits import Dialect
+from collc.compiler.msccl.dependencies import build_program
+from collc.compiler.msccl.fusion import fuse
+from collc.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.pipelining import split_chunks
-from collc.compiler.program import Program, Proto
+from collc.compiler.msccl.program import Program, Proto
 from collc.compiler.scratch import expand
-from collc.compiler.threadblocks import assign_channels, assign_threadblocks, safe_pair
+from collc.compiler.msccl.threadblocks import assign_channels, assign_threadblocks, safe_pair
 from collc.driver import compile_xml
 from collc.errors import LoweringError
 from collc.frontends.registry import build_schedule

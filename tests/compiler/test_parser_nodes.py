@@ -1,4 +1,4 @@
-"""The runtime parser's node budget, exactly (docs: collc.compiler.limits.parser_nodes).
+"""The runtime parser's node budget, exactly (docs: collc.limits.parser_nodes).
 
 The parser stores one node for the ``<algo>``, one for every ``<gpu>`` of the file and
 one for each ``<tb>`` and ``<step>`` of the loading rank, and fails when the count
@@ -16,9 +16,9 @@ import pytest
 
 from collc.backends.msccl_xml import parse_xml, to_xml
 from collc.backends.shards import assemble, shard_texts
-from collc.compiler.limits import LIMITS, MAX_PARSER_NODES, Dialect, parser_nodes
+from collc.limits import LIMITS, MAX_PARSER_NODES, Dialect, parser_nodes
 from collc.compiler.pipeline import enforce_limits
-from collc.compiler.program import Gpu, Program, Step, StepType, Threadblock
+from collc.compiler.msccl.program import Gpu, Program, Step, StepType, Threadblock
 from collc.cli import main
 from collc.check import Report, check_parsed
 from collc.driver import compile_xml
@@ -132,7 +132,7 @@ def test_multitree_29x29_auto_layout_follows_the_file() -> None:
 
 def test_dependency_targets_are_renumbered_below_the_int8_depid() -> None:
     """200 tbs, tb 199 a dependency target of tb 0: the target becomes tb 0, the rest follow."""
-    from collc.compiler.dependencies import _targets_first
+    from collc.compiler.msccl.dependencies import _targets_first
 
     def tb(i: int, steps: tuple[Step, ...] = ()) -> Threadblock:
         return Threadblock(i, -1, -1, 0, steps or (Step(0, StepType.COPY, "i", 0, "s", i, 1, -1, -1, 0),))

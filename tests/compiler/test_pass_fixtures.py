@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from collc.compiler.dependencies import build_gpu
+from collc.compiler.msccl.dependencies import build_gpu
 from collc.compiler.dump import show_chops, show_gpu, show_op as _op, show_plan, show_schedule, show_tbs
-from collc.compiler.fusion import fuse_rank
-from collc.compiler.limits import Dialect
+from collc.compiler.msccl.fusion import fuse_rank
+from collc.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, enforce_limits, lower
 from collc.compiler.pipelining import split_chunks
-from collc.compiler.program import Program
+from collc.compiler.msccl.program import Program
 from collc.compiler.scratch import expand
-from collc.compiler.threadblocks import channel_ops, rank_threadblocks
+from collc.compiler.msccl.threadblocks import channel_ops, rank_threadblocks
 from collc.errors import CollcError
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import Buffer, CollKind, Collective

@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from collc.compiler.dependencies import build_program
-from collc.compiler.fusion import fuse
-from collc.compiler.limits import Dialect
+from collc.compiler.msccl.dependencies import build_program
+from collc.compiler.msccl.fusion import fuse
+from collc.limits import Dialect
 from collc.compiler.pipeline import PASS_NAMES, LowerOptions, enforce_limits, lower
 from collc.driver import lower_checked
 from collc.compiler.pipelining import cap_counts, split_chunks
-from collc.compiler.program import Program, Proto, Step, StepType
+from collc.compiler.msccl.program import Program, Proto, Step, StepType
 from collc.compiler.scratch import Kind, OpPlan, expand
-from collc.compiler.threadblocks import TbPlan, assign_channels, assign_threadblocks, order_key, rank_threadblocks
+from collc.compiler.msccl.threadblocks import TbPlan, assign_channels, assign_threadblocks, order_key, rank_threadblocks
 from collc.errors import LoweringError, NodeBudgetError
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import Buffer, CollKind, Collective

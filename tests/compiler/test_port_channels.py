@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from collc.check.findings import FindingList
-from collc.check.placement import check_placement
-from collc.check.plan_check import check_plan
-from collc.check.releases import RELEASES
-from collc.compiler.plan import ChannelType, Gpu, Op, OpName, Plan, Protocol, Threadblock
+from collc.check.plan.placement import check_placement
+from collc.check.plan.check import check_plan
+from collc.check.plan.releases import RELEASES
+from collc.compiler.mscclpp.plan import ChannelType, Gpu, Op, OpName, Plan, Protocol, Threadblock
 from collc.driver import compile_plan
 from collc.errors import CollcError
 from collc.ir.collective import CollKind

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from collc.cli import main
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.frontends.registry import algorithms

@@ -315,8 +315,8 @@ def test_recursive_doubling_folds_ranks_above_a_power_of_two(name: str, n: int) 
     once; every other rank sends the whole vector log2 p' times (RD) or 2 (p'-1)/p' of it (RHD),
     plus one vector to its folded partner; the program runs in at most log2 p' + 2 (RD) or
     2 log2 p' + 2 (RHD) rounds and passes the check in both dialects."""
-    from collc.compiler.limits import Dialect
-    from collc.compiler.program import RECVS, SENDS
+    from collc.limits import Dialect
+    from collc.compiler.msccl.program import RECVS, SENDS
     from collc.sim.lockstep import program_rounds
     pp = 1 << (n.bit_length() - 1)
     rem, logp = n - pp, pp.bit_length() - 1

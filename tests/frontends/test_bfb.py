@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import compile_xml
 from collc.errors import ScheduleError
 from collc.frontends.bfb import bfb_allgather, measure, schedule_cost

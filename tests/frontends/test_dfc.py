@@ -11,7 +11,7 @@ from functools import lru_cache
 
 import pytest
 
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import Compiled, compile_xml
 from collc.errors import CollcError
 from collc.frontends.dfc import eq44_steps, parity_trees

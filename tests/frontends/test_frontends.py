@@ -12,7 +12,7 @@ import math
 
 import pytest
 
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import lower_checked
 from collc.compiler.pipeline import LowerOptions
 from collc.check import Report

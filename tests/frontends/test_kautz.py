@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import pytest
 
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import Compiled, compile_xml
 from collc.errors import CollcError
 from collc.frontends.kautz import children, in_tree, multipath, out_tree

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import collc.frontends.multitree  # noqa: F401  (registers "multitree")
-from collc.compiler.program import Program
+from collc.compiler.msccl.program import Program
 from collc.driver import compile_xml
 from collc.errors import ScheduleError
 from collc.frontends.multitree import (FusedTbs, Trees, build_trees, check_trees, eccentricities,

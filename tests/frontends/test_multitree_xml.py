@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from collc.backends.msccl_xml import parse_xml
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.cli import main
-from collc.compiler.program import Program
+from collc.compiler.msccl.program import Program
 from collc.driver import compile_xml
 from collc.frontends.multitree import artifact_priority, build_trees
 from collc.ir.collective import CollKind

@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import compile_xml
 from collc.errors import ScheduleError
 from collc.frontends.bfb import schedule_cost

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 import collc.frontends.swing as sw
-from collc.compiler.limits import Dialect
-from collc.compiler.program import SENDS, Program
+from collc.limits import Dialect
+from collc.compiler.msccl.program import SENDS, Program
 from collc.driver import compile_xml
 from collc.errors import CollcError, ScheduleError
 from collc.frontends.registry import build_schedule
@@ -572,7 +572,7 @@ def test_broadcast_and_reduce_replace_the_binomial_tree(kind: CollKind) -> None:
     torus:8x8 (root 5): log2 64 = 6 rounds; in a broadcast every other rank receives each of
     the 4 shares once, in a reduce sends it once; and in the step model with the paper's links
     it beats binomial-tree, single-port too (shorter hops), at 32 B and at 64 MiB."""
-    from collc.compiler.program import RECVS
+    from collc.compiler.msccl.program import RECVS
     from collc.sim.lockstep import program_step_times
     topo = parse_spec("torus:8x8")
     times = {}

@@ -183,7 +183,7 @@ def test_1d_baselines_relay_on_a_ring(name: str, params: dict[str, str]) -> None
     """On ``ring:8`` (the 1-D torus whose ranks forward nothing) the baselines' distant
     partners are relayed: every send of the emitted XML goes to a neighbour, and the chunks
     each directed link carries in the XML equal the minimal-routing load of ``torus:8``."""
-    from collc.compiler.program import SENDS
+    from collc.compiler.msccl.program import SENDS
     ring = compile_xml(parse_spec("ring:8"), name, AR, params=params)
     assert ring.report.ok
     xml: Counter[tuple[int, int]] = Counter()

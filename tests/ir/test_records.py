@@ -8,7 +8,7 @@ from dataclasses import FrozenInstanceError, dataclass, field
 
 import pytest
 
-from collc.compiler.program import Step, StepType
+from collc.compiler.msccl.program import Step, StepType
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer
 from collc.ir.records import fast_init

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import pytest
 
-from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.msccl.program import Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.driver import Compiled, compile_xml
 from collc.errors import CollcError, TopologyError, VerifyError
 from collc.frontends.registry import algorithms

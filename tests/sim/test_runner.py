@@ -9,8 +9,8 @@ import pytest
 
 from collc.backends.msccl_xml import read_xml
 from collc.cli import main
-from collc.compiler.limits import Dialect
-from collc.compiler.program import Proto
+from collc.limits import Dialect
+from collc.compiler.msccl.program import Proto
 from collc.check import check_parsed
 from collc.driver import compile_xml
 from collc.errors import CollcError

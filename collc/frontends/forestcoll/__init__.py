@@ -62,7 +62,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from collc.compiler.limits import parser_nodes
+from collc.limits import parser_nodes
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
 from collc.frontends.forestcoll.flow import Network, Optimum, fixed_k, optimal

@@ -92,7 +92,7 @@ from the input; out-of-place reducescatter works in scratch (ring's pattern).
 
 from __future__ import annotations
 
-from collc.compiler.limits import MAX_PARSER_NODES
+from collc.limits import MAX_PARSER_NODES
 from collc.errors import ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy, refusal_of
 from collc.frontends.multitree.lanes import TB_MODES, Edge3, FusedTbs, link_runs, link_tbs_nodes, turn_order

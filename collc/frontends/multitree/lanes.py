@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from operator import itemgetter
 
-from collc.compiler.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
+from collc.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.frontends.multitree.trees import Trees, _grid_dims, neighbour_order
 from collc.ir.schedule import Transfer
 from collc.topology import Topology

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from collc.cli import main
-from collc.compiler.limits import Dialect
+from collc.limits import Dialect
 from collc.driver import compile_xml
 from collc.errors import ScheduleError
 from collc.frontends.forestcoll import best_pieces, forest, lane_per_tree, lp_allreduce_forest

@@ -1,11 +1,11 @@
 """The executor simulation as a compiled kernel (docs/runtime-model.md, "The simulation").
 
-The same model as :func:`collc.check.executor.simulate`, step for step: every tb runs its
+The same model as :func:`collc.check.xml.executor.simulate`, step for step: every tb runs its
 steps in document order, a dependency waits for the target's published flag, each
 (sender, receiver, chan) is a FIFO of runs of pieces (slots used, partial pops), a sender
 may run ahead of a receiver parked on a plain receive (the hand-off rule), and the
 runnable queue and the wait lists are served in the same order.  It runs over the arrays
-of :class:`collc.check.opstream.OpStream` and, for the numeric data check, over one flat
+of :class:`collc.check.xml.opstream.OpStream` and, for the numeric data check, over one flat
 array of 64-bit values per run (every GPU's physical buffers end to end) with payloads
 snapshotted at send time into a pool sized by the sum of the send counts.
 
@@ -25,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from collc.check.data import numeric_postcondition
-from collc.check.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream, unique
+from collc.check.xml.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream, unique
 from collc.check.runtime_model import F_COMBINE, F_LOCAL, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
-from collc.compiler.program import Program, StepType
+from collc.compiler.msccl.program import Program, StepType
 from collc.ir.collective import Buffer, Collective
 from collc.ir.symbolic import NumVec, leaf_at
 
-#: Total steps from which :func:`collc.check.executor.simulate` takes the kernel when it has
+#: Total steps from which :func:`collc.check.xml.executor.simulate` takes the kernel when it has
 #: not run in this process yet: below it, loading numba and the cached kernel (about 0.85 CPU s) costs
 #: more than the Python model (5-13 us per step) takes.
 KERNEL_MIN_STEPS = 150_000

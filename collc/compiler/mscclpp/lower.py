@@ -4,7 +4,7 @@
 
     pipelining -> pieces -> slots -> threadblocks -> pairing -> dependencies -> ops -> limits
 
-and returns a :class:`collc.compiler.plan.Plan`.  The design, the flow control and the
+and returns a :class:`collc.compiler.mscclpp.plan.Plan`.  The design, the flow control and the
 runtime limits it respects are described in ``docs/mscclpp-backend.md``; in short:
 
 * **pipelining**: the same Schedule-level pass as the XML lowering (``--chunks``,
@@ -57,7 +57,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from collc.compiler.pipelining import split_chunks
-from collc.compiler.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName,
+from collc.compiler.mscclpp.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName,
                                  Plan, Protocol, ReduceOp, RemoteBuff, RemoteBuffer, Semaphore, TbChannels,
                                  TbRemoteBuffers, Threadblock)
 from collc.errors import LoweringError

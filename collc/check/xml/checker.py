@@ -1,9 +1,9 @@
 """``collc check``: every static rule, then the executor simulation, on any Program.
 
-:func:`check_program` runs the rules of :mod:`collc.check.attributes`,
-:mod:`collc.check.structure`, :mod:`collc.check.matching` and :mod:`collc.check.data`;
+:func:`check_program` runs the rules of :mod:`collc.check.xml.attributes`,
+:mod:`collc.check.xml.structure`, :mod:`collc.check.xml.matching` and :mod:`collc.check.data`;
 when the program is structurally sound it simulates the executor
-(:mod:`collc.check.executor`) once per placement the file allows (and per root of a
+(:mod:`collc.check.xml.executor`) once per placement the file allows (and per root of a
 rooted collective until one passes), at the largest message size its window selects.
 A deadlock is explained: the buffering it would need and the size from which it hangs.
 """
@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import re
 
-from collc.check.attributes import check_header
+from collc.check.xml.attributes import check_header
 from collc.check.data import check_input_writes
-from collc.check.executor import SimResult, simulate
+from collc.check.xml.executor import SimResult, simulate
 from collc.check.findings import MAX_LISTED, Report
-from collc.check.matching import check_matching
-from collc.check.opstream import OpStream
+from collc.check.xml.matching import check_matching
+from collc.check.xml.opstream import OpStream
 from collc.check.runtime_model import SizeModel, buffering_model, size_model
-from collc.check.structure import check_structure
+from collc.check.xml.structure import check_structure
 from collc.compiler.buffering import window_top
-from collc.compiler.limits import LIMITS, Dialect
-from collc.compiler.program import ParsedFile, Program
+from collc.limits import LIMITS, Dialect
+from collc.compiler.msccl.program import ParsedFile, Program
 from collc.errors import ScheduleError
 from collc.ir.collective import CollKind, Collective
 from collc.ir.symbolic import EXACT_LIMIT

@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from collc.check import kernel
+from collc.check.xml import kernel
 from collc.check.data import numeric_postcondition, postcondition
 from collc.check.findings import MAX_LISTED
-from collc.check.opstream import OpStream
+from collc.check.xml.opstream import OpStream
 from collc.check.races import shared_slot_tbs
 from collc.check.runtime_model import (F_COMBINE, F_LOCAL, F_PLAIN, F_READ, F_RECV, F_REDUCE, F_SEND, F_WRITE,
                                        FLAGS, SizeModel)
-from collc.compiler.program import Program, Step, StepType, Threadblock
+from collc.compiler.msccl.program import Program, Step, StepType, Threadblock
 from collc.ir.collective import Buffer, Collective
 from collc.ir.symbolic import DataError, ExactDomain, NumVec, leaf_values
 
@@ -175,7 +175,7 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     contribution sets (for programs too large for the exact check); no reduction-order check.
     ``ops``: the program's op stream, if the caller has it already.
     A large run with no data or numeric data and no race to track goes to the compiled
-    kernel (:mod:`collc.check.kernel`; ``kernel_min_steps`` overrides what "large" means,
+    kernel (:mod:`collc.check.xml.kernel`; ``kernel_min_steps`` overrides what "large" means,
     ``kernel.worth_it`` decides by default); a numeric run that blocks or whose data go
     wrong is repeated here for the messages.
     """

@@ -3,16 +3,16 @@
 A memory channel connects over CUDA IPC only, so its two ranks must share an IPC domain (one
 host, or one multi-node NVLink domain); a switch (NVLS) channel's rank group too; a port channel
 picks InfiniBand by ``rank / nranksPerIpcDomain``, which needs equal contiguous domains.  The
-rules live in :mod:`collc.compiler.placement`; see docs/mscclpp-backend.md "Across hosts".
+rules live in :mod:`collc.compiler.mscclpp.placement`; see docs/mscclpp-backend.md "Across hosts".
 Without a topology the check says, as an ``info`` finding, that it cannot judge placement.
 """
 
 from __future__ import annotations
 
 from collc.check.findings import FindingList
-from collc.compiler.placement import (cross_domain_pairs, memory_channel_pairs, pair_text, ports_misjudged,
+from collc.compiler.mscclpp.placement import (cross_domain_pairs, memory_channel_pairs, pair_text, ports_misjudged,
                                      switch_groups_across)
-from collc.compiler.plan import Plan
+from collc.compiler.mscclpp.plan import Plan
 from collc.topology.model import Topology
 
 __all__ = ["check_placement", "MAX_PAIR_FINDINGS"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from collc.check.findings import Report
-from collc.check.opstream import OpStream, unique
+from collc.check.xml.opstream import OpStream, unique
 from collc.check.runtime_model import F_RECV, F_SEND
-from collc.compiler.program import Program
+from collc.compiler.msccl.program import Program
 
 
 def all_match(p: Program, ops: OpStream) -> bool:

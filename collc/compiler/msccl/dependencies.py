@@ -39,9 +39,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from itertools import accumulate
 
-from collc.compiler.fusion import FusedPlan, FusedTb, Item
-from collc.compiler.limits import MAX_DEPID
-from collc.compiler.program import RECVS, SENDS, Gpu, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.msccl.fusion import FusedPlan, FusedTb, Item
+from collc.limits import MAX_DEPID
+from collc.compiler.msccl.program import RECVS, SENDS, Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.compiler.segments import Partition
 from collc.ir.collective import Buffer, Collective
 

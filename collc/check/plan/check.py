@@ -1,7 +1,7 @@
 """``collc check`` for MSCCL++ execution plans: the static rules, then the executor simulation, once per
 MSCCL++ release whose executor behaves differently on the plan (docs/mscclpp.md, "Port channels and releases").
 
->>> from collc.compiler.plan import Gpu, Plan, Protocol
+>>> from collc.compiler.mscclpp.plan import Gpu, Plan, Protocol
 >>> check_plan(Plan("p", "allreduce", Protocol.SIMPLE, True, (Gpu(0, 0, 1, 0, (), (), ()),))).codes()
 ['zero-chunks']
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from collc.check.plan_report import PlanReport
-from collc.check.plan_rules import check_rules
+from collc.check.plan.report import PlanReport
+from collc.check.plan.rules import check_rules
 from collc.check.findings import Finding
-from collc.check.plan_sim import PIPELINE_ITERATIONS, Simulator
-from collc.check.releases import RELEASES, Release
-from collc.compiler.plan import ChannelType, OpName, Plan, PlanError
+from collc.check.plan.sim import PIPELINE_ITERATIONS, Simulator
+from collc.check.plan.releases import RELEASES, Release
+from collc.compiler.mscclpp.plan import ChannelType, OpName, Plan, PlanError
 from collc.inputs import MAX_PLAN_THREADBLOCKS, MAX_SLOTS
 
 # Static findings after which the simulation would index outside the plan or misread every op.

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from collc.check.findings import Report
-from collc.compiler.limits import LIMITS, REQUIRED_ALGO, Dialect
-from collc.compiler.program import Program
+from collc.limits import LIMITS, REQUIRED_ALGO, Dialect
+from collc.compiler.msccl.program import Program
 from collc.inputs import INT64_MAX
 
 LEGACY_COLLS = {"allreduce", "allgather", "reduce", "broadcast", "alltoall", "reduce_scatter", "custom"}

@@ -10,7 +10,7 @@ only ``nop`` and ``barrier`` join them), and each port channel's proxy is one mo
 ordering puts after a conflicting one is a race.  What each op does is read from the executor kernel,
 not from its name; docs/mscclpp.md lists the model and its limits.
 
->>> from collc.compiler.plan import Gpu, Plan, Protocol
+>>> from collc.compiler.mscclpp.plan import Gpu, Plan, Protocol
 >>> plan = Plan("empty", "allreduce", Protocol.SIMPLE, True, (Gpu(0, 1, 1, 0, (), (), ()),))
 >>> [f.code for f in simulate(plan)]
 []
@@ -22,9 +22,9 @@ import math
 from dataclasses import dataclass, field, replace
 
 from collc.check.findings import Finding
-from collc.check.plan_rules import PUTS, partners, remote_target
-from collc.check.releases import LATEST, Release
-from collc.compiler.plan import (Buff, BufferType, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, RemoteBuff,
+from collc.check.plan.rules import PUTS, partners, remote_target
+from collc.check.plan.releases import LATEST, Release
+from collc.compiler.mscclpp.plan import (Buff, BufferType, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, RemoteBuff,
                                  SwitchBuff, Threadblock)
 from collc.ir.collective import Buffer, CollKind, Collective
 

@@ -8,7 +8,7 @@ Rows are in document order: gpus as listed, their tbs as listed, each tb's steps
 A tb is named by its index ``k`` in that order (``tb_gpu[k]``, ``tb_id[k]``); its steps are
 rows ``tb_start[k]`` to ``tb_start[k + 1]``.
 
->>> from collc.compiler.program import Gpu, Proto, Step, Threadblock
+>>> from collc.compiler.msccl.program import Gpu, Proto, Step, Threadblock
 >>> s = Step(0, StepType.SEND, "i", 0, "o", 0, 2)
 >>> r = Step(0, StepType.RECV, "i", 0, "o", 0, 2)
 >>> prog = Program("x", Proto.SIMPLE, 1, 2, 2, "allgather", 0, 1, 0, 0,
@@ -27,7 +27,7 @@ from itertools import chain
 import numpy as np
 
 from collc.check.runtime_model import FLAGS
-from collc.compiler.program import Program, StepType
+from collc.compiler.msccl.program import Program, StepType
 
 #: Step types by op code (``OpStream.op``).
 TYPES: tuple[StepType, ...] = tuple(StepType)

@@ -57,7 +57,7 @@ from operator import attrgetter
 from typing import NamedTuple
 
 from collc.compiler.buffering import SizeModel, size_model
-from collc.compiler.program import Proto
+from collc.compiler.msccl.program import Proto
 from collc.compiler.scratch import Kind, OpPlan, RankOp
 
 

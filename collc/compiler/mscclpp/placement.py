@@ -6,12 +6,12 @@ domain (one host, or the hosts of one multi-node NVLink domain: ``Topology.ipc_d
 **switch** (NVLS) channel's rank group must be one NVLink domain as well.  A **port** channel
 takes InfiniBand between IPC domains, judged by ``rank / nranksPerIpcDomain``: the domains must
 be equal contiguous blocks of ranks (``Topology.contiguous_ipc_domains``).  The lowering puts a
-transfer between IPC domains on a port channel (``collc.compiler.oneside``), so :func:`placement_refusal`
+transfer between IPC domains on a port channel (``collc.compiler.mscclpp.lower``), so :func:`placement_refusal`
 refuses only what it cannot express: a memory channel between domains (a plan lowered without the
 topology's domains), a switch group across domains, port channels on non-contiguous domains;
 ``collc check --topology`` reports the same pairs for any plan.
 
->>> from collc.compiler.plan import Channel, ChannelType, Gpu, Plan, Protocol
+>>> from collc.compiler.mscclpp.plan import Channel, ChannelType, Gpu, Plan, Protocol
 >>> from collc.topology import parse_spec
 >>> ch = lambda peer: (Channel(ChannelType.MEMORY, (peer,)),)
 >>> plan = Plan("p", "allgather", Protocol.SIMPLE, True,
@@ -22,7 +22,7 @@ topology's domains), a switch group across domains, port channels on non-contigu
 
 from __future__ import annotations
 
-from collc.compiler.plan import Channel, ChannelType, Plan, SwitchChannel
+from collc.compiler.mscclpp.plan import Channel, ChannelType, Plan, SwitchChannel
 from collc.errors import LoweringError
 from collc.topology.model import Topology
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from collc.check.plan_report import PlanReport
-from collc.check.releases import LATEST, SCRATCH_LIMIT, Release
-from collc.compiler.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, Protocol,
+from collc.check.plan.report import PlanReport
+from collc.check.plan.releases import LATEST, SCRATCH_LIMIT, Release
+from collc.compiler.mscclpp.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, Protocol,
                                  RemoteBuff, SwitchBuff, Threadblock)
 
 MAX_OPS_PER_TB = 64            # MAX_OPERATION (checked by the executor, after pipelines are flattened)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 
 from collc.check.findings import MAX_LISTED, Loc, Report
-from collc.check.opstream import BAD_BUFFER, OP_FLAGS, TYPES, OpStream, unique
+from collc.check.xml.opstream import BAD_BUFFER, OP_FLAGS, TYPES, OpStream, unique
 from collc.check.runtime_model import F_RECV, F_SEND
-from collc.compiler.limits import LIMITS, Dialect, Limits, parser_nodes
-from collc.compiler.program import READS_SRC, WRITES_DST, Program, StepType, Threadblock
+from collc.limits import LIMITS, Dialect, Limits, parser_nodes
+from collc.compiler.msccl.program import READS_SRC, WRITES_DST, Program, StepType, Threadblock
 
 _NOP = TYPES.index(StepType.NOP)
 _READS = np.array([t in READS_SRC for t in TYPES])

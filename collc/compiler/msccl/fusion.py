@@ -16,10 +16,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from collc.compiler.program import StepType
+from collc.compiler.msccl.program import StepType
 from collc.compiler.scratch import Interval, Kind, RankOp
 from collc.compiler.segments import Partition
-from collc.compiler.threadblocks import PlannedTb, TbPlan, order_key
+from collc.compiler.msccl.threadblocks import PlannedTb, TbPlan, order_key
 from collc.ir.collective import Buffer, Collective
 
 
