@@ -52,7 +52,7 @@ MAX_LAYOUT_CHARS = 4096
 @dataclass(frozen=True)
 class GroupSet:
     """The groups of one layout dimension (``tp``, ``dp``, ``pp``) or of an explicit list
-    (``groups``), each as its members in communicator order."""
+    (``g``), each as its members in communicator order."""
 
     name: str
     groups: tuple[tuple[int, ...], ...]
@@ -131,7 +131,7 @@ def parse_layout(text: str, topology: Topology) -> Layout:
 
 
 def parse_group_list(text: str, topology: Topology) -> Layout:
-    """The groups ``G;G;...`` (docs/groups.md grammar) as one set named ``groups``; TopologyError
+    """The groups ``G;G;...`` (docs/groups.md grammar) as one set named ``g``; TopologyError
     for a bad group or two groups that share a rank."""
     body = _check_text(text, "--groups")
     items = [x.strip() for x in body.split(";")]
@@ -148,7 +148,7 @@ def parse_group_list(text: str, topology: Topology) -> Layout:
                                     f"group {i} ({item[:30]!r}); groups must not overlap")
             owner[r] = i
         groups.append(members)
-    return Layout(body, (GroupSet("groups", tuple(groups)),))
+    return Layout(body, (GroupSet("g", tuple(groups)),))
 
 
 def isomorphic(topology: Topology, a: Sequence[int], b: Sequence[int]) -> bool:
