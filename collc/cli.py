@@ -977,10 +977,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if has_layout(args):
         _model(args)
         return simulate_layout(args)
-    if args.path is None:
-        raise UsageError("simulate needs FILE (or --layout/--groups with --algorithm and --collective)")
     if args.algorithm is not None or args.collective is not None:
         raise UsageError("--algorithm and --collective on simulate go with --layout or --groups")
+    if args.path is None:
+        raise UsageError("simulate needs FILE (or --layout/--groups with --algorithm and --collective)")
     path = Path(args.path)
     if not os.path.lexists(path):
         raise UsageError(f"{show(path)}: no such file")

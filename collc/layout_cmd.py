@@ -38,6 +38,7 @@ def layout_sets(args: argparse.Namespace) -> tuple[Topology, Layout, list[GroupS
         raise UsageError(f"--topology {args.topology[:60]!r} names one group (after '@'); with --layout or "
                          f"--groups give the whole fabric")
     topo = parse_spec(args.topology)
+    check_build_ranks(topo.nranks)
     if args.layout is not None:
         layout = parse_layout(args.layout, topo)
     else:
@@ -84,7 +85,7 @@ def _own_files(topo: Topology, gs: GroupSet, build: Callable[[Topology], Program
         if programs[i] is None:
             donor = next((j for j in built if len(gs.groups[j]) == len(members)), None)
             if donor is None:
-                raise UsageError(f"no {gs.name} group of {len(members)} ranks on {topo.name} has a fabric of its own "
+                raise UsageError(f"no {'' if gs.name == 'g' else gs.name + ' '}group of {len(members)} ranks on {topo.name} has a fabric of its own "
                                  f"(members reach each other only through other GPUs, e.g. group "
                                  f"{describe_members(members)}); build the file on another group and give it "
                                  f"as `collc simulate FILE --topology {topo.name} ...`")
@@ -270,6 +271,8 @@ def build_layout(args: argparse.Namespace, build: Callable[[argparse.Namespace],
             own_bw = bus_bandwidth(kind, len(members), LOSS_SIZE,
                                    time_parts([(own_prog, members)], topo, [LOSS_SIZE], params)[0][0])[1]
             own = f", {own_bw:.2f} GB/s with its own file ({args.algorithm} on {fabric.name})"
+        except TopologyError:
+            own = ""         # the reason is given: no fabric of its own
         except CollcError as exc:
             own = f"; no file of its own: {str(exc)[:120]}"
         print(f"  {gs.label(i)} ({describe_members(members)}): {why}: busbw {with_file:.2f} GB/s with this file{own}")
@@ -296,6 +299,10 @@ def tune_layout(args: argparse.Namespace, tune: Callable[[argparse.Namespace, Ca
     parse_sizes(args.sizes)       # a bad value is refused before any build
     args.topology = f"{args.topology}@{describe_members(gs.groups[0])}"
     args.layout = args.groups = args.group = None
+    if not args.json:
+        print(f"each candidate is built on {gs.label(0)}'s fabric and timed on all {len(gs.groups)} "
+              f"{'' if gs.name == 'g' else gs.name + ' '}groups at once (the same file: the runtime loads one per "
+              f"communicator size); a size's figure is its slowest group's")
 
     def together(program: Program, _fabric: Topology) -> list[float]:
         times = time_parts([(program, g) for g in gs.groups], topo, parse_sizes(args.sizes), params)
