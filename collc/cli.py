@@ -475,8 +475,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     from collc.driver import compile_xml
     from collc.topology import parse_spec
 
-    from collc.layout_cmd import build_layout, has_layout
-    if has_layout(args):
+    if _has_layout(args):
+        from collc.layout_cmd import build_layout
         return build_layout(args, cmd_build)
     if args.backend == "mscclpp":
         return _build_plan(args)
@@ -973,8 +973,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from collc.topology import parse_spec
     from collc.tuning import Comparison, model_summary, plot_busbw
 
-    from collc.layout_cmd import has_layout, simulate_layout
-    if has_layout(args):
+    if _has_layout(args):
+        from collc.layout_cmd import simulate_layout
         _model(args)
         return simulate_layout(args)
     if args.algorithm is not None or args.collective is not None:
@@ -1147,8 +1147,8 @@ def cmd_tune(args: argparse.Namespace, timer: Callable[[Any, Topology], list[flo
     """``timer(program, fabric)``: the times of a candidate (default: alone on the fabric)."""
     from tqdm import tqdm
 
-    from collc.layout_cmd import has_layout, tune_layout
-    if has_layout(args):
+    if _has_layout(args):
+        from collc.layout_cmd import tune_layout
         return tune_layout(args, cmd_tune)
 
     from collc.sim.runner import human, parse_sizes
@@ -1271,10 +1271,15 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
         return int(exc.code or 0)
 
 
+def _has_layout(args: argparse.Namespace) -> bool:
+    """``--layout`` or ``--groups``: many groups of one job (collc.layout_cmd, docs/groups.md)."""
+    return getattr(args, "layout", None) is not None or getattr(args, "groups", None) is not None
+
+
 def _group_spec(args: argparse.Namespace) -> None:
     """``--topology SPEC --group G`` is ``--topology SPEC@G`` (docs/groups.md)."""
     group = getattr(args, "group", None)
-    if group is None or getattr(args, "layout", None) is not None or getattr(args, "groups", None) is not None:
+    if group is None or _has_layout(args):
         return          # with --layout, --group names a dimension (collc.layout_cmd)
     if getattr(args, "topology", None) is None:
         raise UsageError("--group needs --topology SPEC (the fabric whose ranks it names)")

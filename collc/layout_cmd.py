@@ -10,6 +10,7 @@ import argparse
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from collc.compiler.program import Program
 from collc.errors import CollcError, TopologyError, UsageError
@@ -19,14 +20,13 @@ from collc.topology import Topology, parse_spec
 from collc.topology.groups import describe_members, group_topology, split_group
 from collc.topology.layout import GroupSet, Layout, isomorphic, parse_group_list, parse_layout
 
-__all__ = ["has_layout", "layout_sets", "simulate_layout", "build_layout", "tune_layout"]
+if TYPE_CHECKING:
+    from collc.sim.concurrent import SharedLink
+
+__all__ = ["layout_sets", "simulate_layout", "build_layout", "tune_layout"]
 
 #: ``build --layout`` and ``simulate`` compare files at this size (the bandwidth regime).
 LOSS_SIZE = 1 << 30
-
-
-def has_layout(args: argparse.Namespace) -> bool:
-    return getattr(args, "layout", None) is not None or getattr(args, "groups", None) is not None
 
 
 def layout_sets(args: argparse.Namespace) -> tuple[Topology, Layout, list[GroupSet]]:
@@ -136,62 +136,83 @@ def simulate_layout(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.path} has {given.ngpus} ranks: no group of {layout.text[:60]!r} has that size")
         kind = given.kind
     else:
-        kind = CollKind.parse(args.collective)
+        kind = CollKind.parse(str(args.collective))
         build = _builder(args, kind)
-    report: list[dict[str, object]] = []
+    report: list[_SetReport] = []
     for gs in sets:
         placed = _given_file(gs, given) if given is not None else _own_files(topo, gs, build)
         parts = list(zip(placed.programs, gs.groups))
         together = time_parts(parts, topo, sizes, params)
         alone = [[t[0] for t in time_parts([p], topo, sizes, params)] for p in parts]
-        shared = shared_links(parts, topo)
         rows = []
         for i, members in enumerate(gs.groups):
             for k, size in enumerate(sizes):
                 a = bus_bandwidth(kind, len(members), size, alone[i][k])[1]
                 b = bus_bandwidth(kind, len(members), size, together[k][i])[1]
-                rows.append({"group": gs.label(i), "members": list(members), "size": size,
-                             "file": "given" if placed.source[i] < 0 else gs.label(placed.source[i]),
-                             "busbw_alone_GBps": round(a, 4), "busbw_together_GBps": round(b, 4),
-                             "slowdown": round(together[k][i] / alone[i][k], 4) if alone[i][k] > 0 else 1.0})
-        report.append({"set": gs.name, "groups": len(gs.groups), "rows": rows,
-                       "shared_links": [{"src": s.src, "dst": s.dst, "kind": s.kind, "bandwidth_GBps": s.bandwidth,
-                                         "groups": [gs.label(g) for g in s.groups], "load": round(s.load, 4),
-                                         "us_per_MiB": round(s.us_per_mib, 4)} for s in shared]})
+                rows.append(_Row(gs.label(i), members, size,
+                                 "given" if placed.source[i] < 0 else gs.label(placed.source[i]), round(a, 4),
+                                 round(b, 4), round(together[k][i] / alone[i][k], 4) if alone[i][k] > 0 else 1.0))
+        report.append(_SetReport(gs, tuple(rows), tuple(shared_links(parts, topo))))
     if args.json:
         print(json.dumps({"topology": topo.name, "layout": layout.text, "collective": kind.value,
                           "model": params.model, "alpha_us": params.alpha_us, "link_bw_GBps": params.link_bw,
-                          "sets": report}, indent=2, sort_keys=True))
+                          "sets": [r.to_json() for r in report]}, indent=2, sort_keys=True))
         return 0
     for rep in report:
-        rows = rep["rows"]
-        assert isinstance(rows, list)
-        first = rows[0]
-        what = "" if rep["set"] == "g" else f"{rep['set']} "
-        print(f"{kind.value}: {rep['groups']} {what}groups of {len(first['members'])} ranks on {topo.name} "
+        gs = rep.set
+        what = "" if gs.name == "g" else f"{gs.name} "
+        print(f"{kind.value}: {len(gs.groups)} {what}groups of {len(gs.groups[0])} ranks on {topo.name} "
               f"at the same time ({model_summary(params, topo)})")
         print(f"{'size':>8s} {'slowest alone':>14s} {'slowest together':>17s} {'worst slowdown':>15s}  (busbw GB/s)")
         for size in sizes:
-            at = [r for r in rows if r["size"] == size]
-            print(f"{human(size):>8s} {min(r['busbw_alone_GBps'] for r in at):14.3f} "
-                  f"{min(r['busbw_together_GBps'] for r in at):17.3f} {max(r['slowdown'] for r in at):15.2f}")
+            at = [r for r in rep.rows if r.size == size]
+            print(f"{human(size):>8s} {min(r.alone for r in at):14.3f} {min(r.together for r in at):17.3f} "
+                  f"{max(r.slowdown for r in at):15.2f}")
         print(f"per group at {human(sizes[-1])} (file: the group whose fabric it was built on; 'given': FILE):")
         print(f"{'group':8s} {'members':16s} {'file':8s} {'busbw alone':>12s} {'together':>9s} {'slowdown':>8s}")
-        for r in rows:
-            if r["size"] == sizes[-1]:
-                print(f"{r['group']:8s} {describe_members(r['members'])[:16]:16s} {r['file']:8s} "
-                      f"{r['busbw_alone_GBps']:12.3f} {r['busbw_together_GBps']:9.3f} {r['slowdown']:8.2f}")
-        links = rep["shared_links"]
-        assert isinstance(links, list)
-        if not links:
+        for r in rep.rows:
+            if r.size == sizes[-1]:
+                print(f"{r.group:8s} {describe_members(r.members)[:16]:16s} {r.file:8s} {r.alone:12.3f} "
+                      f"{r.together:9.3f} {r.slowdown:8.2f}")
+        if not rep.shared:
             print("shared links: none (no link carries messages of two groups)")
-        else:
-            print("shared links, most loaded first (load: bytes per byte of message size, all groups):")
-            for s in links:
-                ends = [f"{'rank' if v < topo.nranks else 'switch'} {v}" for v in (s["src"], s["dst"])]
-                print(f"  {ends[0]} -> {ends[1]} ({s['kind']}, {s['bandwidth_GBps']:g} GB/s): load {s['load']:g}, "
-                      f"{s['us_per_MiB']:.1f} us per MiB, groups {','.join(s['groups'])}")
+            continue
+        print("shared links, most loaded first (load: bytes per byte of message size, all groups):")
+        for lk in rep.shared:
+            ends = [f"{'rank' if v < topo.nranks else 'switch'} {v}" for v in (lk.src, lk.dst)]
+            print(f"  {ends[0]} -> {ends[1]} ({lk.kind}, {lk.bandwidth:g} GB/s): load {lk.load:g}, "
+                  f"{lk.us_per_mib:.1f} us per MiB, groups {','.join(gs.label(g) for g in lk.groups)}")
     return 0
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One group at one size: busbw (GB/s) alone and with every group of its set at once."""
+
+    group: str
+    members: tuple[int, ...]
+    size: int
+    file: str
+    alone: float
+    together: float
+    slowdown: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"group": self.group, "members": list(self.members), "size": self.size, "file": self.file,
+                "busbw_alone_GBps": self.alone, "busbw_together_GBps": self.together, "slowdown": self.slowdown}
+
+
+@dataclass(frozen=True)
+class _SetReport:
+    set: GroupSet
+    rows: tuple[_Row, ...]
+    shared: tuple[SharedLink, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"set": self.set.name, "groups": len(self.set.groups), "rows": [r.to_json() for r in self.rows],
+                "shared_links": [{"src": s.src, "dst": s.dst, "kind": s.kind, "bandwidth_GBps": s.bandwidth,
+                                  "groups": [self.set.label(g) for g in s.groups], "load": round(s.load, 4),
+                                  "us_per_MiB": round(s.us_per_mib, 4)} for s in self.shared]}
 
 
 def _read_program(args: argparse.Namespace) -> Program:

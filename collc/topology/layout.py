@@ -33,8 +33,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import networkx as nx
-from networkx.algorithms.isomorphism import DiGraphMatcher
+from typing import Any
 
 from collc.errors import TopologyError
 from collc.topology.groups import group_topology, parse_group
@@ -156,6 +155,8 @@ def isomorphic(topology: Topology, a: Sequence[int], b: Sequence[int]) -> bool:
     by a mapping that sends member ``i`` of ``a`` to member ``i`` of ``b`` and keeps each link's
     kind, bandwidth, latency and multiplicity.  TopologyError when either group has no fabric of
     its own (its members reach each other only through other GPUs)."""
+    from networkx.algorithms.isomorphism import DiGraphMatcher  # type: ignore[import-untyped]  # slow import
+
     if len(a) != len(b):
         return False
     ga, gb = _labelled(group_topology(topology, a)), _labelled(group_topology(topology, b))
@@ -168,9 +169,11 @@ def isomorphic(topology: Topology, a: Sequence[int], b: Sequence[int]) -> bool:
     return bool(matcher.is_isomorphic())
 
 
-def _labelled(t: Topology) -> nx.DiGraph:
+def _labelled(t: Topology) -> Any:
     """``t`` as a networkx DiGraph: member ``i`` labelled ``i``, every switch ``-1``, every link by its
     kind, bandwidth, latency and multiplicity."""
+    import networkx as nx  # type: ignore[import-untyped]
+
     g = nx.DiGraph()
     for v in range(t.nnodes):
         g.add_node(v, label=v if v < t.nranks else -1)
@@ -179,6 +182,6 @@ def _labelled(t: Topology) -> nx.DiGraph:
     return g
 
 
-def _signature(g: nx.DiGraph) -> list[tuple[int, int, int]]:
+def _signature(g: Any) -> list[tuple[int, int, int]]:
     """Node labels with in- and out-degree: different multisets rule out an isomorphism cheaply."""
     return [(d["label"], g.in_degree(v), g.out_degree(v)) for v, d in g.nodes(data=True)]
