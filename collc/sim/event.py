@@ -40,6 +40,10 @@ docs/runtime-model.md), with time added:
   possible while tbs remain, ``VerifyError`` names the size and a blocked tb; collc's
   programs never do that, and ``collc check`` is the judge of correctness.
 
+``simulate_parts`` runs several programs at once, each placed on its own ranks of the topology
+(process groups, docs/groups.md "Many groups at once"): their messages share the links, and each
+program's completion time is reported.
+
 Units: microseconds, bytes, GB/s (= 1e3 bytes per microsecond).  Results are
 deterministic: events at equal times are processed in the order they were created.
 
