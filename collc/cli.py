@@ -63,6 +63,8 @@ EXAMPLES = {
 MSCCLPP_VERSION_HELP = ("MSCCL++ releases to check plans against: all (default), or a comma list of 0.8, 0.9, 0.10"
                         " (the executor differs: docs/mscclpp.md, 'Port channels and releases')")
 DIALECT_HELP = "the runtime that reads the file: executor (MSCCL executor, default), rccl, legacy"
+LAYOUT_HELP = ("the job's process groups: tp consecutive blocks, dp stride-tp, pp stride tp*dp (product = ranks); "
+               "--group tp|dp|pp picks one dimension (docs/groups.md)")
 INPLACE_HELP = "in-place buffers (default: the collective's usual placement)"
 GROUP_HELP = ("the ranks of --topology that form the communicator, in communicator order: 0-7, 0,8,16, "
               "stride:S[:O], host:H, rail:L (the same as SPEC@G; docs/groups.md)")
@@ -130,6 +132,12 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help_, epilog=f"example:\n  {EXAMPLES[name]}",
                               formatter_class=argparse.RawDescriptionHelpFormatter)
 
+    def layout_args(a: argparse.ArgumentParser) -> None:
+        a.add_argument("--layout", default=None, metavar="tp=T,dp=D[,pp=P]", help=LAYOUT_HELP)
+        a.add_argument("--groups", default=None, metavar="G;G;...",
+                       help="explicit groups of --topology that do not overlap, in the --group grammar, ';' between "
+                            "them (instead of --layout; docs/groups.md)")
+
     lst = cmd("list", "list algorithms, topology families and aliases, or collectives")
     lst.add_argument("what", nargs="?", choices=["algorithms", "topologies", "collectives"], default="algorithms",
                      help="what to list (default: algorithms)")
@@ -175,6 +183,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     b = cmd("build", "build, lower, check and write an MSCCL XML")
     b.add_argument("--topology", required=True, help="spec such as ring:8, torus:4x4, switch:8, or a .yaml/.json")
     b.add_argument("--group", default=None, metavar="G", help=GROUP_HELP)
+    layout_args(b)
     b.add_argument("--algorithm", required=True, help="see `collc list algorithms`")
     b.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, alltoall, ...")
     b.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="algorithm parameter")
@@ -236,8 +245,13 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
         a.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
 
     sim = cmd("simulate", "predict time, algbw and busbw of an XML (or shard directory) per message size")
-    sim.add_argument("path", help="an XML file, a shard directory or an MSCCL++ JSON plan")
+    sim.add_argument("path", nargs="?", default=None,
+                     help="an XML file, a shard directory or an MSCCL++ JSON plan (with --layout/--groups: optional, "
+                          "the file every group of its size runs)")
     model_args(sim)
+    layout_args(sim)
+    sim.add_argument("--algorithm", default=None, help="with --layout/--groups and no FILE: build each group's own file")
+    sim.add_argument("--collective", default=None, help="with --algorithm: the collective")
     sim.add_argument("--dialect", choices=[d.value for d in Dialect], default="executor", help=DIALECT_HELP)
     sim.add_argument("--plot", default=None, metavar="PNG", help="write busbw against size")
     sim.add_argument("--mscclpp-version", default="all", help=MSCCLPP_VERSION_HELP)
@@ -269,6 +283,7 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
 
     tn = cmd("tune", "pick the best candidate per size window and write one checked XML per window")
     model_args(tn)
+    layout_args(tn)
     candidate_args(tn)
     tn.add_argument("--chunks", default="1", help="comma-separated pipelining choices (default 1)")
     tn.add_argument("--instances", default="1", help="comma-separated instance counts (default 1)")
@@ -460,6 +475,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     from collc.driver import compile_xml
     from collc.topology import parse_spec
 
+    if _has_layout(args):
+        from collc.layout_cmd import build_layout
+        return build_layout(args, cmd_build)
     if args.backend == "mscclpp":
         return _build_plan(args)
     if args.register is not None:
@@ -955,6 +973,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from collc.topology import parse_spec
     from collc.tuning import Comparison, model_summary, plot_busbw
 
+    if _has_layout(args):
+        from collc.layout_cmd import simulate_layout
+        _model(args)
+        return simulate_layout(args)
+    if args.algorithm is not None or args.collective is not None:
+        raise UsageError("--algorithm and --collective on simulate go with --layout or --groups")
+    if args.path is None:
+        raise UsageError("simulate needs FILE (or --layout/--groups with --algorithm and --collective)")
     path = Path(args.path)
     if not os.path.lexists(path):
         raise UsageError(f"{show(path)}: no such file")
@@ -1117,8 +1143,13 @@ def _write_html(path: str, page: str, quiet: bool = False) -> None:
         print(f"html: {path}")
 
 
-def cmd_tune(args: argparse.Namespace) -> int:
+def cmd_tune(args: argparse.Namespace, timer: Callable[[Any, Topology], list[float]] | None = None) -> int:
+    """``timer(program, fabric)``: the times of a candidate (default: alone on the fabric)."""
     from tqdm import tqdm
+
+    if _has_layout(args):
+        from collc.layout_cmd import tune_layout
+        return tune_layout(args, cmd_tune)
 
     from collc.sim.runner import human, parse_sizes
     from collc.topology import parse_spec
@@ -1151,7 +1182,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             bar.update(1)
         seen: list[Any] = []
         windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell,
-                       on_compare=seen.append)
+                       on_compare=seen.append, timer=timer)
     if args.html:
         from collc.show.build import comparison_page
         _write_html(args.html, comparison_page(seen[0], _command_line("tune"), windows), args.json)
@@ -1240,11 +1271,16 @@ def _parse(argv: list[str]) -> argparse.Namespace | int:
         return int(exc.code or 0)
 
 
+def _has_layout(args: argparse.Namespace) -> bool:
+    """``--layout`` or ``--groups``: many groups of one job (collc.layout_cmd, docs/groups.md)."""
+    return getattr(args, "layout", None) is not None or getattr(args, "groups", None) is not None
+
+
 def _group_spec(args: argparse.Namespace) -> None:
     """``--topology SPEC --group G`` is ``--topology SPEC@G`` (docs/groups.md)."""
     group = getattr(args, "group", None)
-    if group is None:
-        return
+    if group is None or _has_layout(args):
+        return          # with --layout, --group names a dimension (collc.layout_cmd)
     if getattr(args, "topology", None) is None:
         raise UsageError("--group needs --topology SPEC (the fabric whose ranks it names)")
     if "@" in args.topology:

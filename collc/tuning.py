@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from collc.limits import Dialect
-from collc.compiler.msccl.program import Proto
+from collc.compiler.msccl.program import Program, Proto
 from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.inputs import output_dir
@@ -163,9 +163,11 @@ class Comparison:
 
 def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
             params: ModelParams, inplace: bool | None = None, root: int | None = None,
-            progress: Callable[[str], None] | None = None, dialect: Dialect = Dialect.EXECUTOR) -> Comparison:
+            progress: Callable[[str], None] | None = None, dialect: Dialect = Dialect.EXECUTOR,
+            timer: Callable[[Program, Topology], list[float]] | None = None) -> Comparison:
     """Build every candidate (checked, for ``dialect``: a candidate over that runtime's limits is not
-    compared, with its reason) and simulate it over the sizes."""
+    compared, with its reason) and simulate it over the sizes (``timer(program, fabric)`` when given:
+    ``tune --layout`` times a candidate on every group at once, docs/groups.md)."""
     result = Comparison(topology.name, kind, list(sizes))
     for cand in candidates:
         if progress:
@@ -185,7 +187,7 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
         if not built.report.ok:
             result.failed[cand.label] = built.report.errors()[0].message
             continue
-        times = time_program(built.program, own, sizes, params)
+        times = timer(built.program, own) if timer is not None else time_program(built.program, own, sizes, params)
         result.series[cand.label] = rows_for(built.program, sizes, times)
     if not result.series:
         raise SimUsageError("no candidate could be built: " + "; ".join(f"{k}: {v}" for k, v in result.failed.items()))
@@ -271,14 +273,15 @@ def windows_of(sizes: Sequence[int], winners: Sequence[str]) -> list[tuple[str, 
 def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
          params: ModelParams, out: Path, dialect: Dialect = Dialect.EXECUTOR, inplace: bool | None = None,
          root: int | None = None, progress: Callable[[str], None] | None = None,
-         on_compare: Callable[[Comparison], None] | None = None) -> list[Window]:
+         on_compare: Callable[[Comparison], None] | None = None,
+         timer: Callable[[Program, Topology], list[float]] | None = None) -> list[Window]:
     """Pick the best candidate per size, write one checked XML per window and a manifest
     (``on_compare`` gets the comparison the windows come from, e.g. for ``--html``).
 
     ``out/msccl-algorithms/`` holds only the XMLs (point MSCCL_ALGO_DIR there);
     ``out/MANIFEST.json`` lists the windows and the predicted busbw.
     """
-    comparison = compare(topology, kind, candidates, sizes, params, inplace, root, progress, dialect)
+    comparison = compare(topology, kind, candidates, sizes, params, inplace, root, progress, dialect, timer)
     if on_compare is not None:
         on_compare(comparison)
     by_label = {c.label: c for c in candidates}

@@ -3,7 +3,7 @@
 Stages, lowest first (a module may import its own stage and any earlier one):
 base (_startup, clock, errors, inputs, memory, outputs, and ``compiler.limits``: the runtimes' limits, which a
 frontend's layout choice needs) -> topology -> ir -> frontends -> compiler -> check ->
-backends -> sim -> driver -> tuning -> runtime_tests -> cli.  ``ir`` sits below ``frontends``
+backends -> sim -> driver -> tuning -> runtime_tests -> layout_cmd -> cli.  ``ir`` sits below ``frontends``
 because a frontend's output is IR; ``check`` (the checker of any runtime file) reads a
 Program and imports no backend, and the event simulator takes its runtime model from it.
 Imports inside functions count too.
@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "collc"
 ORDER = ["base", "topology", "ir", "frontends", "compiler", "check", "backends", "sim", "driver", "tuning", "show",
-         "runtime_tests", "cli"]
+         "runtime_tests", "layout_cmd", "cli"]
 BASE = {"collc", "collc._startup", "collc.clock", "collc.errors", "collc.inputs", "collc.memory", "collc.outputs",
         "collc.limits"}
 

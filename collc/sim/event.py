@@ -40,6 +40,10 @@ docs/runtime-model.md), with time added:
   possible while tbs remain, ``VerifyError`` names the size and a blocked tb; collc's
   programs never do that, and ``collc check`` is the judge of correctness.
 
+``simulate_parts`` runs several programs at once, each placed on its own ranks of the topology
+(process groups, docs/groups.md "Many groups at once"): their messages share the links, and each
+program's completion time is reported.
+
 Units: microseconds, bytes, GB/s (= 1e3 bytes per microsecond).  Results are
 deterministic: events at equal times are processed in the order they were created.
 
@@ -68,7 +72,7 @@ from collc.sim.analysis import BYTES_PER_US_PER_GBPS, bus_bandwidth
 from collc.sim.routing import Link, Router
 from collc.topology import Topology
 
-__all__ = ["EventResult", "TbTrace", "simulate_program", "trace_program", "max_min_rates"]
+__all__ = ["EventResult", "TbTrace", "simulate_program", "simulate_parts", "trace_program", "max_min_rates"]
 
 # step codes: the checker's step flags (cpy, re and nop are LOCAL: one piece, no connection)
 _RECV, _SEND, _REDUCE, _LOCAL = F_RECV, F_SEND, F_REDUCE, F_LOCAL
@@ -147,27 +151,39 @@ def max_min_rates(flows: Sequence[Sequence[tuple[int, float]]],
 
 # =========================================================================== static plan
 class _Plan:
-    """Size-independent tables of a Program on a Topology (indices instead of objects)."""
+    """Size-independent tables of Programs on a Topology (indices instead of objects).
 
-    def __init__(self, program: Program, topology: Topology, router: Router, link_bw: float | None,
-                 alpha_us: float, hop_latency_us: float) -> None:
-        if program.ngpus > topology.nranks:
-            raise TopologyError(f"the program has {program.ngpus} ranks but {topology.name} has "
-                                f"{topology.nranks}")
-        index: dict[tuple[int, int], int] = {}
+    ``parts`` are the programs that run at the same time, each with the topology rank of each
+    of its gpus (``ranks[gpu id]``): one program on all ranks, or the files of process groups
+    placed on their members (docs/groups.md, "Many groups at once").  Connections and
+    threadblocks of different parts never meet; their messages share the links."""
+
+    def __init__(self, parts: Sequence[tuple[Program, Sequence[int]]], topology: Topology, router: Router,
+                 link_bw: float | None, alpha_us: float, hop_latency_us: float) -> None:
+        index: dict[tuple[int, int, int], int] = {}
         self.names: list[str] = []
-        for g in program.gpus:
-            for t in g.tbs:
-                index[(g.id, t.id)] = len(self.names)
-                self.names.append(f"gpu {g.id} tb {t.id}")
-        conns: dict[tuple[int, int, int], int] = {}
+        self.part_of: list[int] = []             # the part of each tb
+        for p, (program, ranks) in enumerate(parts):
+            if len(ranks) != program.ngpus or any(not 0 <= r < topology.nranks for r in ranks):
+                raise TopologyError(f"the program has {program.ngpus} ranks but {topology.name} has "
+                                    f"{topology.nranks}" if len(parts) == 1 else
+                                    f"group {p}: {len(ranks)} ranks for a program of {program.ngpus}")
+            for g in program.gpus:
+                for t in g.tbs:
+                    index[(p, g.id, t.id)] = len(self.names)
+                    self.names.append(f"gpu {g.id} tb {t.id}" if len(parts) == 1 else
+                                      f"group {p} gpu {g.id} (rank {ranks[g.id]}) tb {t.id}")
+                    self.part_of.append(p)
+        conns: dict[tuple[int, int, int, int], int] = {}
         self.conn_ends: list[tuple[int, int]] = []
+        self.conn_part: list[int] = []
 
-        def conn(src: int, dst: int, chan: int) -> int:
-            key = (src, dst, chan)
+        def conn(p: int, src: int, dst: int, chan: int) -> int:
+            key = (p, src, dst, chan)
             if key not in conns:
                 conns[key] = len(self.conn_ends)
                 self.conn_ends.append((src, dst))
+                self.conn_part.append(p)
             return conns[key]
 
         # a step: (code, cnt, dependency target tb index or -1, deps, hasdep)
@@ -175,26 +191,27 @@ class _Plan:
         self.send: list[int] = []
         self.recv: list[int] = []
         self.max_cnt = 1
-        for g in program.gpus:
-            for t in g.tbs:
-                me = index[(g.id, t.id)]
-                self.send.append(conn(g.id, t.send, t.chan) if t.send >= 0 else -1)
-                self.recv.append(conn(t.recv, g.id, t.chan) if t.recv >= 0 else -1)
-                out: list[tuple[int, int, int, int, bool]] = []
-                for pos, st in enumerate(t.steps):
-                    ty = st.type
-                    code = FLAGS[ty]
-                    if (code & _SEND and self.send[me] < 0) or \
-                            (code & _RECV and self.recv[me] < 0):
-                        raise VerifyError(f"gpu {g.id} tb {t.id} step {pos} ({ty.value}) needs a "
-                                          f"{'send' if code & _SEND and self.send[me] < 0 else 'recv'} peer")
-                    dep = -1
-                    if st.deps >= 0 and waits_for(t.id, pos, st.depid, st.deps):
-                        dep = index.get((g.id, st.depid), -1)
-                    cnt = max(st.cnt, 1)
-                    self.max_cnt = max(self.max_cnt, cnt)
-                    out.append((code, cnt, dep, st.deps, bool(st.hasdep)))
-                self.steps.append(out)
+        for p, (program, ranks) in enumerate(parts):
+            for g in program.gpus:
+                for t in g.tbs:
+                    me = index[(p, g.id, t.id)]
+                    self.send.append(conn(p, ranks[g.id], ranks[t.send], t.chan) if t.send >= 0 else -1)
+                    self.recv.append(conn(p, ranks[t.recv], ranks[g.id], t.chan) if t.recv >= 0 else -1)
+                    out: list[tuple[int, int, int, int, bool]] = []
+                    for pos, st in enumerate(t.steps):
+                        ty = st.type
+                        code = FLAGS[ty]
+                        if (code & _SEND and self.send[me] < 0) or \
+                                (code & _RECV and self.recv[me] < 0):
+                            raise VerifyError(f"gpu {g.id} tb {t.id} step {pos} ({ty.value}) needs a "
+                                              f"{'send' if code & _SEND and self.send[me] < 0 else 'recv'} peer")
+                        dep = -1
+                        if st.deps >= 0 and waits_for(t.id, pos, st.depid, st.deps):
+                            dep = index.get((p, g.id, st.depid), -1)
+                        cnt = max(st.cnt, 1)
+                        self.max_cnt = max(self.max_cnt, cnt)
+                        out.append((code, cnt, dep, st.deps, bool(st.hasdep)))
+                    self.steps.append(out)
         self.nconns = len(self.conn_ends)
         # routes of the connections over link indices
         links: dict[Link, int] = {}
@@ -240,12 +257,16 @@ class _Flow:
 Span = tuple[int, str, float, float, int, float]
 
 
-def _run_size(plan: _Plan, program: Program, size: int, rupb: float, trace: list[Span] | None = None) -> float:
-    model = size_model(program.proto, program.nchunksperloop, size)
-    mac = model.mac
-    cap_slots = model.slots
-    chunk_bytes = size / program.nchunksperloop
-    pslots = [model.piece_slots(c) for c in range(plan.max_cnt + 1)]
+def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, trace: list[Span] | None = None,
+              part_end: list[float] | None = None) -> float:
+    """The completion time of all parts at ``size``; ``part_end`` (one entry per part) gets
+    each part's own completion time."""
+    models = [size_model(pr.proto, pr.nchunksperloop, size) for pr in programs]
+    part_mac = [m.mac for m in models]
+    part_chunk = [size / pr.nchunksperloop for pr in programs]
+    part_pslots = [[m.piece_slots(c) for c in range(plan.max_cnt + 1)] for m in models]
+    part_of = plan.part_of
+    conn_slots = [models[p].slots for p in plan.conn_part]
     steps = plan.steps
     send_conn = plan.send
     recv_conn = plan.recv
@@ -362,12 +383,18 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float, trace: list
                 trace.append((tb, kind, since, now, peer, nbytes))
         prog = steps[tb]
         nsteps = len(prog)
+        part = part_of[tb]
+        mac = part_mac[part]
+        chunk_bytes = part_chunk[part]
+        pslots = part_pslots[part]
         while True:
             i = pc[tb]
             if i >= nsteps:
                 finished += 1
                 if now > end_time:
                     end_time = now
+                if part_end is not None and now > part_end[part]:
+                    part_end[part] = now
                 return
             code, cnt, dep, deps, hasdep = prog[i]
             if not ready[tb]:
@@ -399,7 +426,7 @@ def _run_size(plan: _Plan, program: Program, size: int, rupb: float, trace: list
                     if code & _SEND:
                         c = send_conn[tb]
                         need = pslots[chunks]
-                        if used[c] + need > cap_slots:
+                        if used[c] + need > conn_slots[c]:
                             swait[c] = tb
                             block(tb, "wait", plan.conn_ends[c][1])
                             return
@@ -508,9 +535,9 @@ def trace_program(program: Program, topology: Topology, size: int, *, alpha_us: 
     """``simulate_program`` at one size, recording each tb's spans (send, receive, reduce, wait)."""
     if size <= 0:
         raise CollcError(f"message size must be positive, got {size}")
-    plan = _Plan(program, topology, Router(topology), link_bw, alpha_us, hop_latency_us)
+    plan = _Plan([(program, range(program.ngpus))], topology, Router(topology), link_bw, alpha_us, hop_latency_us)
     spans: list[Span] = []
-    t = _run_size(plan, program, int(size), reduce_us_per_byte, spans)
+    t = _run_size(plan, [program], int(size), reduce_us_per_byte, spans)
     names = tuple((g.id, tb.id) for g in program.gpus for tb in g.tbs)
     return TbTrace(int(size), t, names, tuple(spans))
 
@@ -536,11 +563,12 @@ def simulate_program(program: Program, topology: Topology, sizes: Iterable[int],
         raise CollcError(f"link_bw must be a positive number of GB/s, got {link_bw!r}")
     if program.nchunksperloop < 1:
         raise CollcError(f"nchunksperloop={program.nchunksperloop} must be at least 1")
-    plan = _Plan(program, topology, router or Router(topology), link_bw, alpha_us, hop_latency_us)
+    plan = _Plan([(program, range(program.ngpus))], topology, router or Router(topology), link_bw, alpha_us,
+                 hop_latency_us)
     kind = program.kind
     out: list[EventResult] = []
     for done, size in enumerate(size_list, 1):
-        t = _run_size(plan, program, size, reduce_us_per_byte)
+        t = _run_size(plan, [program], size, reduce_us_per_byte)
         if t > 0.0:
             algbw, busbw = bus_bandwidth(kind, program.ngpus, size, t)
         else:
@@ -548,4 +576,36 @@ def simulate_program(program: Program, topology: Topology, sizes: Iterable[int],
         out.append(EventResult(size, t, algbw, busbw))
         if progress is not None:
             progress(done, len(size_list))
+    return out
+
+
+def simulate_parts(parts: Sequence[tuple[Program, Sequence[int]]], topology: Topology, sizes: Iterable[int], *,
+                   alpha_us: float = 0.0, link_bw: float | None = None, hop_latency_us: float = 0.0,
+                   reduce_us_per_byte: float = 0.0, router: Router | None = None) -> list[tuple[float, ...]]:
+    """Per size, the completion time (us) of each part when all run at the same time on
+    ``topology``: part ``(program, ranks)`` runs ``program`` with its gpu ``i`` on rank
+    ``ranks[i]``; all parts start together, their messages share the links max-min fairly
+    (docs/groups.md, "Many groups at once").  A part alone is ``simulate_program`` of its
+    program on the ranks it occupies.
+
+    >>> from collc.driver import compile_xml
+    >>> from collc.ir.collective import CollKind
+    >>> from collc.topology import parse_spec
+    >>> prog = compile_xml(parse_spec("ring:2"), "ring", CollKind.ALLGATHER, inplace=True).program
+    >>> line = parse_spec("ring:4")      # 0-1 and 2-3 use their own links; 1-2 share none with them
+    >>> simulate_parts([(prog, (0, 1)), (prog, (2, 3))], line, [2000], alpha_us=1.0)
+    [(2.0, 2.0)]
+    """
+    size_list = [int(s) for s in sizes]
+    if any(s <= 0 for s in size_list):
+        raise CollcError(f"message sizes must be positive, got {min(size_list)}")
+    if not parts:
+        raise CollcError("no program to simulate")
+    plan = _Plan(parts, topology, router or Router(topology), link_bw, alpha_us, hop_latency_us)
+    programs = [p for p, _ in parts]
+    out: list[tuple[float, ...]] = []
+    for size in size_list:
+        ends = [0.0] * len(parts)
+        _run_size(plan, programs, size, reduce_us_per_byte, None, ends)
+        out.append(tuple(ends))
     return out
