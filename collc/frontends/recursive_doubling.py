@@ -18,9 +18,17 @@ Gropp 2005, section 4.4; MPICH ``MPIR_Allreduce_intra_recursive_doubling`` and
 even rank ``2i < 2 rem`` first sends its whole vector to ``2i + 1``, which reduces it; the
 ``p'`` remaining ranks (the odd ones below ``2 rem``, then every rank from ``2 rem``;
 new rank ``i`` is ``2i + 1`` for ``i < rem``, else ``i + rem``) run the algorithm; and
-``2i + 1`` sends the result back to ``2i``: two steps more than on ``p'`` ranks.  The
-other collectives need a power of two.  Partners need a link (or switch route):
-hypercube, complete, switch.
+``2i + 1`` sends the result back to ``2i``: two steps more than on ``p'`` ranks.
+Allgather (recursive doubling) and reduce-scatter (recursive halving) fold the same way
+(the reduce-scatter's pre- and post-step are MPICH's ``MPIR_Reduce_scatter_intra_recursive_halving``,
+Thakur, Rabenseifner & Gropp 2005; MPICH's allgather handles N not a power of two inside the
+doubling instead, and collc applies the same fold to it): new rank ``i`` stands for the
+blocks of the ranks it folded (``2i`` and ``2i + 1``, or ``i + rem``), which stay
+contiguous because the map is increasing (:func:`fold_bounds`), so the core runs on
+block ranges.  Allgather: ``2i`` first sends its block to ``2i + 1`` and last receives
+every other block from it.  Reduce-scatter: ``2i`` first sends its whole vector to
+``2i + 1``, which reduces it, and last receives its reduced block from it.  Partners
+need a link (or switch route): hypercube, complete, switch.
 
 >>> from collc.topology import parse_spec
 >>> from collc.frontends.registry import build_schedule
@@ -29,6 +37,11 @@ hypercube, complete, switch.
 ...                inplace=True).nsteps
 6
 >>> build_schedule("recursive-doubling", parse_spec("switch:6"), CollKind.ALLREDUCE, inplace=True).nsteps
+4
+>>> build_schedule("recursive-doubling", parse_spec("switch:6"), CollKind.ALLGATHER, inplace=True).nsteps
+4
+>>> build_schedule("recursive-halving-doubling", parse_spec("complete:7"), CollKind.REDUCESCATTER,
+...                inplace=True).nsteps
 4
 """
 
@@ -55,21 +68,29 @@ def fold_ranks(n: int) -> tuple[int, list[int]]:
     return rem, [2 * i + 1 if i < rem else i + rem for i in range(pp)]
 
 
+def fold_bounds(n: int) -> list[int]:
+    """The blocks each new rank of :func:`fold_ranks` stands for: new rank ``v`` holds
+    blocks ``bounds[v] .. bounds[v + 1] - 1`` (``2v, 2v + 1`` for ``v < rem``, else
+    ``v + rem``), so a run of new ranks holds one contiguous range of blocks.
+
+    >>> fold_bounds(6), fold_bounds(4)
+    ([0, 2, 4, 5, 6], [0, 1, 2, 3, 4])
+    """
+    rem, phys = fold_ranks(n)
+    return [2 * v if v < rem else v + rem for v in range(len(phys))] + [n]
+
+
 def _applies(name: str) -> AppliesFn:
     def applies(topology: Topology, request: Collective, opts: Options) -> str | None:
         n = request.nranks
-        if request.kind is CollKind.ALLREDUCE and n >= 2:
-            rem, phys = fold_ranks(n)
-            logp = len(phys).bit_length() - 1
-            pairs = [(phys[v], phys[v ^ (1 << k)]) for k in range(logp) for v in range(len(phys))]
-            pairs += [p for i in range(rem) for p in ((2 * i, 2 * i + 1), (2 * i + 1, 2 * i))]
-            fold = " (after MPICH's fold of the ranks above a power of two)" if rem else ""
-            return route_refusal(topology, pairs, name, "partners r xor 2^k" + fold)
-        refusal = pow2_refusal(n, name)
-        if refusal is None:
-            pairs_ = ((r, r ^ (1 << k)) for k in range(n.bit_length() - 1) for r in range(n))
-            refusal = route_refusal(topology, pairs_, name, "partners r xor 2^k")
-        return refusal
+        if n < 2:
+            return pow2_refusal(n, name)
+        rem, phys = fold_ranks(n)
+        logp = len(phys).bit_length() - 1
+        pairs = [(phys[v], phys[v ^ (1 << k)]) for k in range(logp) for v in range(len(phys))]
+        pairs += [p for i in range(rem) for p in ((2 * i, 2 * i + 1), (2 * i + 1, 2 * i))]
+        fold = " (after MPICH's fold of the ranks above a power of two)" if rem else ""
+        return route_refusal(topology, pairs, name, "partners r xor 2^k" + fold)
     return applies
 
 
@@ -97,47 +118,68 @@ def _rd(topology: Topology, request: Collective, opts: Options) -> Schedule:
         if rem:
             _fold(b, rem, start + logp, range(1), back=True)
         return b.schedule("recursive-doubling", opts, topology.name, REF_RD)
-    logn = require_pow2(n, "recursive-doubling")
-    if kind is CollKind.ALLGATHER:
+    if kind is CollKind.ALLGATHER and n >= 2:
         b = Builder(Collective(kind, n, 1, request.inplace))
         if not request.inplace:
             for r in range(n):
                 b.move(0, r, r, I, [0], O, [r])
-        for k in range(logn):
-            size = 1 << k
-            for r in range(n):
-                lo = r & ~(size - 1)
-                src = (I, [0]) if k == 0 else (O, range(lo, lo + size))
-                b.move(k, r, r ^ size, src[0], src[1], O, range(lo, lo + size))
+        rem, phys = fold_ranks(n)
+        if not rem:
+            for k in range(n.bit_length() - 1):
+                size = 1 << k
+                for r in range(n):
+                    lo = r & ~(size - 1)
+                    src = (I, [0]) if k == 0 else (O, range(lo, lo + size))
+                    b.move(k, r, r ^ size, src[0], src[1], O, range(lo, lo + size))
+            return b.schedule("recursive-doubling", opts, topology.name, REF_RD)
+        # fold: 2i gives its block to 2i + 1, the p' ranks double over block ranges, 2i + 1
+        # hands back every block but 2i's (two ranges around it)
+        for i in range(rem):
+            src = (O, [2 * i]) if request.inplace else (I, [0])
+            b.move(0, 2 * i, 2 * i + 1, src[0], src[1], O, [2 * i])
+        pp = len(phys)
+        step = doubling(b, pp, pp.bit_length() - 1, 1, O, phys, fold_bounds(n))
+        for i in range(rem):
+            for lo, hi in ((0, 2 * i), (2 * i + 1, n)):
+                if hi > lo:
+                    b.move(step, 2 * i + 1, 2 * i, O, range(lo, hi), O, range(lo, hi))
         return b.schedule("recursive-doubling", opts, topology.name, REF_RD)
+    require_pow2(n, "recursive-doubling")
     raise ScheduleError(f"recursive-doubling does not implement {kind.value}")  # pragma: no cover
 
 
-def halving(b: Builder, n: int, logn: int, start: int, buf: Buffer, ranks: Sequence[int] | None = None) -> int:
+def halving(b: Builder, n: int, logn: int, start: int, buf: Buffer, ranks: Sequence[int] | None = None,
+            bounds: Sequence[int] | None = None) -> int:
     """Reduce-scatter by recursive halving in ``buf``: logical rank v ends with block v reduced.
 
     ``ranks`` maps logical ranks to physical ones (identity by default; HDRM's rank map).
-    Returns the next free step.
+    ``bounds``: logical block v is chunks ``bounds[v] .. bounds[v + 1] - 1`` (one chunk
+    each by default; :func:`fold_bounds` after the fold).  Returns the next free step.
     """
     phys = ranks if ranks is not None else range(n)
+    at = bounds if bounds is not None else range(n + 1)
     for k in range(logn):
         d = n >> (k + 1)
         for v in range(n):
             lo = v & ~((n >> k) - 1)
             give = lo + d if v & d == 0 else lo  # send the half we do not keep
-            b.move(start + k, phys[v], phys[v ^ d], buf, range(give, give + d), buf, range(give, give + d),
-                   reduce=True)
+            span = range(at[give], at[give + d])
+            b.move(start + k, phys[v], phys[v ^ d], buf, span, buf, span, reduce=True)
     return start + logn
 
 
-def doubling(b: Builder, n: int, logn: int, start: int, buf: Buffer, ranks: Sequence[int] | None = None) -> int:
-    """Allgather by recursive doubling in ``buf``: every rank sends all the blocks it holds."""
+def doubling(b: Builder, n: int, logn: int, start: int, buf: Buffer, ranks: Sequence[int] | None = None,
+             bounds: Sequence[int] | None = None) -> int:
+    """Allgather by recursive doubling in ``buf``: every rank sends all the blocks it holds
+    (``ranks`` and ``bounds`` as in :func:`halving`)."""
     phys = ranks if ranks is not None else range(n)
+    at = bounds if bounds is not None else range(n + 1)
     for k in range(logn):
         size = 1 << k
         for v in range(n):
             lo = v & ~(size - 1)
-            b.move(start + k, phys[v], phys[v ^ size], buf, range(lo, lo + size), buf, range(lo, lo + size))
+            span = range(at[lo], at[lo + size])
+            b.move(start + k, phys[v], phys[v ^ size], buf, span, buf, span)
     return start + logn
 
 
@@ -157,36 +199,48 @@ def _rhd(topology: Topology, request: Collective, opts: Options) -> Schedule:
         if rem:
             _fold(b, rem, step, range(pp), back=True)
         return b.schedule("recursive-halving-doubling", opts, topology.name, REF_RHD)
-    logn = require_pow2(n, "recursive-halving-doubling")
-    if kind is CollKind.REDUCESCATTER:
+    if kind is CollKind.REDUCESCATTER and n >= 2:
+        rem, phys = fold_ranks(n)
+        pp = len(phys)
         b = Builder(Collective(kind, n, 1, request.inplace))
-        if request.inplace:
-            halving(b, n, logn, 0, I)  # o[0] is i[r]: work in the input
-        else:
+        work = I if request.inplace else S    # in place o[0] is i[r]: work in the input
+        start = 0
+        if not request.inplace:
             b.scratch = n
             for r in range(n):
                 b.move(0, r, r, I, range(n), S, range(n))
-            step = halving(b, n, logn, 1, S)
+            start = 1
+        if rem:   # fold: 2i's whole vector reduced into 2i + 1
+            for i in range(rem):
+                b.move(start, 2 * i, 2 * i + 1, work, range(n), work, range(n), reduce=True)
+            start += 1
+        step = halving(b, pp, pp.bit_length() - 1, start, work, phys, fold_bounds(n))
+        for i in range(rem):      # 2i + 1 holds block 2i reduced: hand it back
+            b.move(step, 2 * i + 1, 2 * i, work, [2 * i], O if not request.inplace else I,
+                   [0] if not request.inplace else [2 * i])
+        if not request.inplace:
             for r in range(n):
-                b.move(step, r, r, S, [r], O, [0])
+                if not (r < 2 * rem and r % 2 == 0):
+                    b.move(step, r, r, S, [r], O, [0])
         return b.schedule("recursive-halving-doubling", opts, topology.name, REF_RHD)
+    require_pow2(n, "recursive-halving-doubling")
     raise ScheduleError(f"recursive-halving-doubling does not implement {kind.value}")  # pragma: no cover
 
 
 register(Algorithm(
     name="recursive-doubling",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.ALLGATHER}),
-    topologies="links between partners r xor 2^k (hypercube, complete, switch); power-of-two ranks except for "
-               "allreduce (MPICH's fold)",
-    summary="latency-optimal: log2 N steps, full vector per step (allreduce; +2 steps for N not 2^k)",
+    topologies="links between partners r xor 2^k (hypercube, complete, switch); N not a power of two through "
+               "MPICH's fold",
+    summary="latency-optimal: log2 N steps, full vector per step for allreduce (+2 steps for N not 2^k)",
     reference=REF_RD, build=_rd, applies=_applies("recursive-doubling"),
     example="collc build --topology hypercube:3 --algorithm recursive-doubling --collective allreduce -o rd.xml",
 ))
 register(Algorithm(
     name="recursive-halving-doubling",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER}),
-    topologies="links between partners r xor 2^k (hypercube, complete, switch); power-of-two ranks except for "
-               "allreduce (MPICH's fold)",
+    topologies="links between partners r xor 2^k (hypercube, complete, switch); N not a power of two through "
+               "MPICH's fold",
     summary="Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather, 2 log2 N steps "
             "(+2 for N not 2^k)",
     reference=REF_RHD, build=_rhd, applies=_applies("recursive-halving-doubling"),

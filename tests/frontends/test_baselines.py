@@ -335,3 +335,41 @@ def test_recursive_doubling_folds_ranks_above_a_power_of_two(name: str, n: int) 
             assert (sent[r], recv[r]) == (core + extra, core + extra)
     rounds = len(program_rounds(c.program))
     assert rounds <= (logp if name == "recursive-doubling" else 2 * logp) + (2 if rem else 0)
+
+
+@pytest.mark.parametrize("name, kind", [("recursive-doubling", CollKind.ALLGATHER),
+                                        ("recursive-halving-doubling", CollKind.REDUCESCATTER)])
+@pytest.mark.parametrize("n", [3, 5, 6, 7, 12])
+def test_recursive_doubling_folds_allgather_and_reducescatter(name: str, kind: CollKind, n: int,
+                                                              tmp_path: Any) -> None:
+    """MPICH's fold for allgather and reduce-scatter (Thakur, Rabenseifner & Gropp 2005): the
+    schedule verifies in and out of place in log2 p' + 2 steps (+1 local copy out of place for
+    reduce-scatter); in the emitted XML every allgather rank receives each other block once and
+    a folded rank 2i sends its block once, while in reduce-scatter 2i sends its whole vector once
+    and receives its reduced block; both dialects and ``collc check`` pass."""
+    from collc.cli import main
+    from collc.compiler.limits import Dialect
+    from collc.compiler.program import RECVS, SENDS
+    pp = 1 << (n.bit_length() - 1)
+    rem, logp = n - pp, pp.bit_length() - 1
+    for spec in (f"complete:{n}", f"switch:{n}"):
+        topo = parse_spec(spec)
+        for inplace in (False, True):
+            s = build_schedule(name, topo, kind, inplace)
+            verify_schedule(s, topo)
+            extra = 1 if kind is CollKind.REDUCESCATTER and not inplace else 0
+            assert s.nsteps == logp + 2 + extra
+    for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
+        c = compile_xml(parse_spec(f"complete:{n}"), name, kind, dialect=dialect)
+        assert c.report.ok
+    sent = [sum(st.cnt for t in g.tbs for st in t.steps if st.type in SENDS) for g in c.program.gpus]
+    recv = [sum(st.cnt for t in g.tbs for st in t.steps if st.type in RECVS) for g in c.program.gpus]
+    for r in range(2 * rem):
+        if r % 2 == 0:
+            assert (sent[r], recv[r]) == ((1, n - 1) if kind is CollKind.ALLGATHER else (n, 1))
+    if kind is CollKind.ALLGATHER:
+        assert recv == [n - 1] * n
+    out = tmp_path / "rd.xml"
+    assert main(["build", "--topology", f"complete:{n}", "--algorithm", name, "--collective", kind.value,
+                 "-o", str(out)]) == 0
+    assert main(["check", str(out)]) == 0

@@ -472,3 +472,19 @@ def test_fused_threadblocks_check_on_random_topologies(topo: Topology, kind: Col
     assert result.report.ok, [f.message[:200] for f in result.report.errors()][:3]
     if max(len(o) for o in turn_order(topo)) < 2:
         assert not result.schedule.tb_pairs
+
+
+@pytest.mark.parametrize("spec", ["torus:3x3", "torus:8x8", "mesh:4x4"])
+def test_fused_allgather_has_no_reduce_scatter_phase(spec: str) -> None:
+    """On a symmetric topology the allgather's lanes and tb pairs are those of its own trees
+    alone: no reduce-scatter phase (which it never runs) takes turns' lanes or load."""
+    topo = parse_spec(spec)
+    trees = build_trees(topo)
+    fusing = FusedTbs(turn_order(topo))
+    fusing.forwards(trees, False)
+    fusing.allot()
+    want = fusing.lanes(trees, 0, False, {})
+    s = build_schedule("multitree", topo, CollKind.ALLGATHER, inplace=True, params={"threadblocks": "fused"})
+    got = {(t.dst_idx[0], t.src, t.dst): t.lane for t in s.transfers if t.src != t.dst}
+    assert got == want and s.tb_pairs == tuple(fusing.pairs())
+    assert compile_xml(topo, "multitree", CollKind.ALLGATHER, params={"threadblocks": "fused"}).report.ok

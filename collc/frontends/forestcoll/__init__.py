@@ -238,9 +238,11 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     if ag_plan is not None and rs_plan is not None:
         (ag_lanes, ag_pieces), (rs_lanes, rs_pieces) = ag_plan, rs_plan
     else:
-        ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, both, reduces, rail)
+        # the lowering copies every tb and channel once per instance (1 when the count is unknown)
+        copies = instances if isinstance(instances, int) else 1
+        ag_lanes, ag_pieces = plan_lanes(ag, n, lanes_opt, pieces_opt, both, reduces, rail, copies)
         rs_lanes, rs_pieces = ((ag_lanes, ag_pieces) if rs is ag else
-                               plan_lanes(rs, n, lanes_opt, pieces_opt, both, True, rail))
+                               plan_lanes(rs, n, lanes_opt, pieces_opt, both, True, rail, copies))
     pieces = min(ag_pieces, rs_pieces)
     params = dict(opts)
     params.update(trees_per_root=k, lanes=max(ag_lanes) + 1, pieces=pieces)
@@ -346,13 +348,15 @@ def rail_of(topology: Topology) -> Callable[[int, int], int | None] | None:
 
 def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
                both_ways: bool = False, reduces: bool = False,
-               rail: Callable[[int, int], int | None] | None = None) -> tuple[list[int], int]:
+               rail: Callable[[int, int], int | None] | None = None,
+               instances: int = 1) -> tuple[list[int], int]:
     """A lane (hence channel) per tree where the limits allow, and the pieces per transfer.
 
     Trees on one lane that share a connection share its tbs, in step order; trees on
-    separate lanes pipeline independently.  With ``lanes = 0`` the most lanes (up to 16,
-    which leaves channels for ``--instances 2``) whose tbs fit ``TB_BUDGET`` per rank are
-    used; trees go greedily (most chunks first) to the lane where they share the fewest
+    separate lanes pipeline independently.  The lowering repeats every tb and channel
+    once per ``--instances``, so with ``lanes = 0`` the most lanes (up to 16, which
+    leaves channels for ``--instances 2``, and up to 32 / ``instances``) whose tbs times
+    ``instances`` fit ``TB_BUDGET`` per rank are used; trees go greedily (most chunks first) to the lane where they share the fewest
     connections.  With ``pieces = 0`` each transfer is cut into 3 pieces per hop of the
     tallest tree (at least 8, at most 48) as far as ``STEP_BUDGET`` (21) steps per tb
     allow, counting a paired tb's receives and sends, which leaves room for ``--chunks``
@@ -392,9 +396,9 @@ def plan_lanes(trees: tuple[Tree, ...], n: int, lanes: int = 0, pieces: int = 0,
             per[rank] += 1
         return max(per)
 
-    nl = lanes or min(MAX_LANES, len(trees))
+    nl = lanes or min(MAX_LANES, MAX_CHANNELS // max(1, instances), len(trees))
     lane_of, conns = assign(nl)
-    while not lanes and nl > 1 and tbs(conns) > TB_BUDGET:
+    while not lanes and nl > 1 and tbs(conns) * instances > TB_BUDGET:
         nl -= 1
         lane_of, conns = assign(nl)
     # a tb may pair a receive peer with a send peer (the lowering does unless told not

@@ -139,9 +139,10 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     ag = build_trees(topology, rule, order, cap) if kind is not CollKind.REDUCESCATTER else None
     if kind is CollKind.ALLTOALL:
         mode = "link"    # a forward carries a whole subtree's chunks: nothing to fuse
-    rs = ag if ag is not None and _symmetric(topology) else None
-    if rs is None and kind is not CollKind.ALLGATHER:
-        rs = build_trees(topology.transpose(), rule, order, cap)   # edge p -> c there is link c -> p here
+    rs = None     # only a reduction has a reduce-scatter phase (allgather's would change its lanes)
+    if kind in (CollKind.REDUCESCATTER, CollKind.ALLREDUCE):
+        rs = (ag if ag is not None and _symmetric(topology) else
+              build_trees(topology.transpose(), rule, order, cap))   # edge p -> c there is link c -> p here
     if mode == "auto":
         file_gpus = opts.get(FILE_GPUS, n)
         assert isinstance(file_gpus, int)

@@ -311,12 +311,22 @@ def test_lane_per_tree_needs_the_lowering_counts() -> None:
     assert (bare["lanes"], bare["pieces"]) == ("16", "5") and not any(k.startswith("@") for k in bare)
     told = dict(build_schedule("forestcoll", topo, CollKind.ALLGATHER, chunks=1, instances=1).provenance.params)
     assert (told["lanes"], told["pieces"]) == ("32", "39")
-    # 32 trees x 2 instances would need 64 channels: the budgeted layout
+    # 32 trees x 2 instances would need 64 channels: the budgeted layout, its tbs counted twice
     two = dict(build_schedule("forestcoll", topo, CollKind.ALLGATHER, chunks=1, instances=2).provenance.params)
-    assert two["lanes"] == "16"
+    assert two["lanes"] == "3"
     fo = forest(topo)
     assert lane_per_tree(fo.trees, 32, 39, 1, 2, 32) is None
     assert lane_per_tree(fo.trees, 32, 39, 3, 1, 32) == (list(range(32)), 16)   # 48 steps per tb / 3 chunks
+
+
+@pytest.mark.parametrize("spec", ["a100:2x8", "mi250:2", "mi250:8+8"])
+@pytest.mark.parametrize("kind", [CollKind.ALLGATHER, CollKind.REDUCESCATTER, CollKind.ALLREDUCE])
+def test_budgeted_lanes_count_the_instances(spec: str, kind: CollKind) -> None:
+    """Where a lane per tree does not fit, plan_lanes budgets RCCL's 64 tbs per GPU for all
+    instances together: these built 117 to 120 tbs with --instances 2 and were refused."""
+    out = compile_xml(parse_spec(spec), "forestcoll", kind, instances=2, dialect=Dialect.RCCL)
+    assert out.report.ok, [f.message for f in out.report.errors()][:3]
+    assert max(len(g.tbs) for g in out.program.gpus) <= 64 and out.program.nchannels <= 32
 
 
 @pytest.mark.parametrize("chunks", [2, 3])
