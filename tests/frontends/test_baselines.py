@@ -348,8 +348,8 @@ def test_recursive_doubling_folds_allgather_and_reducescatter(name: str, kind: C
     a folded rank 2i sends its block once, while in reduce-scatter 2i sends its whole vector once
     and receives its reduced block; both dialects and ``collc check`` pass."""
     from collc.cli import main
-    from collc.compiler.limits import Dialect
-    from collc.compiler.program import RECVS, SENDS
+    from collc.limits import Dialect
+    from collc.compiler.msccl.program import RECVS, SENDS
     pp = 1 << (n.bit_length() - 1)
     rem, logp = n - pp, pp.bit_length() - 1
     for spec in (f"complete:{n}", f"switch:{n}"):
