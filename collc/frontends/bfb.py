@@ -571,24 +571,24 @@ def _emit_spilled(b: Builder, spilled: list[tuple[int, int, int, int, int, bool]
         runs.append([s_, d_, src, dst, c, int(last)])
     offset: dict[int, int] = {}
     folds: dict[int, list[tuple[int, int, int, bool]]] = {}   # receiver -> (scratch, dst slot, cnt, last)
-    for s_, d_, src, dst, c, last in runs:
+    for s_, d_, src, dst, c, flag in runs:
         here = at + offset.get(d_, 0)
         offset[d_] = offset.get(d_, 0) + c
         b.move(step, s_, d_, work, range(src, src + c), S, range(here, here + c))
-        folds.setdefault(d_, []).append((here, dst, c, bool(last)))
+        folds.setdefault(d_, []).append((here, dst, c, bool(flag)))
     for d_, fs in folds.items():
         # folds of runs that follow on in scratch and in the destination (several senders) merge too
         fs.sort(key=lambda f: (f[3], f[1]))
         merged: list[list[int]] = []
-        for here, dst, c, last in fs:
+        for here, dst, c, into_final in fs:
             if merged:
                 q = merged[-1]
-                if q[3] == int(last) and q[0] + q[2] == here and q[1] + q[2] == dst:
+                if q[3] == int(into_final) and q[0] + q[2] == here and q[1] + q[2] == dst:
                     q[2] += c
                     continue
-            merged.append([here, dst, c, int(last)])
-        for here, dst, c, last in merged:
-            dbuf = final if last and final is not None else work
+            merged.append([here, dst, c, int(into_final)])
+        for here, dst, c, flag in merged:
+            dbuf = final if flag and final is not None else work
             b.move(step + 1, d_, d_, S, range(here, here + c), dbuf, range(dst, dst + c), reduce=True)
     return max(offset.values())
 
