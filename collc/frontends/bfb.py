@@ -545,18 +545,52 @@ def _emit_reducescatter(b: Builder, r: BFBResult, start: int, stride: int, work:
             for s_, d_, src, dst, c in _merged(rows):
                 b.move(cur, s_, d_, work, range(src, src + c), dbuf, range(dst, dst + c), reduce=True)
         if spilled:
-            offset: dict[int, int] = {}
-            for s_, d_, src, dst, c, last in spilled:
-                at = base + extra + offset.get(d_, 0)
-                offset[d_] = offset.get(d_, 0) + c
-                dbuf = final if last and final is not None else work
-                b.move(cur, s_, d_, work, range(src, src + c), S, range(at, at + c))
-                b.move(cur + 1, d_, d_, S, range(at, at + c), dbuf, range(dst, dst + c), reduce=True)
-            extra += max(offset.values())
+            extra += _emit_spilled(b, spilled, cur, base + extra, work, final)
             cur += 1
         cur += 1
     b.scratch = base + extra
     return cur
+
+
+def _emit_spilled(b: Builder, spilled: list[tuple[int, int, int, int, int, bool]], step: int, at: int,
+                  work: Buffer, final: Buffer | None) -> int:
+    """Partials ``(src, dst, slot, dst slot, cnt, last)`` that would collide with an earlier one on
+    their destination slots: each lands in fresh scratch at ``step`` and is folded in by a local
+    reduction at ``step + 1``.  Consolidated (docs/direct-connect.md, section 7 of the paper): a
+    sender's partials whose source slots and destination slots both follow on are one transfer
+    into consecutive scratch and one fold, instead of one of each per BFB piece; without it the
+    1024-rank L3(C16(3,4)) allreduce exceeds the parser's per-rank node budget.  Returns the
+    scratch chunks used (the widest receiver)."""
+    runs: list[list[int]] = []   # [src, dst, slot, dst slot, cnt, last]
+    for s_, d_, src, dst, c, last in sorted(spilled, key=lambda r: (r[1], r[5], r[0], r[2])):
+        if runs:
+            p = runs[-1]
+            if (p[0], p[1], p[5]) == (s_, d_, int(last)) and p[2] + p[4] == src and p[3] + p[4] == dst:
+                p[4] += c
+                continue
+        runs.append([s_, d_, src, dst, c, int(last)])
+    offset: dict[int, int] = {}
+    folds: dict[int, list[tuple[int, int, int, bool]]] = {}   # receiver -> (scratch, dst slot, cnt, last)
+    for s_, d_, src, dst, c, flag in runs:
+        here = at + offset.get(d_, 0)
+        offset[d_] = offset.get(d_, 0) + c
+        b.move(step, s_, d_, work, range(src, src + c), S, range(here, here + c))
+        folds.setdefault(d_, []).append((here, dst, c, bool(flag)))
+    for d_, fs in folds.items():
+        # folds of runs that follow on in scratch and in the destination (several senders) merge too
+        fs.sort(key=lambda f: (f[3], f[1]))
+        merged: list[list[int]] = []
+        for here, dst, c, into_final in fs:
+            if merged:
+                q = merged[-1]
+                if q[3] == int(into_final) and q[0] + q[2] == here and q[1] + q[2] == dst:
+                    q[2] += c
+                    continue
+            merged.append([here, dst, c, int(into_final)])
+        for here, dst, c, flag in merged:
+            dbuf = final if flag and final is not None else work
+            b.move(step + 1, d_, d_, S, range(here, here + c), dbuf, range(dst, dst + c), reduce=True)
+    return max(offset.values())
 
 
 def _results(topology: Topology, kind: CollKind, chunks: int) -> tuple[BFBResult | None, BFBResult | None]:

@@ -36,6 +36,10 @@ docs/runtime-model.md), with time added:
   (``rrs``, ``rrc``, ``rrcs``, ``re``) add ``reduce_us_per_byte`` x the bytes of the piece
   on the receiving tb.  A local ``cpy`` (and a ``nop``) costs nothing.  Topology link
   latencies are not added (pass ``hop_latency_us`` for a per-hop cost).
+* ``half_duplex=True`` makes the two directions of every link one shared capacity
+  (SimGrid's default ``SHARED`` link policy on platforms that declare one link per
+  node pair, as the Dragonfly and 2dfc platforms of the Kautz/2dfc thesis do;
+  docs/kautz-dfc.md): opposite flows then split it max-min fairly.
 * The time of a size is when the last tb finishes its last step.  If no event is
   possible while tbs remain, ``VerifyError`` names the size and a blocked tb; collc's
   programs never do that, and ``collc check`` is the judge of correctness.
@@ -153,6 +157,7 @@ def max_min_rates(flows: Sequence[Sequence[tuple[int, float]]],
 class _Plan:
     """Size-independent tables of Programs on a Topology (indices instead of objects).
 
+<<<<<<< HEAD
     ``parts`` are the programs that run at the same time, each with the topology rank of each
     of its gpus (``ranks[gpu id]``): one program on all ranks, or the files of process groups
     placed on their members (docs/groups.md, "Many groups at once").  Connections and
@@ -161,6 +166,14 @@ class _Plan:
     def __init__(self, parts: Sequence[tuple[Program, Sequence[int]]], topology: Topology, router: Router,
                  link_bw: float | None, alpha_us: float, hop_latency_us: float) -> None:
         index: dict[tuple[int, int, int], int] = {}
+=======
+    def __init__(self, program: Program, topology: Topology, router: Router, link_bw: float | None,
+                 alpha_us: float, hop_latency_us: float, half_duplex: bool = False) -> None:
+        if program.ngpus > topology.nranks:
+            raise TopologyError(f"the program has {program.ngpus} ranks but {topology.name} has "
+                                f"{topology.nranks}")
+        index: dict[tuple[int, int], int] = {}
+>>>>>>> h/openB
         self.names: list[str] = []
         self.part_of: list[int] = []             # the part of each tb
         for p, (program, ranks) in enumerate(parts):
@@ -223,6 +236,8 @@ class _Plan:
             route: list[tuple[int, float]] = []
             hops = 0.0
             for link, frac in router.shares(src, dst):
+                if half_duplex and link[0] > link[1]:
+                    link = (link[1], link[0])      # one capacity for both directions
                 if link not in links:
                     links[link] = len(self.capacity)
                     gbps = link_bw if link_bw is not None else router.capacity(link)
@@ -531,11 +546,15 @@ class TbTrace:
 
 def trace_program(program: Program, topology: Topology, size: int, *, alpha_us: float = 0.0,
                   link_bw: float | None = None, hop_latency_us: float = 0.0,
-                  reduce_us_per_byte: float = 0.0) -> TbTrace:
+                  reduce_us_per_byte: float = 0.0, half_duplex: bool = False) -> TbTrace:
     """``simulate_program`` at one size, recording each tb's spans (send, receive, reduce, wait)."""
     if size <= 0:
         raise CollcError(f"message size must be positive, got {size}")
+<<<<<<< HEAD
     plan = _Plan([(program, range(program.ngpus))], topology, Router(topology), link_bw, alpha_us, hop_latency_us)
+=======
+    plan = _Plan(program, topology, Router(topology), link_bw, alpha_us, hop_latency_us, half_duplex)
+>>>>>>> h/openB
     spans: list[Span] = []
     t = _run_size(plan, [program], int(size), reduce_us_per_byte, spans)
     names = tuple((g.id, tb.id) for g in program.gpus for tb in g.tbs)
@@ -545,7 +564,8 @@ def trace_program(program: Program, topology: Topology, size: int, *, alpha_us: 
 def simulate_program(program: Program, topology: Topology, sizes: Iterable[int], *, alpha_us: float = 0.0,
                      link_bw: float | None = None, hop_latency_us: float = 0.0,
                      reduce_us_per_byte: float = 0.0, router: Router | None = None,
-                     progress: Callable[[int, int], None] | None = None) -> list[EventResult]:
+                     progress: Callable[[int, int], None] | None = None,
+                     half_duplex: bool = False) -> list[EventResult]:
     """Time ``program`` on ``topology`` at each size (bytes); see the module docstring.
 
     ``progress(done, total)`` is called after each size.  Raises ``VerifyError`` if the
@@ -563,8 +583,12 @@ def simulate_program(program: Program, topology: Topology, sizes: Iterable[int],
         raise CollcError(f"link_bw must be a positive number of GB/s, got {link_bw!r}")
     if program.nchunksperloop < 1:
         raise CollcError(f"nchunksperloop={program.nchunksperloop} must be at least 1")
+<<<<<<< HEAD
     plan = _Plan([(program, range(program.ngpus))], topology, router or Router(topology), link_bw, alpha_us,
                  hop_latency_us)
+=======
+    plan = _Plan(program, topology, router or Router(topology), link_bw, alpha_us, hop_latency_us, half_duplex)
+>>>>>>> h/openB
     kind = program.kind
     out: list[EventResult] = []
     for done, size in enumerate(size_list, 1):

@@ -116,6 +116,20 @@ def test_two_messages_on_one_link_split_it_then_the_survivor_speeds_up() -> None
     assert simulate_program(prog, parse_spec("complete:3"), [4000])[0].time_us == pytest.approx(2.0)
 
 
+def test_half_duplex_links_share_both_directions() -> None:
+    # gpu 0 and gpu 1 send each other 1000 bytes at once: 1 us on full-duplex links,
+    # 2 us when both directions share one 1000 B/us capacity (SimGrid's SHARED policy)
+    prog = _program(2, 4, {0: [(1, 1, [_send(1), _recv(1)])], 1: [(0, 0, [_send(1), _recv(1)])]})
+    topo = parse_spec("complete:2")
+    assert simulate_program(prog, topo, [4000])[0].time_us == pytest.approx(1.0)
+    assert simulate_program(prog, topo, [4000], half_duplex=True)[0].time_us == pytest.approx(2.0)
+    # a one-way ring does not notice
+    ring = _program(3, 3, {0: [(1, 2, [_send(1), _recv(1)])], 1: [(2, 0, [_send(1), _recv(1)])],
+                           2: [(0, 1, [_send(1), _recv(1)])]})
+    assert simulate_program(ring, parse_spec("complete:3"), [3000], half_duplex=True)[0].time_us == \
+        pytest.approx(1.0)
+
+
 def test_alpha_and_hop_latency_add_per_message() -> None:
     base = _one("ring:4", "ring", CollKind.ALLREDUCE, 4096)
     # 2(N-1) = 6 messages on the critical path, each one hop
