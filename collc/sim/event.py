@@ -157,23 +157,15 @@ def max_min_rates(flows: Sequence[Sequence[tuple[int, float]]],
 class _Plan:
     """Size-independent tables of Programs on a Topology (indices instead of objects).
 
-<<<<<<< HEAD
     ``parts`` are the programs that run at the same time, each with the topology rank of each
     of its gpus (``ranks[gpu id]``): one program on all ranks, or the files of process groups
     placed on their members (docs/groups.md, "Many groups at once").  Connections and
     threadblocks of different parts never meet; their messages share the links."""
 
     def __init__(self, parts: Sequence[tuple[Program, Sequence[int]]], topology: Topology, router: Router,
-                 link_bw: float | None, alpha_us: float, hop_latency_us: float) -> None:
+                 link_bw: float | None, alpha_us: float, hop_latency_us: float,
+                 half_duplex: bool = False) -> None:
         index: dict[tuple[int, int, int], int] = {}
-=======
-    def __init__(self, program: Program, topology: Topology, router: Router, link_bw: float | None,
-                 alpha_us: float, hop_latency_us: float, half_duplex: bool = False) -> None:
-        if program.ngpus > topology.nranks:
-            raise TopologyError(f"the program has {program.ngpus} ranks but {topology.name} has "
-                                f"{topology.nranks}")
-        index: dict[tuple[int, int], int] = {}
->>>>>>> h/openB
         self.names: list[str] = []
         self.part_of: list[int] = []             # the part of each tb
         for p, (program, ranks) in enumerate(parts):
@@ -550,11 +542,8 @@ def trace_program(program: Program, topology: Topology, size: int, *, alpha_us: 
     """``simulate_program`` at one size, recording each tb's spans (send, receive, reduce, wait)."""
     if size <= 0:
         raise CollcError(f"message size must be positive, got {size}")
-<<<<<<< HEAD
-    plan = _Plan([(program, range(program.ngpus))], topology, Router(topology), link_bw, alpha_us, hop_latency_us)
-=======
-    plan = _Plan(program, topology, Router(topology), link_bw, alpha_us, hop_latency_us, half_duplex)
->>>>>>> h/openB
+    plan = _Plan([(program, range(program.ngpus))], topology, Router(topology), link_bw, alpha_us, hop_latency_us,
+                 half_duplex)
     spans: list[Span] = []
     t = _run_size(plan, [program], int(size), reduce_us_per_byte, spans)
     names = tuple((g.id, tb.id) for g in program.gpus for tb in g.tbs)
@@ -583,12 +572,8 @@ def simulate_program(program: Program, topology: Topology, sizes: Iterable[int],
         raise CollcError(f"link_bw must be a positive number of GB/s, got {link_bw!r}")
     if program.nchunksperloop < 1:
         raise CollcError(f"nchunksperloop={program.nchunksperloop} must be at least 1")
-<<<<<<< HEAD
     plan = _Plan([(program, range(program.ngpus))], topology, router or Router(topology), link_bw, alpha_us,
-                 hop_latency_us)
-=======
-    plan = _Plan(program, topology, router or Router(topology), link_bw, alpha_us, hop_latency_us, half_duplex)
->>>>>>> h/openB
+                 hop_latency_us, half_duplex)
     kind = program.kind
     out: list[EventResult] = []
     for done, size in enumerate(size_list, 1):
