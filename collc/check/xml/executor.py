@@ -174,9 +174,9 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     ``numeric``: carry random 64-bit values summed modulo 2^64 instead of symbolic
     contribution sets (for programs too large for the exact check); no reduction-order check.
     ``ops``: the program's op stream, if the caller has it already.
-    A large run with no data or numeric data and no race to track goes to the compiled
-    kernel (:mod:`collc.check.xml.kernel`; ``kernel_min_steps`` overrides what "large" means,
-    ``kernel.worth_it`` decides by default); a numeric run that blocks or whose data go
+    A large run with no race to track goes to the compiled kernel (:mod:`collc.check.xml.kernel`,
+    in its exact mode for the exact check; ``kernel_min_steps`` overrides what "large" means,
+    ``kernel.worth_it`` decides by default); a run with data that blocks or whose data go
     wrong is repeated here for the messages.
     """
     ntbs = sum(len(g.tbs) for g in p.gpus)

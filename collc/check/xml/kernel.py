@@ -5,12 +5,14 @@ steps in document order, a dependency waits for the target's published flag, eac
 (sender, receiver, chan) is a FIFO of runs of pieces (slots used, partial pops), a sender
 may run ahead of a receiver parked on a plain receive (the hand-off rule), and the
 runnable queue and the wait lists are served in the same order.  It runs over the arrays
-of :class:`collc.check.xml.opstream.OpStream` and, for the numeric data check, over one flat
+of :class:`collc.check.xml.opstream.OpStream` and, for the data checks, over one flat
 array of 64-bit values per run (every GPU's physical buffers end to end) with payloads
-snapshotted at send time into a pool sized by the sum of the send counts.
+snapshotted at send time into a pool sized by the sum of the send counts.  The exact check
+adds, per value, its origin chunk and leaf count, its origin ranks' mask (up to 64 ranks) and
+a hash of its reduction tree (docs/runtime-model.md, "How the check runs at scale").
 
-It answers only the cheap questions: finished or not, how many pieces moved, and, with
-numeric data, whether any data error occurred.  Everything else (exact data, races, the
+It answers only the cheap questions: finished or not, how many pieces moved, whether any
+data error occurred and, exactly, the reduction-order warning.  Everything else (races, the
 text of a data error) stays with the Python model, which remains the reference.
 numba is imported on the first call only, so small builds never pay for it.
 """
