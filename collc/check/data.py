@@ -12,7 +12,7 @@ import numpy as np
 
 from collc.check.findings import MAX_LISTED, Report
 from collc.compiler.msccl.program import WRITES_DST, Program
-from collc.ir.collective import Collective
+from collc.ir.collective import CollKind, Collective
 from collc.ir.symbolic import ExactDomain, NumericExpectation
 
 
@@ -82,9 +82,53 @@ def postcondition(p: Program, coll: Collective, dom: ExactDomain, mem: dict[tupl
             passed = key
     differing = sorted(k for k, nodes in per_chunk.items() if len(nodes) > 1)
     if differing:
-        warnings.append(f"ranks reduce input chunk(s) {differing[:MAX_LISTED]}"
-                        f"{' ...' if len(differing) > MAX_LISTED else ''} in different orders: results may "
-                        f"differ bitwise between ranks for floating-point data")
+        warnings.append(_order_warning(differing))
+
+
+def _order_warning(differing: list[int]) -> str:
+    return (f"ranks reduce input chunk(s) {differing[:MAX_LISTED]}"
+            f"{' ...' if len(differing) > MAX_LISTED else ''} in different orders: results may "
+            f"differ bitwise between ranks for floating-point data")
+
+
+def _origins(coll: Collective, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """(output indices, origin input chunks) of ``rank``'s obligations (``Collective.expected``
+    spells them out; the reducing collectives' shapes vectorised)."""
+    c, kind = coll.chunk_factor, coll.kind
+    if kind is CollKind.ALLREDUCE or (kind is CollKind.REDUCE and rank == coll.root):
+        return np.arange(c, dtype=np.int64), np.arange(c, dtype=np.int64)
+    if kind is CollKind.REDUCESCATTER:
+        return np.arange(c, dtype=np.int64), np.arange(rank * c, (rank + 1) * c, dtype=np.int64)
+    obligations = coll.expected(rank)
+    return (np.array([o[0] for o in obligations], dtype=np.int64),
+            np.array([o[1] for o in obligations], dtype=np.int64))
+
+
+def order_warnings(coll: Collective, trees: Mapping[tuple[int, str], np.ndarray],
+                   amap: Mapping[tuple[int, str], tuple[str, int]], gpus: Mapping[int, object]) -> list[str]:
+    """The reduction-order warning of :func:`postcondition` from the kernel's tree hashes
+    (``trees``: each GPU's physical rows; equal reduction trees have equal hashes), for a run
+    whose outputs all passed: an input chunk whose outputs hold more than one tree."""
+    origin_parts: list[np.ndarray] = []
+    tree_parts: list[np.ndarray] = []
+    for r in range(coll.nranks):
+        if r not in gpus:
+            continue
+        outs, origins = _origins(coll, r)
+        if len(outs) == 0:
+            continue
+        pb, base = amap[(r, "o")]
+        origin_parts.append(origins)
+        tree_parts.append(trees[(r, pb)][outs + base])
+    if not origin_parts:
+        return []
+    origin, tree = np.concatenate(origin_parts), np.concatenate(tree_parts)
+    # each origin's first tree (written in reverse, so the first occurrence is the last write);
+    # an origin differs where another of its outputs holds another tree
+    first = np.zeros(int(origin.max()) + 1, dtype=np.uint64)
+    first[origin[::-1]] = tree[::-1]
+    differing = np.unique(origin[tree != first[origin]]).tolist()
+    return [_order_warning(differing)] if differing else []
 
 
 def check_input_writes(p: Program, rep: Report) -> None:

@@ -95,7 +95,8 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
         raise ValueError(f"data_check must be auto, exact or numeric, not {data_check!r}")
     numeric = data_check == "numeric" or (data_check == "auto" and p.ngpus * p.nchunksperloop > EXACT_LIMIT)
     rep.info["data_check"] = ("numeric (random 64-bit values, sums mod 2^64)" if numeric else
-                              "exact (symbolic, or distinct 64-bit values where no step reduces)")
+                              "exact (symbolic; large runs: distinct 64-bit inputs with origin chunks and "
+                              "reduction-tree hashes, rerun symbolically on a failure)")
     _simulate_all(p, dialect, kind, root, rep, numeric, ops)
     return rep
 

@@ -24,7 +24,7 @@ from collc.check.data import numeric_postcondition, postcondition
 from collc.check.findings import MAX_LISTED
 from collc.check.xml.opstream import OpStream
 from collc.check.races import shared_slot_tbs
-from collc.check.runtime_model import (F_COMBINE, F_LOCAL, F_PLAIN, F_READ, F_RECV, F_REDUCE, F_SEND, F_WRITE,
+from collc.check.runtime_model import (F_COMBINE, F_LOCAL, F_PLAIN, F_READ, F_RECV, F_SEND, F_WRITE,
                                        FLAGS, SizeModel)
 from collc.compiler.msccl.program import Program, Step, StepType, Threadblock
 from collc.ir.collective import Buffer, Collective
@@ -174,9 +174,9 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     ``numeric``: carry random 64-bit values summed modulo 2^64 instead of symbolic
     contribution sets (for programs too large for the exact check); no reduction-order check.
     ``ops``: the program's op stream, if the caller has it already.
-    A large run with no data or numeric data and no race to track goes to the compiled
-    kernel (:mod:`collc.check.xml.kernel`; ``kernel_min_steps`` overrides what "large" means,
-    ``kernel.worth_it`` decides by default); a numeric run that blocks or whose data go
+    A large run with no race to track goes to the compiled kernel (:mod:`collc.check.xml.kernel`,
+    in its exact mode for the exact check; ``kernel_min_steps`` overrides what "large" means,
+    ``kernel.worth_it`` decides by default); a run with data that blocks or whose data go
     wrong is repeated here for the messages.
     """
     ntbs = sum(len(g.tbs) for g in p.gpus)
@@ -192,19 +192,24 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                              f"x {ntbs} tbs exceeds the exact-check budget of {race_budget} tb-pairs")
         else:
             interesting = found
-    # A program that never reduces only moves its inputs, whose numeric values are distinct
-    # (symbolic.leaf_at is a bijection): there the numeric check is exact too, so the kernel
-    # may answer for the exact check when it passes (a failure is rerun symbolically below).
-    moves_only = data and not numeric and not interesting and ops is not None and not (ops.flags & F_REDUCE).any()
-    if (not data or numeric or moves_only) and not (data and interesting):
+    # The exact check may take the kernel too (kernel.run's exact mode: distinct 64-bit inputs,
+    # origin chunks, leaf counts, masks and reduction-tree hashes) when it passes; a failure is
+    # rerun symbolically below for its messages.
+    if not (data and interesting):
         nsteps = len(ops.tb) if ops is not None else sum(len(t.steps) for g in p.gpus for t in g.tbs)
-        if kernel.worth_it(nsteps) if kernel_min_steps is None else nsteps >= kernel_min_steps:
+        if kernel_min_steps is None and data and not numeric:     # the exact model's cost (kernel.py)
+            chunks = int(ops.count.sum(dtype=np.int64)) if ops is not None else \
+                sum(s.cnt for g in p.gpus for t in g.tbs for s in t.steps)
+            work = nsteps + chunks // kernel.EXACT_CHUNKS_PER_STEP
+        else:
+            work = nsteps
+        if kernel.worth_it(work) if kernel_min_steps is None else nsteps >= kernel_min_steps:
             lay = kernel.layout(p, ops)
-            res = kernel.run(p, coll, model, lay, data, seed) if lay is not None else None
+            res = kernel.run(p, coll, model, lay, data, seed, exact=data and not numeric) if lay is not None else None
             if res is not None and not data:
                 return SimResult(res.finished, res.blocked, [], race_list, [], res.pieces)
             if res is not None and res.finished and res.data_ok:
-                return SimResult(True, [], [], race_list, [], res.pieces)
+                return SimResult(True, [], [], race_list, res.order, res.pieces)
     if interesting:       # first without vector clocks (see _run), which mostly suffices
         try:
             return _run(p, coll, model, data, numeric, seed, interesting, list(race_list), clocks=False)

@@ -5,12 +5,14 @@ steps in document order, a dependency waits for the target's published flag, eac
 (sender, receiver, chan) is a FIFO of runs of pieces (slots used, partial pops), a sender
 may run ahead of a receiver parked on a plain receive (the hand-off rule), and the
 runnable queue and the wait lists are served in the same order.  It runs over the arrays
-of :class:`collc.check.xml.opstream.OpStream` and, for the numeric data check, over one flat
+of :class:`collc.check.xml.opstream.OpStream` and, for the data checks, over one flat
 array of 64-bit values per run (every GPU's physical buffers end to end) with payloads
-snapshotted at send time into a pool sized by the sum of the send counts.
+snapshotted at send time into a pool sized by the sum of the send counts.  The exact check
+adds, per value, its origin chunk and leaf count, its origin ranks' mask (up to 64 ranks) and
+a hash of its reduction tree (docs/runtime-model.md, "How the check runs at scale").
 
-It answers only the cheap questions: finished or not, how many pieces moved, and, with
-numeric data, whether any data error occurred.  Everything else (exact data, races, the
+It answers only the cheap questions: finished or not, how many pieces moved, whether any
+data error occurred and, exactly, the reduction-order warning.  Everything else (races, the
 text of a data error) stays with the Python model, which remains the reference.
 numba is imported on the first call only, so small builds never pay for it.
 """
@@ -19,12 +21,12 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from collc.check.data import numeric_postcondition
+from collc.check.data import numeric_postcondition, order_warnings
 from collc.check.xml.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream, unique
 from collc.check.runtime_model import F_COMBINE, F_LOCAL, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
 from collc.compiler.msccl.program import Program, StepType
@@ -39,6 +41,10 @@ KERNEL_MIN_STEPS = 150_000
 KERNEL_WARM_MIN_STEPS = 5_000
 #: The same when numba has nowhere to cache the kernel: compiling it costs about 8 CPU s.
 KERNEL_UNCACHED_MIN_STEPS = 1_500_000
+#: The exact (symbolic) model costs about a fifth of a step more per chunk a step moves (its
+#: contribution masks and hash-consed nodes: 0.5-0.7 us a chunk at 128-1024 ranks): an exact
+#: run counts ``steps + chunks // EXACT_CHUNKS_PER_STEP`` against the thresholds above.
+EXACT_CHUNKS_PER_STEP = 5
 
 _OP = {t: i for i, t in enumerate(TYPES)}
 _I32 = np.iinfo(np.int32)
@@ -74,16 +80,74 @@ def _park_source(t: int, key: int, k_head: Any, k_tail: Any, nxt: Any) -> None:
     k_tail[key] = t
 
 
+# The exact mode's extra fields of a value (besides its sum): a tree hash, a meta word
+# ``(origin chunk + 1) << 32 | leaves`` (0: uninitialized) and, up to 64 ranks, the origin ranks' mask.
+_SHIFT = np.uint64(32)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_ZERO = np.uint64(0)
+
+
+def _mix_source(x: Any) -> Any:
+    """splitmix64's finalizer (a bijection of 64-bit words): the tree hash of ``a + b`` is
+    ``mix(hash a + hash b)``, symmetric in the operands but not associative, as the exact
+    domain's hash-consed nodes are (equal trees, equal hashes; other trees differ)."""
+    x ^= x >> _S30
+    x *= _MIX1
+    x ^= x >> _S27
+    x *= _MIX2
+    x ^= x >> _S31
+    return x
+
+
+def _carry_source(dt: Any, dm: Any, dk: Any, d: int, st: Any, sm: Any, sk: Any, s: int, n: int,
+                  masks: bool) -> None:
+    """Copy the exact fields of ``n`` values from position ``s`` to position ``d``."""
+    for x in range(n):
+        dt[d + x] = st[s + x]
+        dm[d + x] = sm[s + x]
+    if masks:
+        for x in range(n):
+            dk[d + x] = sk[s + x]
+
+
+def _join_source(at: Any, am: Any, ak: Any, a: int, bt: Any, bm: Any, bk: Any, b: int,
+                 ot: Any, om: Any, ok: Any, o: int, nranks: Any, masks: bool) -> bool:
+    """The exact fields of value ``a`` plus value ``b`` into position ``o`` (which may be
+    ``b``); False where the exact domain raises: different chunks, more leaves than ranks,
+    or (with masks) a rank counted twice."""
+    ma = am[a]
+    mb = bm[b]
+    if ma >> _SHIFT != mb >> _SHIFT or (ma & _LOW32) + (mb & _LOW32) > nranks:
+        return False
+    t = _mix(at[a] + bt[b])
+    if masks:
+        ka = ak[a]
+        kb = bk[b]
+        if ka & kb != _ZERO:
+            return False
+        ok[o] = ka | kb
+    ot[o] = t
+    om[o] = ma + (mb & _LOW32)
+    return True
+
+
 #: What the kernel calls; :func:`_compiled` replaces them by their numba-compiled forms first.
 _wake: Callable[..., tuple[int, int]] = _wake_source
 _park: Callable[..., None] = _park_source
+_mix: Callable[..., Any] = _mix_source
+_carry: Callable[..., None] = _carry_source
+_join: Callable[..., bool] = _join_source
 
 
 def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: Any, nkeys: int, nconn: int,
                    st_flags: Any, st_op: Any, st_cnt: Any, st_dep: Any, st_deps: Any, st_hasdep: Any,
                    mac: int, nslots: int, ps: Any,
                    data: bool, tb_base: Any, st_sbuf: Any, st_soff: Any, st_dbuf: Any, st_doff: Any,
-                   mem_v: Any, mem_ok: Any, npool: int, ntmp: int) -> Any:
+                   mem_v: Any, mem_ok: Any, npool: int, ntmp: int,
+                   exact: bool, mem_t: Any, mem_m: Any, mem_k: Any, nranks: Any) -> Any:
     """The scheduling loop of ``executor.simulate`` over arrays (compiled by :func:`_compiled`).
 
     Per tb: ``tb_in``/``tb_out`` connection ids (-1: none), ``tb_rx`` the tb receiving on its
@@ -91,7 +155,9 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
     data on key ``nkeys + c`` and for space on ``nkeys + nconn + c``.  Per step: ``st_dep`` the
     tb whose flag it waits for (-1: none).  With ``data``: ``tb_base[t, b]`` is where buffer
     ``b`` of tb ``t``'s GPU starts in ``mem_v``/``mem_ok``, and the payloads in flight live in
-    a pool of ``npool`` chunks at first, compacted (and grown) when full.
+    a pool of ``npool`` chunks at first, compacted (and grown) when full.  With ``exact`` too,
+    each value also carries ``mem_t``/``mem_m``/``mem_k`` (see :func:`_join_source`; ``mem_k``
+    is empty above 64 ranks) and a reduction that the exact domain refuses is a data error.
     Returns (status, pieces, pc, waits, flag, avail).
     """
     ntbs = len(tb_in)
@@ -127,6 +193,15 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
     cursor = 0
     tmp_v = np.zeros(ntmp if data else 0, dtype=np.uint64)
     tmp_ok = np.zeros(ntmp if data else 0, dtype=np.bool_)
+    masks = exact and len(mem_k) > 0
+    nx = npool if exact else 0
+    pool_t = np.zeros(nx, dtype=np.uint64)
+    pool_m = np.zeros(nx, dtype=np.uint64)
+    pool_k = np.zeros(nx if masks else 0, dtype=np.uint64)
+    nx = ntmp if exact else 0
+    tmp_t = np.zeros(nx, dtype=np.uint64)
+    tmp_m = np.zeros(nx, dtype=np.uint64)
+    tmp_k = np.zeros(nx if masks else 0, dtype=np.uint64)
     total = 0
 
     while q_head >= 0:
@@ -208,6 +283,8 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                         for x in range(m):
                             tmp_v[got + x] = pool_v[p0 + x]
                             tmp_ok[got + x] = pool_ok[p0 + x]
+                        if exact:
+                            _carry(tmp_t, tmp_m, tmp_k, got, pool_t, pool_m, pool_k, p0, m, masks)
                         r_pos[r] = p0 + m
                     got += m
                     avail[cin] -= take
@@ -228,22 +305,32 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                         tmp_ok[x] = mem_ok[src + x] and tmp_ok[x]
                         if not tmp_ok[x]:
                             return DATA_ERROR, total, pc, waits, flag, avail
+                        if exact and not _join(mem_t, mem_m, mem_k, src + x, tmp_t, tmp_m, tmp_k, x,
+                                               tmp_t, tmp_m, tmp_k, x, nranks, masks):
+                            return DATA_ERROR, total, pc, waits, flag, avail
                 elif op == 7:         # re: dst + src
                     for x in range(n):
                         tmp_v[x] = mem_v[dst + x] + mem_v[src + x]
                         tmp_ok[x] = mem_ok[dst + x] and mem_ok[src + x]
                         if not tmp_ok[x]:
                             return DATA_ERROR, total, pc, waits, flag, avail
+                        if exact and not _join(mem_t, mem_m, mem_k, dst + x, mem_t, mem_m, mem_k, src + x,
+                                               tmp_t, tmp_m, tmp_k, x, nranks, masks):
+                            return DATA_ERROR, total, pc, waits, flag, avail
                 elif op == 6:         # cpy (through tmp: the ranges may overlap)
                     for x in range(n):
                         tmp_v[x] = mem_v[src + x]
                         tmp_ok[x] = mem_ok[src + x]
+                    if exact:
+                        _carry(tmp_t, tmp_m, tmp_k, 0, mem_t, mem_m, mem_k, src, n, masks)
                 if op == 6 and src0 == dst0:
                     pass              # in place the copy is onto itself: no write
                 elif fl & F_WRITE:
                     for x in range(n):
                         mem_v[dst + x] = tmp_v[x]
                         mem_ok[dst + x] = tmp_ok[x]
+                    if exact:
+                        _carry(mem_t, mem_m, mem_k, dst, tmp_t, tmp_m, tmp_k, 0, n, masks)
             if fl & F_SEND:
                 if data and cursor + n > len(pool_v):
                     # compact: the payloads still in flight to the front, in pool order
@@ -269,6 +356,8 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                         for x in range(m):
                             pool_v[cursor + x] = pool_v[p0 + x]
                             pool_ok[cursor + x] = pool_ok[p0 + x]
+                        if exact:
+                            _carry(pool_t, pool_m, pool_k, cursor, pool_t, pool_m, pool_k, p0, m, masks)
                         r_pos[r] = cursor
                         cursor += m
                     if 2 * (cursor + n) > len(pool_v):
@@ -278,6 +367,12 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                         pool_v2[:cursor] = pool_v[:cursor]
                         pool_ok2[:cursor] = pool_ok[:cursor]
                         pool_v, pool_ok = pool_v2, pool_ok2
+                        if exact:
+                            pool_t2 = np.zeros(size, dtype=np.uint64)
+                            pool_m2 = np.zeros(size, dtype=np.uint64)
+                            pool_k2 = np.zeros(size if masks else 0, dtype=np.uint64)
+                            _carry(pool_t2, pool_m2, pool_k2, 0, pool_t, pool_m, pool_k, 0, cursor, masks)
+                            pool_t, pool_m, pool_k = pool_t2, pool_m2, pool_k2
                 if free_list >= 0:
                     r = free_list
                     free_list = r_next[r]
@@ -313,10 +408,14 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                         for x in range(n):
                             pool_v[cursor + x] = mem_v[src + x]
                             pool_ok[cursor + x] = mem_ok[src + x]
+                        if exact:
+                            _carry(pool_t, pool_m, pool_k, cursor, mem_t, mem_m, mem_k, src, n, masks)
                     else:
                         for x in range(n):
                             pool_v[cursor + x] = tmp_v[x]
                             pool_ok[cursor + x] = tmp_ok[x]
+                        if exact:
+                            _carry(pool_t, pool_m, pool_k, cursor, tmp_t, tmp_m, tmp_k, 0, n, masks)
                     cursor += n
                 key = nkeys + cout
                 q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
@@ -352,7 +451,7 @@ def _compiled() -> Callable[..., Any] | None:
     machine code is cached next to this module, or when that directory is read-only in
     numba's user cache directory (or ``NUMBA_CACHE_DIR``); with no writable place at all it
     is compiled in memory, once per process."""
-    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park
+    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park, _mix, _carry, _join
     if _KERNEL is None and not _NO_NUMBA:
         try:
             import numba
@@ -362,11 +461,17 @@ def _compiled() -> Callable[..., Any] | None:
         try:
             _wake = numba.njit(cache=True, nogil=True)(_wake_source)
             _park = numba.njit(cache=True, nogil=True)(_park_source)
+            _mix = numba.njit(cache=True, nogil=True)(_mix_source)
+            _carry = numba.njit(cache=True, nogil=True)(_carry_source)
+            _join = numba.njit(cache=True, nogil=True)(_join_source)
             _KERNEL = numba.njit(cache=True, nogil=True)(_kernel_source)
             _CACHED = True
         except RuntimeError:      # numba found no writable cache directory
             _wake = numba.njit(cache=False, nogil=True)(_wake_source)
             _park = numba.njit(cache=False, nogil=True)(_park_source)
+            _mix = numba.njit(cache=False, nogil=True)(_mix_source)
+            _carry = numba.njit(cache=False, nogil=True)(_carry_source)
+            _join = numba.njit(cache=False, nogil=True)(_join_source)
             _KERNEL = numba.njit(cache=False, nogil=True)(_kernel_source)
     return _KERNEL
 
@@ -512,11 +617,20 @@ class KernelResult:
     pieces: int
     data_ok: bool
     blocked: list[str]
+    order: list[str] = field(default_factory=list)    # the exact check's reduction-order warning
 
 
 def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: bool, seed: int,
-        pool: int = 0) -> KernelResult | None:
+        pool: int = 0, exact: bool = False) -> KernelResult | None:
     """Simulate ``p`` once with the kernel: deadlock only, or with numeric data (``numeric``).
+
+    ``exact`` (with ``numeric``): the exact check at array speed.  Besides its sum, each value
+    carries its origin chunk, its number of leaves, up to 64 ranks the mask of its origin
+    ranks, and a hash of its reduction tree; a reduction the exact domain
+    (:class:`collc.ir.symbolic.ExactDomain`) refuses is a data error, and a run that passes
+    returns the reduction-order warning (``order``) the symbolic postcondition would give.
+    Above 64 ranks, a rank counted twice in a value that no output depends on goes unseen (an
+    output with one is a wrong sum).
 
     ``blocked`` explains a deadlock in the words of ``executor.simulate`` (data off only);
     ``data_ok`` is False when a data error occurred (the caller reruns the Python model for
@@ -537,12 +651,15 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
     soff = doff = np.zeros(1, dtype=np.int32)
     npool = ntmp = 0
     mem: dict[tuple[int, str], Any] = {}
+    trees: dict[tuple[int, str], np.ndarray] = {}
     amap: dict[tuple[int, str], tuple[str, int]] = {}
+    exact = exact and numeric
+    mem_t = mem_m = mem_k = np.zeros(1, dtype=np.uint64)
     if numeric:
-        memory = _memory(p, coll, lay, seed)
+        memory = _memory(p, coll, lay, seed, exact)
         if memory is None:
             return None
-        mem_v, mem_ok, tb_base, soff, doff, mem, amap = memory
+        mem_v, mem_ok, tb_base, soff, doff, mem, amap, (mem_t, mem_m, mem_k, trees) = memory
         # the pool holds what is in flight; it starts at a size that rarely needs to grow
         sends = int(lay.cnt[(lay.flags & F_SEND) != 0].sum(dtype=np.int64))
         ntmp = int(lay.cnt.max(initial=0)) + model.mac + 1
@@ -551,7 +668,8 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
         ops.tb_start.astype(np.int64), lay.tb_in, lay.tb_out, lay.tb_rx, lay.tb_key, lay.nkeys, lay.nconn,
         lay.flags, lay.op, lay.cnt, lay.dep, lay.deps, lay.hasdep, model.mac, model.slots, ps,
         numeric, tb_base, ops.srcbuf.astype(np.int8, copy=False), soff,
-        ops.dstbuf.astype(np.int8, copy=False), doff, mem_v, mem_ok, npool, ntmp)
+        ops.dstbuf.astype(np.int8, copy=False), doff, mem_v, mem_ok, npool, ntmp,
+        exact, mem_t, mem_m, mem_k, np.uint64(coll.nranks))
     _RAN = True
     if status == DATA_ERROR:
         return KernelResult(True, int(pieces), False, [])
@@ -559,16 +677,21 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
         return KernelResult(False, int(pieces), True, [] if numeric else _blocked(lay, pc, waits, flag, avail))
     if numeric:
         errors: list[str] = []
-        numeric_postcondition(coll, mem, amap, {g.id: g for g in p.gpus}, seed, errors)
+        gpus = {g.id: g for g in p.gpus}
+        numeric_postcondition(coll, mem, amap, gpus, seed, errors)
         if errors:
             return KernelResult(True, int(pieces), False, [])
+        if exact and coll.kind.reduces:
+            return KernelResult(True, int(pieces), True, [], order_warnings(coll, trees, amap, gpus))
     return KernelResult(True, int(pieces), True, [])
 
 
-def _memory(p: Program, coll: Collective, lay: _Layout, seed: int) -> tuple[Any, ...] | None:
+def _memory(p: Program, coll: Collective, lay: _Layout, seed: int, exact: bool = False) -> tuple[Any, ...] | None:
     """Every GPU's physical buffers end to end with the inputs set, where each tb's buffers
     start in them, and the steps' offsets as int32; None when a step's operand lies outside
-    its buffer (the Python model's slicing then decides what happens)."""
+    its buffer (the Python model's slicing then decides what happens).  With ``exact``, the
+    exact fields too (tree hashes, meta words, masks; see :func:`_join_source`) and the tree
+    hashes' rows by (GPU, buffer)."""
     ops = lay.ops
     c = coll.input_chunks
     ngpu = len(p.gpus)
@@ -591,14 +714,24 @@ def _memory(p: Program, coll: Collective, lay: _Layout, seed: int) -> tuple[Any,
             at += int(size[gi, b])
     mem_v = np.zeros(at, dtype=np.uint64)
     mem_ok = np.zeros(at, dtype=np.bool_)
-    first = start[np.arange(ngpu), pb[:, 0]] + base[:, 0]
     ids = np.array([g.id for g in p.gpus], dtype=np.uint64)
+    masks = exact and ngpu > 0 and int(ids.max()) < 64 and coll.nranks <= 64
+    mem_t = np.zeros(at if exact else 1, dtype=np.uint64)
+    mem_m = np.zeros(at if exact else 1, dtype=np.uint64)
+    mem_k = np.zeros(at if masks else 0, dtype=np.uint64)
+    first = start[np.arange(ngpu), pb[:, 0]] + base[:, 0]
     step = max(1, (1 << 20) // max(c, 1))          # GPUs at a time: bounded temporaries
     for g0 in range(0, ngpu, step):
         g1 = min(ngpu, g0 + step)
         idx = (first[g0:g1, None] + np.arange(c, dtype=np.int64)[None, :]).ravel()
         mem_v[idx] = leaf_at(seed, np.repeat(ids[g0:g1], c), np.tile(np.arange(c, dtype=np.uint64), g1 - g0))
         mem_ok[idx] = True
+        if exact:
+            mem_t[idx] = mem_v[idx]
+            chunk = np.tile(np.arange(c, dtype=np.uint64), g1 - g0)
+            mem_m[idx] = (chunk + np.uint64(1)) << np.uint64(32) | np.uint64(1)
+            if masks:
+                mem_k[idx] = np.uint64(1) << np.repeat(ids[g0:g1], c)
     # where each tb's logical buffers start (column len(BUFFERS): an unknown buffer, never used)
     g_of = lay.gpu_row
     tb_base = np.zeros((len(g_of), len(BUFFERS) + 1), dtype=np.int64)
@@ -622,11 +755,14 @@ def _memory(p: Program, coll: Collective, lay: _Layout, seed: int) -> tuple[Any,
     # the offsets of steps that use no operand do not matter
     soff, doff = (np.clip(offs, 0, _I32.max).astype(np.int32, copy=False) for offs in (ops.srcoff, ops.dstoff))
     mem: dict[tuple[int, str], Any] = {}
+    trees: dict[tuple[int, str], np.ndarray] = {}
     for gi, g in enumerate(p.gpus):
         for b in sorted(set(pb[gi].tolist())):     # the buffers the runtime allocates
             a, n = int(start[gi, b]), int(size[gi, b])
             mem[(g.id, BUFFERS[b])] = NumVec(mem_v[a:a + n], mem_ok[a:a + n])
-    return mem_v, mem_ok, tb_base, soff, doff, mem, amap
+            if exact:
+                trees[(g.id, BUFFERS[b])] = mem_t[a:a + n]
+    return mem_v, mem_ok, tb_base, soff, doff, mem, amap, (mem_t, mem_m, mem_k, trees)
 
 
 def _blocked(lay: _Layout, pc: np.ndarray, waits: np.ndarray, flag: np.ndarray, avail: np.ndarray) -> list[str]:
