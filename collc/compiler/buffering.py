@@ -10,6 +10,9 @@ paired tb's sends cannot wait for a receiver (``collc.compiler.msccl.threadblock
 (2, 4, 8, 12)
 >>> size_model(Proto.LL, 8, None).send_slots(8)
 8
+>>> big = size_model(Proto.SIMPLE, 8, 8 * 5 * 1024 * 1024)   # 5 MiB chunks: runs of 2 MiB
+>>> big.mac, big.iterations, big.slice_bytes(), big.slice_bytes(last=True)
+(1, 3, 2097152, 1048576)
 """
 
 from __future__ import annotations
@@ -28,6 +31,13 @@ class SizeModel:
     Simple 4 (two 2-step slices), or 2 when the piece is no larger than the minimum
     slice (1/32 of a slice, 32 KiB), since NCCL's Simple primitives then send it as one
     slice [ours, from prims_simple].  ``nbytes`` None is the unbounded worst case.
+
+    ``loop_bytes`` is the executor's ``chunkSize`` in bytes (``mscclRunInterpreter``: one
+    step's bytes, times ``MSCCL_CHUNKSTEPS`` = 4 at Simple; the data bytes of a step at LL
+    and LL128, as ``mscclSetupCount``'s ``chunkEffectiveSize``): the kernel's ``gridOffset``
+    loop runs every tb's whole program ``iterations`` times, each time on the next
+    ``loop_bytes`` of every chunk (the last on what is left), so a piece carries at most
+    ``mac x loop_bytes`` bytes.
     """
 
     nbytes: int | None
@@ -35,11 +45,30 @@ class SizeModel:
     slots: int
     chunk_bytes: int | None
     simple: bool
+    loop_bytes: int | None = None
 
-    def piece_slots(self, chunks: int) -> int:
+    @property
+    def iterations(self) -> int:
+        """Runs of the program: ``ceil(chunk_bytes / loop_bytes)`` (``mscclSetupProxy``'s nLoops)."""
+        if self.chunk_bytes is None or self.loop_bytes is None:
+            return 1
+        return -(-self.chunk_bytes // self.loop_bytes)
+
+    def slice_bytes(self, last: bool = False) -> int | None:
+        """Bytes of each chunk one run moves: ``loop_bytes``, or in the ``last`` run what is
+        left of the chunk (all of it when there is one run)."""
+        if self.chunk_bytes is None or self.loop_bytes is None:
+            return self.chunk_bytes
+        if last:
+            return self.chunk_bytes - (self.iterations - 1) * self.loop_bytes
+        return min(self.chunk_bytes, self.loop_bytes)
+
+    def piece_slots(self, chunks: int, last: bool = False) -> int:
+        """Slots a piece of ``chunks`` chunks takes (in the ``last`` run when ``last``)."""
         if not self.simple:
             return 1
-        if self.chunk_bytes is not None and chunks * self.chunk_bytes <= SIMPLE_BUFF // NCCL_STEPS * 2 // 32:
+        per_chunk = self.slice_bytes(last)
+        if per_chunk is not None and chunks * per_chunk <= SIMPLE_BUFF // NCCL_STEPS * 2 // 32:
             return 2
         return 4
 
@@ -70,7 +99,7 @@ def size_model(proto: Proto, nchunks: int, nbytes: int | None) -> SizeModel:
     else:
         eff = LL128_BUFF // NCCL_STEPS // 16 * 15
     chunk = max(1, -(-nbytes // max(nchunks, 1)))
-    return SizeModel(nbytes, min(71, max(1, eff // chunk)), NCCL_STEPS, chunk, simple)
+    return SizeModel(nbytes, min(71, max(1, eff // chunk)), NCCL_STEPS, chunk, simple, eff)
 
 
 def buffering_model(pieces: int) -> SizeModel:

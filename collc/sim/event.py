@@ -8,13 +8,22 @@ The execution model is the checker's (``collc.check``,
 docs/runtime-model.md), with time added:
 
 * At size ``S`` a chunk is ``S / nchunksperloop`` bytes.  ``size_model(proto,
-  nchunksperloop, S)`` gives ``mac`` (maxAllowedCount, chunks per piece) and the slots of
-  a connection: a step of ``cnt`` chunks is ``ceil(cnt / mac)`` pieces, piece ``k``
-  covering chunks ``[k mac, min(cnt, (k + 1) mac))``.
-* Each tb runs its steps in document order.  A step starts once its dependency holds:
-  tb ``depid`` of the same gpu has *completed* a step of index ``>= deps`` with
-  ``hasdep=1`` (flags are published at step completion, only by such steps).  A ``nop``
-  only waits for its dependency.
+  nchunksperloop, S)`` gives ``mac`` (maxAllowedCount, chunks per piece), the slots of
+  a connection and the executor's runs: ``mscclRunInterpreter``'s ``gridOffset`` loop runs
+  every tb's whole program ``iterations = ceil(chunk / loop_bytes)`` times, each run on
+  the next ``loop_bytes`` of every chunk and the last on what is left (``loop_bytes`` is
+  the kernel's ``chunkSize``: 2 MiB at Simple, ``buffSize / NCCL_STEPS`` x 4 steps; 32 KiB
+  at LL and 576000 bytes at LL128, one step's data, ``mscclSetupCount``'s
+  ``chunkEffectiveSize``).  In a run a step of ``cnt`` chunks is ``ceil(cnt / mac)``
+  pieces, piece ``k`` covering chunks ``[k mac, min(cnt, (k + 1) mac))`` of that run's
+  slice; past one run ``mac`` is 1.  Connections and their FIFO slots carry over from run
+  to run, so a tb may start its next run while its peers are still in the last one.
+* Each tb runs its steps in document order, run after run.  A step of run ``r`` starts
+  once its dependency holds: tb ``depid`` of the same gpu has *completed*, in run ``r``
+  or a later one, a step of index ``>= deps`` with ``hasdep=1`` (the kernel's flag is
+  ``COMPUTE_FLAG(workIndex, iter, step)``, compared lexicographically; flags are
+  published at step completion, only by such steps).  A ``nop`` only waits for its
+  dependency.
 * A send-type piece (``s``, ``rcs``, ``rrs``, ``rrcs``) on the connection (gpu, send
   peer, chan) needs FIFO space (the checker's slot accounting: a piece of ``c`` chunks
   takes ``piece_slots(c)`` of ``slots``) and, for the fused types, its received piece;
@@ -40,9 +49,16 @@ docs/runtime-model.md), with time added:
   (SimGrid's default ``SHARED`` link policy on platforms that declare one link per
   node pair, as the Dragonfly and 2dfc platforms of the Kautz/2dfc thesis do;
   docs/kautz-dfc.md): opposite flows then split it max-min fairly.
-* The time of a size is when the last tb finishes its last step.  If no event is
-  possible while tbs remain, ``VerifyError`` names the size and a blocked tb; collc's
-  programs never do that, and ``collc check`` is the judge of correctness.
+* The time of a size is when the last tb finishes its last step of its last run.  If no
+  event is possible while tbs remain, ``VerifyError`` names the size and a blocked tb;
+  collc's programs never do that, and ``collc check`` is the judge of correctness.
+* Many runs are aggregated, not simulated one by one: ``simulate_program`` simulates
+  ``FIRST_RUNS`` runs (the last of them the short last run), and when each tb's finishing
+  times of the full runs repeat with a period of 1 to 3 runs, every further full run
+  delays that tb's end by the same amount (the network of tbs, FIFOs and fair-shared links
+  is then periodic), so the tb ends at ``last + (iterations - FIRST_RUNS) x period``.  A
+  tb not periodic yet doubles the runs simulated, up to all of them.  ``trace_program``
+  simulates every run.
 
 ``simulate_parts`` runs several programs at once, each placed on its own ranks of the topology
 (process groups, docs/groups.md "Many groups at once"): their messages share the links, and each
@@ -196,6 +212,7 @@ class _Plan:
         self.send: list[int] = []
         self.recv: list[int] = []
         self.max_cnt = 1
+        self.max_steps = 0
         for p, (program, ranks) in enumerate(parts):
             for g in program.gpus:
                 for t in g.tbs:
@@ -217,6 +234,7 @@ class _Plan:
                         self.max_cnt = max(self.max_cnt, cnt)
                         out.append((code, cnt, dep, st.deps, bool(st.hasdep)))
                     self.steps.append(out)
+                    self.max_steps = max(self.max_steps, len(out))
         self.nconns = len(self.conn_ends)
         # routes of the connections over link indices
         links: dict[Link, int] = {}
@@ -265,15 +283,27 @@ Span = tuple[int, str, float, float, int, float]
 
 
 def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, trace: list[Span] | None = None,
-              part_end: list[float] | None = None) -> float:
-    """The completion time of all parts at ``size``; ``part_end`` (one entry per part) gets
-    each part's own completion time."""
+              runs: int | None = None) -> tuple[float, list[list[float]]]:
+    """Simulate ``runs`` runs of every tb's program (all of them when None; a part whose
+    program has fewer runs at ``size`` runs all of its own): the first ``runs - 1`` move
+    ``slice_bytes()`` of every chunk, the last what the last run moves.  Returns the end
+    time of all parts and, per tb, the time it finished each run."""
     models = [size_model(pr.proto, pr.nchunksperloop, size) for pr in programs]
-    part_mac = [m.mac for m in models]
-    part_chunk = [size / pr.nchunksperloop for pr in programs]
-    part_pslots = [[m.piece_slots(c) for c in range(plan.max_cnt + 1)] for m in models]
     part_of = plan.part_of
     conn_slots = [models[p].slots for p in plan.conn_part]
+    part_mac = [m.mac for m in models]
+    part_runs = [m.iterations if runs is None else min(runs, m.iterations) for m in models]
+    part_full: list[float] = []      # bytes per chunk in a run before the last
+    part_last: list[float] = []      # ... and in the last (exact, not rounded up)
+    for m, pr in zip(models, programs):
+        chunk_bytes = size / pr.nchunksperloop
+        loop = float(m.loop_bytes or chunk_bytes)
+        part_full.append(min(chunk_bytes, loop))
+        part_last.append(chunk_bytes - (m.iterations - 1) * loop)
+    part_full_slots = [[m.piece_slots(c) for c in range(plan.max_cnt + 1)] for m in models]
+    part_last_slots = [[m.piece_slots(c, last=True) for c in range(plan.max_cnt + 1)] for m in models]
+    # a flag is (run, step) in lexicographic order, as the kernel's COMPUTE_FLAG
+    span = plan.max_steps + 1
     steps = plan.steps
     send_conn = plan.send
     recv_conn = plan.recv
@@ -283,6 +313,8 @@ def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, 
     capacity = plan.capacity
     ntb = len(steps)
 
+    run_of = [0] * ntb           # the run each tb is in
+    done_at: list[list[float]] = [[] for _ in range(ntb)]
     pc = [0] * ntb
     piece = [0] * ntb
     phase = [0] * ntb            # 0: take input and output slots (+ reduce), 1: send, 2: piece done
@@ -392,20 +424,33 @@ def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, 
         nsteps = len(prog)
         part = part_of[tb]
         mac = part_mac[part]
-        chunk_bytes = part_chunk[part]
-        pslots = part_pslots[part]
+        nruns = part_runs[part]
+        full_bytes, last_bytes = part_full[part], part_last[part]
+        full_slots, last_slots = part_full_slots[part], part_last_slots[part]
+        it = run_of[tb]
         while True:
             i = pc[tb]
             if i >= nsteps:
-                finished += 1
-                if now > end_time:
-                    end_time = now
-                if part_end is not None and now > part_end[part]:
-                    part_end[part] = now
-                return
+                done_at[tb].append(now)
+                if it + 1 < nruns:          # the kernel's gridOffset loop: the program again
+                    it += 1
+                    run_of[tb] = it
+                    pc[tb] = 0
+                    if nsteps == 0:
+                        continue
+                    i = 0
+                else:
+                    finished += 1
+                    if now > end_time:
+                        end_time = now
+                    return
             code, cnt, dep, deps, hasdep = prog[i]
+            if it + 1 < nruns:
+                per_chunk, pslots = full_bytes, full_slots
+            else:
+                per_chunk, pslots = last_bytes, last_slots
             if not ready[tb]:
-                if dep >= 0 and flag[dep] < deps:
+                if dep >= 0 and flag[dep] < it * span + deps:
                     w = flag_waiters.get(dep)
                     if w is None:
                         flag_waiters[dep] = [tb]
@@ -418,7 +463,7 @@ def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, 
             if code & _LOCAL:
                 if ph == 0 and code & _REDUCE and rupb > 0.0:
                     phase[tb] = 2
-                    push(now + rupb * cnt * chunk_bytes, _RESUME, tb, 0)
+                    push(now + rupb * cnt * per_chunk, _RESUME, tb, 0)
                     block(tb, "reduce")
                     return
                 npieces = 1
@@ -441,7 +486,7 @@ def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, 
                         c = recv_conn[tb]
                         if not arrived[c]:
                             rwait[c] = tb
-                            block(tb, "receive", plan.conn_ends[c][0], chunks * chunk_bytes)
+                            block(tb, "receive", plan.conn_ends[c][0], chunks * per_chunk)
                             return
                         arrived[c] -= 1
                         used[c] -= held[c].popleft()
@@ -455,15 +500,15 @@ def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, 
                         held[c].append(need)
                     if code & _REDUCE and rupb > 0.0:
                         phase[tb] = 1
-                        push(now + rupb * chunks * chunk_bytes, _RESUME, tb, 0)
+                        push(now + rupb * chunks * per_chunk, _RESUME, tb, 0)
                         block(tb, "reduce")
                         return
                     ph = 1
                 if ph == 1 and code & _SEND:        # its slots are reserved: send it
                     c = send_conn[tb]
                     phase[tb] = 2
-                    f = _Flow(routes[c], chunks * chunk_bytes, c, tb)
-                    block(tb, "send", plan.conn_ends[c][1], chunks * chunk_bytes)
+                    f = _Flow(routes[c], chunks * per_chunk, c, tb)
+                    block(tb, "send", plan.conn_ends[c][1], chunks * per_chunk)
                     lat = latency[c]
                     if lat > 0.0:
                         push(now + lat, _START, f, 0)
@@ -480,7 +525,7 @@ def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, 
             ready[tb] = False
             pc[tb] = i + 1
             if hasdep:
-                flag[tb] = i
+                flag[tb] = it * span + i
                 w = flag_waiters.pop(tb, None)
                 if w:
                     todo.extend(w)
@@ -522,7 +567,66 @@ def _run_size(plan: _Plan, programs: Sequence[Program], size: int, rupb: float, 
         blocked = next(tb for tb in range(ntb) if pc[tb] < len(steps[tb]))
         raise VerifyError(f"event simulation at {size} bytes deadlocks: {plan.names[blocked]} is blocked at "
                           f"step {pc[blocked]} ({finished} of {ntb} tbs finished); run collc check")
-    return end_time
+    return end_time, done_at
+
+
+# =========================================================================== runs
+#: Runs of the program simulated one by one before the rest are extrapolated; doubled until
+#: every tb's run times are periodic (or every run is simulated).
+FIRST_RUNS = 4
+#: Largest period (in runs) looked for, and the tolerance of "periodic" (relative to the time).
+_MAX_PERIOD = 3
+_PERIOD_TOL = 1e-9
+
+
+def _extrapolate(done_at: Sequence[list[float]], runs: int, iters: int) -> float | None:
+    """The end time of ``iters`` runs from a simulation of ``runs`` (``runs - 1`` full ones,
+    then the last): when each tb's finishing times of the full runs repeat with a period of
+    ``p`` runs, every further full run delays the tb's last run by the same ``d``, so the tb
+    ends at ``last + (iters - runs) x d``.  None when some tb is not periodic yet."""
+    full = runs - 1
+    end = 0.0
+    for times in done_at:
+        if not times:
+            continue
+        if runs == iters:
+            end = max(end, times[-1])
+            continue
+        step = None
+        tol = _PERIOD_TOL * max(1.0, times[-1])
+        for p in range(1, _MAX_PERIOD + 1):
+            if full < 2 * p + 1:
+                break
+            a = times[full - 1] - times[full - 1 - p]
+            b = times[full - 1 - p] - times[full - 1 - 2 * p]
+            if abs(a - b) <= tol:
+                step = a / p
+                break
+        if step is None:
+            return None
+        end = max(end, times[runs - 1] + (iters - runs) * step)
+    return end
+
+
+def _time_parts(plan: _Plan, programs: Sequence[Program], size: int, rupb: float) -> list[float]:
+    """Each part's completion time at ``size`` (``_run_size``), the many identical runs of its
+    program aggregated (``_extrapolate``)."""
+    iters = [size_model(pr.proto, pr.nchunksperloop, size).iterations for pr in programs]
+    members: list[list[int]] = [[] for _ in programs]
+    for tb, p in enumerate(plan.part_of):
+        members[p].append(tb)
+    runs = min(max(iters), FIRST_RUNS)
+    while True:
+        _, done_at = _run_size(plan, programs, size, rupb, runs=runs)
+        ends: list[float] = []
+        for p, n in enumerate(iters):
+            t = _extrapolate([done_at[tb] for tb in members[p]], min(runs, n), n)
+            if t is None:
+                break
+            ends.append(t)
+        if len(ends) == len(programs):
+            return ends
+        runs = min(max(iters), 2 * runs)
 
 
 # =========================================================================== public API
@@ -545,7 +649,7 @@ def trace_program(program: Program, topology: Topology, size: int, *, alpha_us: 
     plan = _Plan([(program, range(program.ngpus))], topology, Router(topology), link_bw, alpha_us, hop_latency_us,
                  half_duplex)
     spans: list[Span] = []
-    t = _run_size(plan, [program], int(size), reduce_us_per_byte, spans)
+    t, _ = _run_size(plan, [program], int(size), reduce_us_per_byte, spans)
     names = tuple((g.id, tb.id) for g in program.gpus for tb in g.tbs)
     return TbTrace(int(size), t, names, tuple(spans))
 
@@ -577,7 +681,7 @@ def simulate_program(program: Program, topology: Topology, sizes: Iterable[int],
     kind = program.kind
     out: list[EventResult] = []
     for done, size in enumerate(size_list, 1):
-        t = _run_size(plan, [program], size, reduce_us_per_byte)
+        t = max(_time_parts(plan, [program], size, reduce_us_per_byte))
         if t > 0.0:
             algbw, busbw = bus_bandwidth(kind, program.ngpus, size, t)
         else:
@@ -612,9 +716,4 @@ def simulate_parts(parts: Sequence[tuple[Program, Sequence[int]]], topology: Top
         raise CollcError("no program to simulate")
     plan = _Plan(parts, topology, router or Router(topology), link_bw, alpha_us, hop_latency_us)
     programs = [p for p, _ in parts]
-    out: list[tuple[float, ...]] = []
-    for size in size_list:
-        ends = [0.0] * len(parts)
-        _run_size(plan, programs, size, reduce_us_per_byte, None, ends)
-        out.append(tuple(ends))
-    return out
+    return [tuple(_time_parts(plan, programs, size, reduce_us_per_byte)) for size in size_list]

@@ -55,5 +55,8 @@ def test_compare_at_n12_shows_the_papers_ordering() -> None:
     ours, ring, bfbring, dbt = (bw[c.label] for c in cands)
     assert ours[0] > max(ring[0], bfbring[0], dbt[0])          # 1 KiB: fewest steps wins
     assert ours[1] > max(ring[1], bfbring[1], dbt[1])          # 1 MiB: beats every baseline
-    assert ours[2] == pytest.approx(ring[2], rel=0.01) and ours[2] > 1.5 * dbt[2]   # 1 GiB: ties the rings
+    # 1 GiB: ties the rings and beats the tree.  The tree's margin was 3.5x (1.13 GB/s) while the
+    # event model sent a step's chunk as one message; the executor runs the program once per
+    # 2 MiB slice, so the tree pipelines down its levels (3.63 GB/s against 3.99)
+    assert ours[2] == pytest.approx(ring[2], rel=0.01) and ours[2] > 1.05 * dbt[2]
     assert ring[0] < bfbring[0]                                 # BFB halves the ring's steps

@@ -193,19 +193,28 @@ def test_dependencies_wait_for_published_flags() -> None:
 
 
 def test_a_connection_holds_two_simple_pieces_at_large_sizes() -> None:
-    # 4 MiB chunks: mac = 1 and a Simple piece takes 4 of 8 slots.  gpu 1's receiver waits
-    # 10000 us for a local reduction, so gpu 0's third piece waits for space until then.
-    c = 4 * MIB
-    xfer = c / 1e3                         # us per piece at 1 GB/s
+    # 2 MiB chunks (one run of the program: 2 MiB is the executor's Simple chunkSize): mac = 1
+    # and a Simple piece takes 4 of 8 slots.  gpu 1's receiver waits 10000 us for a local
+    # reduction, so gpu 0's third piece waits for space until then.  (These were 4 MiB chunks
+    # before the model ran the program once per 2 MiB run.)
     tbs: dict[int, list[HTb]] = {0: [(1, -1, [_send(), _send(), _send()])],
                                  1: [(-1, 0, [_recv(depid=1, deps=0), _recv(), _recv()]),
                                      (-1, -1, [("re", 1, -1, -1, 1)])]}
-    rupb = 10000.0 / c
-    simple = simulate_program(_program(2, 4, tbs), parse_spec("complete:2"), [4 * c], reduce_us_per_byte=rupb)[0]
+    c = 2 * MIB
+    xfer = c / 1e3                         # us per piece at 1 GB/s
+    simple = simulate_program(_program(2, 4, tbs), parse_spec("complete:2"), [4 * c],
+                              reduce_us_per_byte=10000.0 / c)[0]
     assert simple.time_us == pytest.approx(10000.0 + xfer)
+    c = 32 * 1024                          # LL's chunkSize: one run again
+    xfer = c / 1e3
     ll = simulate_program(_program(2, 4, tbs, Proto.LL), parse_spec("complete:2"), [4 * c],
-                          reduce_us_per_byte=rupb)[0]
-    assert ll.time_us == pytest.approx(3 * xfer)      # LL: 8 one-slot pieces, never full here
+                          reduce_us_per_byte=2 * xfer / c)[0]
+    # LL: 8 one-slot pieces, never full here: the three go back to back whatever the
+    # receiver does (a 2-piece reduction); Simple would wait for it before the third
+    assert ll.time_us == pytest.approx(3 * xfer)
+    simple = simulate_program(_program(2, 4, tbs), parse_spec("complete:2"), [4 * c],
+                              reduce_us_per_byte=2 * xfer / c)[0]
+    assert simple.time_us == pytest.approx(3 * xfer)  # 32 KiB Simple pieces take 2 slots: 4 fit
 
 
 def test_deadlock_names_size_and_tb() -> None:
