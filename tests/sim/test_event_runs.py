@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from collc.compiler.program import Gpu, Program, Proto, Step, StepType, Threadblock
+from collc.compiler.msccl.program import Gpu, Program, Proto, Step, StepType, Threadblock
 from collc.driver import compile_xml
 from collc.ir.collective import CollKind
 from collc.sim.event import simulate_program, trace_program
