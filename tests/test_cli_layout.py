@@ -70,13 +70,15 @@ def test_crossing_rails_costs_bandwidth(tmp_path: Path, capsys: Capture, model: 
     assert "isomorphic: all 8 dp groups" in capsys.readouterr().out
     aligned = _sim(capsys, [str(dp), "--layout", "tp=8,dp=4", "--model", model])
     rows = _rows(aligned, "dp")
-    assert len(rows) == 8 and all(r["slowdown"] == 1.0 and 24.9 < r["busbw_together_GBps"] <= 25.0 for r in rows)
+    # the event model pays each of the executor's 2 MiB runs its alpha: 23.6 GB/s at 1 GiB, the step model 25
+    assert len(rows) == 8 and all(r["slowdown"] == 1.0 and 23.5 < r["busbw_together_GBps"] <= 25.0 for r in rows)
     assert aligned["sets"][0]["shared_links"] == []        # type: ignore[index]
     cross = _sim(capsys, [str(dp), "--groups", CROSS, "--model", model])
     rows = _rows(cross, "g")
-    assert all(24.9 < r["busbw_alone_GBps"] <= 25.0 for r in rows)
-    assert all(r["slowdown"] == pytest.approx(4.0, rel=1e-3) for r in rows)
-    assert all(r["busbw_together_GBps"] == pytest.approx(6.25, rel=1e-3) for r in rows)
+    assert all(23.5 < r["busbw_alone_GBps"] <= 25.0 for r in rows)
+    # step model: exactly 4x and 6.25; the event model's per-run alpha is hidden under the shared NIC: 3.83x, 6.16
+    assert all(3.8 < r["slowdown"] <= 4.0 + 1e-3 for r in rows)
+    assert all(r["busbw_together_GBps"] == pytest.approx(6.25, rel=2e-2) for r in rows)
     top = cross["sets"][0]["shared_links"][0]                  # type: ignore[index]
     assert top["kind"] == "net" and top["bandwidth_GBps"] == 25.0 and len(top["groups"]) == 4
 

@@ -175,10 +175,12 @@ def test_allreduce_ring_wins_from_2mb() -> None:
         assert ring < t("dfc:8x8", "double-binary-tree", AR, size)
 
 
+@pytest.mark.xfail(strict=True, reason=ERRATA + "E7 (the executor's 2 MiB runs pipeline rdb and bitree: "
+                                               "0.97 / 1.72 in the event model)")
 def test_allreduce_ring_274x_at_8mb() -> None:
     """'At 8 MB ring is 2.74x faster than bitree and rdb' (topology not named; 8x8 here): the
-    event model with SimGrid's 1 us per hop gives 2.57 (rdb) and 3.00 (bitree); the step model,
-    without hop latency, 2.79 and 3.25 (docs/kautz-dfc.md, Errata and unreproduced claims)."""
+    event model with SimGrid's 1 us per hop, which runs each program once per 2 MiB slice as the
+    MSCCL executor does, gives 0.97 (rdb) and 1.72 (bitree)."""
     ring = ev("dfc:8x8", "ring", AR, 8 * MIB)
     for alg in ("recursive-doubling", "double-binary-tree"):
         assert ev("dfc:8x8", alg, AR, 8 * MIB) / ring == pytest.approx(2.74, rel=0.1)
