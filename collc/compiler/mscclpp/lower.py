@@ -2,7 +2,7 @@
 
 ``lower_plan(schedule, options)`` runs the named passes of ``PLAN_PASSES``::
 
-    pipelining -> pieces -> slots -> threadblocks -> pairing -> dependencies -> ops -> limits
+    pipelining -> pieces -> slots -> threadblocks -> pairing -> dependencies -> staging -> ops -> limits
 
 and returns a :class:`collc.compiler.mscclpp.plan.Plan`.  The design, the flow control and the
 runtime limits it respects are described in ``docs/mscclpp-backend.md``; in short:
@@ -33,9 +33,13 @@ runtime limits it respects are described in ``docs/mscclpp-backend.md``; in shor
   between two threadblocks becomes a counting semaphore per (producer tb, consumer tb),
   released only at the points some acquire needs, so releases and acquires balance in
   every launch.  Every edge goes forward in that order, so the plan cannot deadlock.
+* **staging** (LL only): each sending end on a port channel gets a packet staging region in the
+  sender's own scratch (the proxy copies bytes; it cannot make packets).
 * **ops**: Simple: ``put`` + ``signal`` on the sender, ``wait`` + ``copy``/``re`` on the
-  receiver.  LL: ``ppkt`` on the sender, ``upkt``/``repkt`` on the receiver (the packets'
-  flags replace the signal).  ``nop`` (a block-wide barrier) separates an op from the next
+  receiver (over a port channel ``pws`` or ``put``s + ``signal``, then a ``flush``).  LL: ``ppkt``
+  on the sender, ``upkt``/``repkt`` on the receiver (the packets' flags replace the signal); over a
+  port channel ``cpkt`` into the staging region and ``rppkt`` from it, a ``flush`` before the region
+  is staged again and at the end of the tb.  ``nop`` (a block-wide barrier) separates an op from the next
   where the executor does not: after a wait or an acquire before data moves, and after
   data moves before a signal or a release or a data op on the same chunks.
 
