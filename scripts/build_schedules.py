@@ -119,7 +119,8 @@ def render_tuned() -> tuple[dict[Path, str], list[str]]:
 
 
 # MSCCL++ plan libraries per fabric: each candidate family is lowered to a plan (Simple; LL too
-# within one host: LL across hosts is refused), timed by the one-sided event model
+# within one host: LL across hosts lowers, but with no hop latency it never wins in this model, so
+# the a100:2x8 library stays Simple-only), timed by the one-sided event model
 # (collc/sim/plan_event.py, 5 us per put, the fabric's nominal links) at PLAN_SIZES, and the best
 # per size window is built with that window as its message-size range and checked on every release.
 # A plan counts at a size only if the executor would take it there (16-byte units per input chunk).

@@ -1,6 +1,6 @@
 """``collc topology show`` prints hosts and link kinds; ``collc build --backend mscclpp`` puts transfers
-between hosts on port channels and refuses what they cannot express (LL, non-contiguous IPC domains:
-exit 2, one line, no file); ``collc check
+between hosts on port channels (Simple and LL) and refuses what they cannot express (non-contiguous IPC
+domains: exit 2, one line, no file); ``collc check
 --topology`` reports the same as ``memory-channel-across-hosts`` on built and corpus plans (issue 28;
 docs/mscclpp-backend.md "Across hosts").  The XML backend builds across hosts as before."""
 
@@ -29,12 +29,13 @@ def test_show_prints_hosts_and_kinds(capsys: Capture) -> None:
     assert "link kinds:     nvlink 8, net 4, mnnvl 4" in out
 
 
-@pytest.mark.parametrize("spec", ["a100:2x8", "ring:4", "torus:2x4:hosts=2"])
-def test_build_across_hosts_uses_port_channels(tmp_path: Path, capsys: Capture, spec: str) -> None:
+@pytest.mark.parametrize("spec, protocol", [("a100:2x8", "Simple"), ("ring:4", "Simple"), ("ring:4", "LL"),
+                                            ("torus:2x4:hosts=2", "Simple")])
+def test_build_across_hosts_uses_port_channels(tmp_path: Path, capsys: Capture, spec: str, protocol: str) -> None:
     """Transfers between IPC domains go over port channels; the plan passes check on SPEC's hosts."""
     out = tmp_path / "p.json"
     assert main(["build", "--backend", "mscclpp", "--topology", spec, "--algorithm", "ring", "--collective",
-                 "allreduce", "-o", str(out)]) == 0
+                 "allreduce", "--protocol", protocol, "-o", str(out)]) == 0
     capsys.readouterr()
     kinds = {c["channel_type"] for g in json.loads(out.read_text())["gpus"] for c in g["channels"]}
     assert "port" in kinds
@@ -43,7 +44,6 @@ def test_build_across_hosts_uses_port_channels(tmp_path: Path, capsys: Capture, 
 
 
 @pytest.mark.parametrize("argv, needle", [
-    (["--topology", "ring:4", "--protocol", "LL"], "LL across IPC domains is not lowered"),
     (["--topology", "mi250:8+4"], "are not equal contiguous blocks of ranks"),
 ])
 def test_build_refuses_what_port_channels_cannot_express(tmp_path: Path, capsys: Capture, argv: list[str],

@@ -26,8 +26,12 @@ free), with the executor's one-sided semantics instead of MSCCL's FIFOs:
 
 At size ``S`` (nccl-tests' size; the gathered output for allgather) a chunk is
 ``input bytes / input_chunks`` with input bytes ``S / N`` for allgather and ``S`` otherwise.
-Ops the model does not know (``get``, packets over port channels, switch ops) are refused: the plan
-is timed only where the two models agree.
+* LL across hosts: ``cpkt`` (staging packets in the own scratch) is a local copy, free; a port
+  ``rppkt`` is a proxy message of twice the bytes, like a port ``put``; the receiver's ``upkt``/
+  ``repkt`` wait for it to land.
+
+Ops the model does not know (``get``, ``ppkt`` over port channels, ``rppkt`` over memory channels,
+switch ops) are refused: the plan is timed only where the two models agree.
 
 >>> from collc.driver import compile_plan
 >>> from collc.ir.collective import CollKind
@@ -52,11 +56,13 @@ from collc.sim.routing import Router
 from collc.topology import Topology
 
 BYTES_PER_US_PER_GBPS = 1e3
-_FREE = {OpName.NOP, OpName.BARRIER, OpName.COPY, OpName.FLUSH}
+_FREE = {OpName.NOP, OpName.BARRIER, OpName.COPY, OpName.FLUSH, OpName.COPY_PACKETS}
 _KNOWN = _FREE | {OpName.PUT, OpName.PUT_PACKETS, OpName.SIGNAL, OpName.WAIT, OpName.RELAXED_SIGNAL,
                   OpName.RELAXED_WAIT, OpName.SEM_ACQUIRE, OpName.SEM_RELEASE, OpName.UNPACK_PACKETS,
-                  OpName.REDUCE_PACKETS, OpName.REDUCE, OpName.PUT_WITH_SIGNAL}
-_PORT_OK = {OpName.PUT, OpName.PUT_WITH_SIGNAL, OpName.SIGNAL, OpName.WAIT, OpName.FLUSH}
+                  OpName.REDUCE_PACKETS, OpName.REDUCE, OpName.PUT_WITH_SIGNAL, OpName.READ_PUT_PACKETS}
+_PORT_OK = {OpName.PUT, OpName.PUT_WITH_SIGNAL, OpName.SIGNAL, OpName.WAIT, OpName.FLUSH, OpName.READ_PUT_PACKETS}
+#: Port ops the proxy carries as messages, and the bytes on the wire per data byte (packets: data + flags).
+_PORT_MSG = {OpName.PUT: 1.0, OpName.PUT_WITH_SIGNAL: 1.0, OpName.READ_PUT_PACKETS: 2.0}
 
 
 def timing_refusal(plan: Plan) -> str | None:
@@ -68,7 +74,8 @@ def timing_refusal(plan: Plan) -> str | None:
                     return f"gpu {g.id} tb {tb.id}: op {op.name.value} is not in the timing model"
                 if op.channel_type is ChannelType.PORT and op.name in _PORT_OK:
                     continue
-                if op.channel_type not in (None, ChannelType.MEMORY) or op.name is OpName.PUT_WITH_SIGNAL:
+                if op.channel_type not in (None, ChannelType.MEMORY) or op.name in (OpName.PUT_WITH_SIGNAL,
+                                                                                   OpName.READ_PUT_PACKETS):
                     kind = op.channel_type.value if op.channel_type is not None else "no"
                     return f"gpu {g.id} tb {tb.id}: op {op.name.value} on {kind} channels is not in the timing model"
     return None
@@ -215,7 +222,7 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             owners = {proxy_id[(g.id, chans[c])] for c in op.channels[:len(op.dsts)]}
             if any(v[2] in owners for v in flows.values()):
                 return False
-        elif kind is ChannelType.PORT and name in (OpName.PUT, OpName.PUT_WITH_SIGNAL):
+        elif kind is ChannelType.PORT and name in _PORT_MSG:
             rbs = tb.buffer_list(kind)
             for e, b in enumerate(op.dsts):
                 assert isinstance(b, RemoteBuff)
@@ -223,7 +230,7 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 peer, owner = g.remote_buffers[rbs[b.buffer_id]].rank, proxy_id[(g.id, c)]
                 fid = next_flow
                 next_flow += 1
-                flows[fid] = (b.size * chunk, links_of(g.id, peer), owner)
+                flows[fid] = (b.size * chunk * _PORT_MSG[name], links_of(g.id, peer), owner)
                 flow_dst[fid] = (peer, list(range(b.index, b.index + b.size)), hop * rt.hops(g.id, peer))
                 starting.add(owner)         # the proxy's message pays the software cost
                 heapq.heappush(timers, (now + alpha, seq, "start", owner))

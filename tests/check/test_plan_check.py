@@ -24,7 +24,7 @@ from tests._shared import missing
 # Every plan of the corpus (the held-out ones are only required to get a verdict): the error codes of its
 # report at v0.10 (the corpus was taken at v0.10.0 + 15), and a phrase of the first error.  An empty set means
 # the plan passes.  The verdicts at earlier releases are in tests/check/test_plan_ports.py.
-PORT_SOURCE = "port channel proxy reads a put's source after the op returns"
+PORT_SOURCE = "port channel proxy reads the source of a put, or the packets of a ppkt/rppkt, after the op returns"
 RELAXED = "only relaxed signals order it"
 TBG_RACE = "gpu 0 tb 0 op 7 (get) reads gpu 1 scratch chunk 1 that gpu 1 tb 1 op 0 (copy) writes"
 EXPECTED: dict[str, tuple[set[str], str]] = {

@@ -131,13 +131,6 @@ def test_dropped_signal_deadlocks() -> None:
 
 
 # ---------------------------------------------------------------- refusals
-def test_ll_across_hosts_is_refused() -> None:
-    with pytest.raises(CollcError, match="LL across IPC domains is not lowered"):
-        compile_plan(parse_spec("ring:4:hosts=2"), "ring", CollKind.ALLGATHER, protocol=Protocol.LL)
-    # inside one host LL still builds
-    compile_plan(parse_spec("ring:4:hosts=1"), "ring", CollKind.ALLGATHER, protocol=Protocol.LL)
-
-
 def test_non_contiguous_ipc_domains_are_refused() -> None:
     """MSCCL++ picks InfiniBand by rank / nranksPerIpcDomain: unequal boxes cannot be expressed."""
     with pytest.raises(CollcError, match="not equal contiguous blocks of ranks"):

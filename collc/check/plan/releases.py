@@ -6,6 +6,11 @@ Read from the MSCCL++ sources at each tag (docs/mscclpp.md, "Port channels and r
   ``PutWithSignal`` (v0.10.0 on); until v0.9.0 the ``pws`` branch came first, so ``pwsf`` never flushed.
 * ``knows_packet_copy``: the plan reader (``execution_plan.cc``) knows the op names ``recpkt`` and
   ``recspkt`` (v0.9.0 on); v0.8.0 refuses the plan ("Invalid operation type").
+* Not a difference: the packet handlers that carry LL across hosts (``handleCopyPackets``, and
+  ``handlePutPackets``/``handleReadPutPackets`` on port channels: the proxy copies packets, flags
+  included, and reads the source after the op returns) read the same in the v0.8+ sources read
+  (docs/mscclpp.md, "Packets across hosts"), so the simulation's proxy reads of a staging region are
+  the same on every release.
 * ``scratch_limit``: ``Executor::Impl::setupScratchBuffer`` (``executor.cc``) refuses a
   ``reuse_resources`` plan whose scratch buffer exceeds the 128 MiB shared one (v0.9.0 on).
 

@@ -221,9 +221,9 @@ class Simulator:
                 hint = ""
                 if self.names[ra][1] == "proxy":
                     code = "port-source-reuse"
-                    hint = (f" through {self._who(ra)} (the port channel proxy reads a put's source after the op "
-                            "returns; only a flush with dst_buff naming that channel, a pwsf from v0.10 on, or a "
-                            "reply from the peer waits for it)")
+                    hint = (f" through {self._who(ra)} (the port channel proxy reads the source of a put, or the "
+                            "packets of a ppkt/rppkt, after the op returns; only a flush with dst_buff naming that "
+                            "channel, a pwsf from v0.10 on, or a reply from the peer waits for it)")
                 self.add(code, f"{what} overwrites {self._describe(loc)} that {rwhat} may still be reading{hint}")
                 break
         rec.write = (a, self.vc[a][a], what)

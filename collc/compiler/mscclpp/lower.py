@@ -2,7 +2,7 @@
 
 ``lower_plan(schedule, options)`` runs the named passes of ``PLAN_PASSES``::
 
-    pipelining -> pieces -> slots -> threadblocks -> pairing -> dependencies -> ops -> limits
+    pipelining -> pieces -> slots -> threadblocks -> pairing -> dependencies -> staging -> ops -> limits
 
 and returns a :class:`collc.compiler.mscclpp.plan.Plan`.  The design, the flow control and the
 runtime limits it respects are described in ``docs/mscclpp-backend.md``; in short:
@@ -33,9 +33,13 @@ runtime limits it respects are described in ``docs/mscclpp-backend.md``; in shor
   between two threadblocks becomes a counting semaphore per (producer tb, consumer tb),
   released only at the points some acquire needs, so releases and acquires balance in
   every launch.  Every edge goes forward in that order, so the plan cannot deadlock.
+* **staging** (LL only): each sending end on a port channel gets a packet staging region in the
+  sender's own scratch (the proxy copies bytes; it cannot make packets).
 * **ops**: Simple: ``put`` + ``signal`` on the sender, ``wait`` + ``copy``/``re`` on the
-  receiver.  LL: ``ppkt`` on the sender, ``upkt``/``repkt`` on the receiver (the packets'
-  flags replace the signal).  ``nop`` (a block-wide barrier) separates an op from the next
+  receiver (over a port channel ``pws`` or ``put``s + ``signal``, then a ``flush``).  LL: ``ppkt``
+  on the sender, ``upkt``/``repkt`` on the receiver (the packets' flags replace the signal); over a
+  port channel ``cpkt`` into the staging region and ``rppkt`` from it, a ``flush`` before the region
+  is staged again and at the end of the tb.  ``nop`` (a block-wide barrier) separates an op from the next
   where the executor does not: after a wait or an acquire before data moves, and after
   data moves before a signal or a release or a data op on the same chunks.
 
@@ -65,7 +69,7 @@ from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Op as XferOp
 from collc.ir.schedule import Schedule, Transfer, make_slots
 
-PLAN_PASSES = ("pipelining", "pieces", "slots", "threadblocks", "pairing", "dependencies", "ops", "limits")
+PLAN_PASSES = ("pipelining", "pieces", "slots", "threadblocks", "pairing", "dependencies", "staging", "ops", "limits")
 
 # The executor's limits (execution_common.hpp of MSCCL++): ops per threadblock (checked at
 # load), channels and remote-buffer references per threadblock and buffer entries per op (not
@@ -87,7 +91,7 @@ PLAN_COLLECTIVES = {CollKind.ALLREDUCE: "allreduce", CollKind.ALLGATHER: "allgat
 
 _BUF = {Buffer.INPUT: BufferType.INPUT, Buffer.OUTPUT: BufferType.OUTPUT, Buffer.SCRATCH: BufferType.SCRATCH}
 _DATA_OPS = {OpName.PUT, OpName.PUT_WITH_SIGNAL, OpName.COPY, OpName.REDUCE, OpName.PUT_PACKETS, OpName.UNPACK_PACKETS,
-             OpName.REDUCE_PACKETS}
+             OpName.REDUCE_PACKETS, OpName.COPY_PACKETS, OpName.READ_PUT_PACKETS}
 
 
 @dataclass(frozen=True)
@@ -397,9 +401,33 @@ def _port_send_ops(src: Sequence[tuple[BufferType, int]], scratch: Sequence[tupl
     return ops
 
 
+def _port_packet_ops(src: Sequence[tuple[BufferType, int]], slot: int, staging: int, ch: int,
+                     reuse: bool) -> list[Op]:
+    """A send over a port channel (LL): ``cpkt`` stages the data as packets (data and this launch's flag)
+    in the sender's own scratch at ``staging``, then ``rppkt`` has the proxy copy that packet region,
+    flags included, into the receiver's slot, where ``upkt``/``repkt`` poll the flags.  ``rppkt`` names
+    the local scratch by the executor context's memory id (``ppkt`` on a port channel leaves the context's
+    base out); its threads also wait for the staged flags.  The proxy reads the staging region after the
+    op returns, so before ``cpkt`` writes it again (``reuse``) a ``flush`` naming the channel waits for
+    the previous copy (docs/mscclpp.md "Packets across hosts")."""
+    port = ChannelType.PORT
+    count = len(src)
+    ops: list[Op] = []
+    if reuse:
+        ops.append(Op(OpName.FLUSH, dst_buff=(RemoteBuff(0, slot, count),), channel_ids=(ch,), channel_type=port))
+    stage = [(BufferType.SCRATCH, staging + j) for j in range(count)]
+    for sb, si, db, di, size in _runs(list(zip(src, stage))):
+        ops.append(Op(OpName.COPY_PACKETS, src_buff=(LocalBuff(sb, si, size),), dst_buff=(LocalBuff(db, di, size),)))
+    ops.append(Op(OpName.READ_PUT_PACKETS, src_buff=(LocalBuff(BufferType.SCRATCH, staging, count),),
+                  dst_buff=(RemoteBuff(0, slot, count),), channel_ids=(ch,), channel_type=port))
+    return ops
+
+
 def _action_ops(coll: Collective, a: Action, proto: Protocol, ch: int = 0,
-                kind: ChannelType = ChannelType.MEMORY) -> list[Op]:
-    """The ops of one action; ``ch``: its connection's channel index (of type ``kind``) in the host tb."""
+                kind: ChannelType = ChannelType.MEMORY, staging: int = -1, reuse: bool = False) -> list[Op]:
+    """The ops of one action; ``ch``: its connection's channel index (of type ``kind``) in the host tb;
+    ``staging``: the first scratch chunk of its end's packet staging region (LL over a port channel),
+    ``reuse``: whether an earlier action of that end staged there in this launch."""
     t = a.item.transfer
     role = a.tb[0]
     mem = kind
@@ -416,10 +444,12 @@ def _action_ops(coll: Collective, a: Action, proto: Protocol, ch: int = 0,
         return ops
     scratch = [(BufferType.SCRATCH, a.item.slot + j) for j in range(t.count)]
     if role is Role.SEND and kind is ChannelType.PORT:
-        if proto is not Protocol.SIMPLE:
-            raise LoweringError(f"rank {t.src} -> rank {t.dst}: {proto.value} across IPC domains is not lowered "
-                                f"(port channels carry packets only from the sender's scratch); use Simple")
-        return _port_send_ops(src, scratch, ch)
+        if proto is Protocol.SIMPLE:
+            return _port_send_ops(src, scratch, ch)
+        if staging < 0:
+            raise LoweringError(f"rank {t.src} -> rank {t.dst}: {proto.value} over a port channel needs a staging "
+                                f"region in the sender's scratch")
+        return _port_packet_ops(src, a.item.slot, staging, ch, reuse)
     if role is Role.SEND:
         name = OpName.PUT if proto is Protocol.SIMPLE else OpName.PUT_PACKETS
         for batch in _batches(_runs(list(zip(src, scratch))), MAX_ENTRIES_PER_OP):
@@ -482,21 +512,32 @@ def insert_nops(ops: Sequence[Op]) -> tuple[Op, ...]:
 
 
 def tb_ops(coll: Collective, key: TbKey, acts: Sequence[Action], sync: Sync, proto: Protocol,
-           ends: Sequence[TbKey] = (), kinds: Mapping[TbKey, ChannelType] | None = None) -> tuple[Op, ...]:
+           ends: Sequence[TbKey] = (), kinds: Mapping[TbKey, ChannelType] | None = None,
+           staging: Mapping[TbKey, int] | None = None) -> tuple[Op, ...]:
     """Pass ``ops``: a threadblock's ops, semaphores around its actions and the closing
     acknowledgement of each connection end it runs (``ends``, in channel order; default: ``key``;
-    ``kinds``: each end's channel type, default memory).  Receiving ends acknowledge before
-    sending ends wait, so a paired tb cannot block on itself."""
+    ``kinds``: each end's channel type, default memory; ``staging``: the packet staging region of each
+    LL sending end on a port channel).  Receiving ends acknowledge before sending ends wait, so a
+    paired tb cannot block on itself; a sending end that staged packets flushes its channel before
+    that, so that no copy of the proxy's is still reading the staging region when the tb ends."""
     ends = tuple(ends) or (key,)
     kind = {e: (kinds or {}).get(e, ChannelType.MEMORY) for e in ends if e[0] is not Role.LOCAL}
     ch: dict[TbKey, int] = {}
     for t in (ChannelType.MEMORY, ChannelType.PORT):      # tb-local indices count per channel type
         ch.update({e: i for i, e in enumerate(e for e in kind if kind[e] is t)})
+    stage = staging or {}
+    staged: dict[TbKey, Action] = {}                     # end -> its last staged action
     ops: list[Op] = []
     for pos, a in enumerate(acts):
         ops += _sem_ops(OpName.SEM_ACQUIRE, sync.acquires.get((key, pos), ()))
-        ops += _action_ops(coll, a, proto, ch.get(a.tb, 0), kind.get(a.tb, ChannelType.MEMORY))
+        ops += _action_ops(coll, a, proto, ch.get(a.tb, 0), kind.get(a.tb, ChannelType.MEMORY),
+                           stage.get(a.tb, -1), a.tb in staged)
+        if a.tb in stage and a.tb[0] is Role.SEND:
+            staged[a.tb] = a
         ops += _sem_ops(OpName.SEM_RELEASE, sync.releases.get((key, pos), ()))
+    for e, last in staged.items():
+        ops.append(Op(OpName.FLUSH, dst_buff=(RemoteBuff(0, last.item.slot, last.item.transfer.count),),
+                      channel_ids=(ch[e],), channel_type=ChannelType.PORT))
     for role, name in ((Role.RECV, OpName.SIGNAL), (Role.SEND, OpName.WAIT)):
         # back-pressure: the sender may write these slots again next launch
         for e in ends:
@@ -548,11 +589,32 @@ def _gpu_channels(r: int, chan_index: dict[tuple[int, TbKey], int], domains: Seq
     return tuple(Channel(kind, tuple(p for _, p in sorted(found))) for kind, found in peers.items() if found)
 
 
+def staging_regions(acts: Sequence[Action], scratch: int, proto: Protocol, domains: Sequence[int] = ()
+                    ) -> tuple[dict[TbKey, int], int]:
+    """Pass ``staging`` (LL only): each sending end on a port channel gets a region of the sender's own
+    scratch, after ``scratch`` chunks, as large as its largest transfer, where ``cpkt`` stages the packets
+    that the proxy copies (``rppkt``); the end's transfers reuse it one after another, with a ``flush``
+    before each reuse.  Returns the regions and the rank's scratch chunk count with them."""
+    if proto is Protocol.SIMPLE:
+        return {}, scratch
+    need: dict[TbKey, int] = {}
+    for a in acts:
+        if a.tb[0] is Role.SEND and channel_kind(domains, a.rank, a.tb[1]) is ChannelType.PORT:
+            need[a.tb] = max(need.get(a.tb, 0), a.item.transfer.count)
+    out: dict[TbKey, int] = {}
+    top = scratch
+    for e in sorted(need):
+        out[e] = top
+        top += need[e]
+    return out, top
+
+
 def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: int, proto: Protocol,
                  chan_index: dict[tuple[int, TbKey], int], apart: frozenset[GroupKey] = frozenset(),
                  domains: Sequence[int] = ()) -> tuple[Gpu, list[tuple[TbKey, ...]]]:
     """The GPU of ``rank`` and the connection ends each of its tbs runs (tb id = position);
     the ends of connections in ``apart`` are not paired."""
+    staging, scratch = staging_regions(acts, scratch, proto, domains)
     host = pair_threadblocks(acts, frozenset(a.tb for a in acts if _group_key(rank, a.tb) in apart))
     sync = dependencies(acts, host)
     by_tb: dict[TbKey, list[Action]] = defaultdict(list)
@@ -569,7 +631,7 @@ def assemble_gpu(coll: Collective, rank: int, acts: Sequence[Action], scratch: i
     for tid, key in enumerate(keys):
         mine = tuple(sorted(ends[key]))         # a send end (role 0) before its paired receive end
         kinds = {e: channel_kind(domains, rank, e[1]) for e in mine if e[0] is not Role.LOCAL}
-        ops = tb_ops(coll, key, by_tb[key], sync, proto, mine, kinds)
+        ops = tb_ops(coll, key, by_tb[key], sync, proto, mine, kinds, staging)
         chans: tuple[TbChannels, ...] = ()
         refs: tuple[TbRemoteBuffers, ...] = ()
         for t in (ChannelType.MEMORY, ChannelType.PORT):
@@ -716,7 +778,7 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
         assert failure is not None
         raise failure
     gpus = min(fits)[3]
-    cap = size_cap(coll, max(scratch, default=0), opts.protocol)
+    cap = size_cap(coll, max((g.scratch_chunks for g in gpus), default=0), opts.protocol)   # staging included
     if opts.max_bytes > cap or opts.min_bytes > cap:
         raise LoweringError(f"message sizes above {cap} bytes: this plan's buffers would need offsets of 4 GiB "
                             f"or more, which the executor holds in 32 bits")
