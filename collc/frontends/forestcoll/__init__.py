@@ -66,7 +66,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from collc.compiler.limits import parser_nodes
-from collc.errors import ScheduleError
+from collc.errors import CollcWarning, ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
 from collc.frontends.forestcoll.flow import Network, Optimum, fixed_k, optimal
 from collc.frontends.forestcoll.lp import LPForest, lp_forest
@@ -589,7 +589,7 @@ def sharing(trees: tuple[Tree, ...], lane_of: list[int], both_ways: bool = False
 GOAL = 0.9     # the fraction of its model algbw a file should reach at 1 GiB in the event model
 
 
-class LayoutWarning(UserWarning):
+class LayoutWarning(CollcWarning):
     """The layout that fits the runtime's limits is predicted below ``GOAL`` (``collc build``
     prints it as one ``collc: warning:`` line)."""
 
@@ -678,14 +678,19 @@ def shared_lanes(trees: tuple[Tree, ...], n: int, pieces: int, chunks: int, inst
             def cost(ln: int) -> tuple[int, int, int, int]:
                 have = conns[ln]
                 most = max(have.get(k, 0) for k in keys[i]) + weight[i]
-                fresh = [k for k in keys[i] if k not in have]
-                if most > cap or any(tbs[r] + sum(1 for f in fresh if f[0] == r) > budget
-                                     for r in {f[0] for f in fresh}):
+                if most > cap:
                     return (1, 0, 0, ln)
-                return (0, most, len(fresh), ln) if spread else (0, len(fresh), size[ln], ln)
+                new: dict[int, int] = {}
+                for k in keys[i]:
+                    if k not in have:
+                        new[k[0]] = new.get(k[0], 0) + 1
+                if any(tbs[r] + c > budget for r, c in new.items()):
+                    return (1, 0, 0, ln)
+                fresh = sum(new.values())
+                return (0, most, fresh, ln) if spread else (0, fresh, size[ln], ln)
 
-            best = min(allowed, key=cost)
-            if cost(best)[0]:
+            best_cost, best = min((cost(ln), ln) for ln in allowed)
+            if best_cost[0]:
                 return None
             lane_of[i] = best
             size[best] += 1
