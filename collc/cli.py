@@ -507,12 +507,22 @@ def cmd_build(args: argparse.Namespace) -> int:
     jobs = default_jobs() if args.jobs is None else bounded_int(_int_arg(args.jobs, "--jobs"), "--jobs", 1, MAX_JOBS,
                                                                  "each worker is a process of its own")
     dump = _dump_arg(args.dump_ir, args.dump_dir)
-    with _progress(topo.nranks >= PROGRESS_RANKS) as stages:
+    import warnings
+
+    from collc.errors import CollcWarning
+
+    with _progress(topo.nranks >= PROGRESS_RANKS) as stages, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", CollcWarning)
         result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
                              chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
                              dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=stages.tell,
                              shard=args.shard_per_rank, rank_progress=stages.ranks, jobs=jobs, ranks=ranks,
                              dump=frozenset(dump))
+    for w in said:
+        if not issubclass(w.category, CollcWarning):    # not ours: shown as Python shows it
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    for text in dict.fromkeys(str(w.message) for w in said if issubclass(w.category, CollcWarning)):
+        print(f"collc: warning: {text}", file=sys.stderr)   # a frontend's advice: one line each, once
     if dump:
         _write_dumps(result.dumps, dump, args.dump_dir)
     if not result.report.ok:

@@ -15,6 +15,11 @@ class CollcError(Exception):
     """Base class for every error collc raises on purpose."""
 
 
+class CollcWarning(UserWarning):
+    """Advice about a result that was built all the same (``collc build`` prints each as one
+    ``collc: warning:`` line on stderr and still exits 0)."""
+
+
 class TopologyError(CollcError):
     """A topology spec or file is malformed or names an impossible topology."""
 

@@ -39,8 +39,11 @@ automatic choice gives every tree a lane of its own and :func:`best_pieces` piec
 (``P = sqrt(2 G / alpha)``, the minimum of a fill/drain against per-message estimate) as
 far as the file that will be emitted allows
 (:func:`lane_per_tree`): mi250:2 at k=1, 32 lanes and 39 pieces, simulates 305.4 of
-320.00 GB/s at 1 GiB.  Otherwise (the counts unknown, or a lane per tree does not fit)
-:func:`plan_lanes` keeps room for ``--chunks`` up to 3 and ``--instances 2``.
+320.00 GB/s at 1 GiB.  Where a lane per tree does not fit, :func:`shared_lanes` puts the
+fewest trees per tb that the runtime's tbs allow, and :func:`pick_pieces` the pieces of the
+best :func:`predicted` fraction; below 90% the build warns (:class:`LayoutWarning`, one line
+from ``collc build``).  Otherwise (the counts unknown) :func:`plan_lanes` keeps room for
+``--chunks`` up to 3 and ``--instances 2``.
 
 >>> from collc.frontends.registry import build_schedule
 >>> from collc.ir.collective import CollKind
@@ -63,7 +66,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from collc.limits import parser_nodes
-from collc.errors import ScheduleError
+from collc.errors import CollcWarning, ScheduleError
 from collc.frontends.common import I, O, S, Builder, prefix_copy
 from collc.frontends.forestcoll.flow import Network, Optimum, fixed_k, optimal
 from collc.frontends.forestcoll.lp import LPForest, lp_forest
@@ -74,7 +77,8 @@ from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
-__all__ = ["Forest", "forest", "applies", "build", "best_pieces", "lane_per_tree", "lp_lanes", "lp_allreduce_forest",
+__all__ = ["Forest", "forest", "applies", "build", "best_pieces", "fill_drain", "lane_per_tree", "shared_lanes",
+           "layout", "messages", "predicted", "pick_pieces", "LayoutWarning", "lp_lanes", "lp_allreduce_forest",
            "REFERENCE"]
 
 REFERENCE = ("Zhao et al., ForestColl: Efficient Collective Communications on Heterogeneous Network Fabrics "
@@ -221,14 +225,23 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     ag_plan = rs_plan = None
     chunks, instances, file_gpus = opts.get(CHUNKS), opts.get(INSTANCES), opts.get(FILE_GPUS, n)
     if lanes_opt == 0 and isinstance(chunks, int) and isinstance(instances, int) and isinstance(file_gpus, int):
-        # the lowering's counts are known: a lane per tree and the estimate's pieces where they fit
-        # (the LP's forest has no physical paths for the estimate: 3 pieces per hop, as plan_lanes)
-        want = pieces_opt or (best_pieces(fo) if lpf is None else
-                              max(MIN_PIECES, min(MAX_PIECES, PIECES_PER_HOP * max(t.height for t in ag + rs))))
+        # the lowering's counts are known: a lane per tree where it fits, else shared lanes within
+        # the runtime's tbs and steps, and the pieces of the best predicted fraction (the LP's forest
+        # has no physical paths for the estimate: 3 pieces per hop, as plan_lanes)
+        want = pieces_opt or max(MIN_PIECES, min(MAX_PIECES, PIECES_PER_HOP * max(t.height for t in ag + rs)))
         if lpf is None:
-            ag_plan = lane_per_tree(ag, n, want, chunks, instances, file_gpus, both, reduces, rail)
-            rs_plan = ag_plan if rs is ag else lane_per_tree(rs, n, want, chunks, instances, file_gpus, both, True,
-                                                             rail)
+            ag_got = plan_and_prediction(fo, ag, n, chunks, instances, file_gpus, both, reduces, rail, pieces_opt)
+            rs_got = ag_got if rs is ag else plan_and_prediction(fo, rs, n, chunks, instances, file_gpus, both, True,
+                                                                 rail, pieces_opt)
+            if ag_got is not None and rs_got is not None:
+                got = min(ag_got[1], rs_got[1])
+                ag_plan, rs_plan = (ag_got[0], got), (rs_got[0], got)
+                # the prediction is fitted to allgather (docs/forestcoll.md): warn there only
+                if kind is CollKind.ALLGATHER and ag_got[3] < GOAL and not pieces_opt:
+                    worst = min(ag_got, rs_got, key=lambda g: g[3])
+                    _warn_layout(topology, fo, worst[3], k_text, maxk, got, max(worst[0]) + 1, worst[2],
+                                 lambda alt: plan_and_prediction(alt, alt.trees, n, chunks, instances, file_gpus,
+                                                                 both, reduces, rail))
         else:
             joint = lp_lanes(ag, rs, n, want, chunks, instances, file_gpus)
             if joint is not None:
@@ -435,6 +448,12 @@ def best_pieces(fo: Forest, size: int = REF_BYTES, alpha_us: float = ALPHA_US) -
     >>> best_pieces(forest(parse_spec("mi250:2"))), best_pieces(forest(parse_spec("a100:2x8")))
     (39, 25)
     """
+    return max(1, round(math.sqrt(2 * fill_drain(fo, size) / alpha_us)))
+
+
+def fill_drain(fo: Forest, size: int = REF_BYTES) -> float:
+    """G of :func:`best_pieces`: the largest fill plus drain (us) over the tight links of one
+    piece the size of a whole tree chunk, at ``size``."""
     net = fo.net
     unit_bytes = size / (net.nranks * fo.k)
     gbps = {e: float(c * net.unit) for e, c in net.cap.items()}
@@ -463,8 +482,7 @@ def best_pieces(fo: Forest, size: int = REF_BYTES, alpha_us: float = ALPHA_US) -
                 if fo.loads.get(lk) == fo.scaled.get(lk):
                     fill[lk] = min(fill.get(lk, reach[p]), reach[p])
                     drain[lk] = max(drain.get(lk, 0.0), below.get(c, 0.0))
-    g = max((fill[lk] + drain[lk] for lk in fill), default=0.0)
-    return max(1, round(math.sqrt(2 * g / alpha_us)))
+    return max((fill[lk] + drain[lk] for lk in fill), default=0.0)
 
 
 def lane_per_tree(trees: tuple[Tree, ...], n: int, pieces: int, chunks: int, instances: int, file_gpus: int,
@@ -512,6 +530,220 @@ def lane_per_tree(trees: tuple[Tree, ...], n: int, pieces: int, chunks: int, ins
                                        instances * (max(ops) * pieces * factor + 2)) > MAX_NODES:
         pieces -= 1
     return (lane_of, pieces) if pieces >= 1 else None
+
+
+SLICE_BYTES = 1 << 21      # a step's chunks travel in messages of at most 2 MiB (Simple protocol's slice)
+
+
+def messages(trees: tuple[Tree, ...], chunks_per_piece: int, pieces: int, size: int = REF_BYTES) -> int:
+    """Messages the largest tree sends per hop at ``size`` when cut into ``pieces``: a step of m
+    chunks goes as ceil(m / mac) messages of at most 2 MiB (mac = 2 MiB // chunk, at most 71).
+    ``chunks_per_piece`` is N k (the chunks one piece of every tree makes)."""
+    most = max((t.mult for t in trees), default=1)
+    mac = max(1, min(71, SLICE_BYTES // max(1, -(-size // (chunks_per_piece * pieces)))))   # the model's ceil
+    return pieces * -(-most // mac)
+
+
+def predicted(fo: Forest, trees: tuple[Tree, ...], pieces: int, sharing: int = 1, g: float | None = None,
+              alpha_us: float = ALPHA_US) -> float:
+    """Predicted fraction of the model algbw at 1 GiB in the event model:
+    ``T* / (T* + c (G / P + alpha M / 2))`` with G the fill and drain of one whole-chunk piece
+    (:func:`fill_drain`), M the messages per hop (:func:`messages`) and c the most trees that
+    share one tb (their pieces and messages queue behind each other).  Fitted to the event
+    model at 1 GiB: within about 2% with a lane per tree (c = 1); on shared lanes it errs
+    low (mi250:2 k=2: 72% predicted, 84% simulated), so a warning is never missed there
+    (docs/forestcoll.md, "Pipelining that follows the packing")."""
+    t_star = REF_BYTES / (float(fo.algbw) * 1e3)
+    gg = fill_drain(fo) if g is None else g
+    extra = sharing * (gg / pieces + alpha_us * messages(trees, fo.net.nranks * fo.k, pieces) / 2)
+    return t_star / (t_star + extra)
+
+
+def pick_pieces(fo: Forest, trees: tuple[Tree, ...], cap: int, sharing: int = 1) -> int:
+    """The pieces (1..``cap``) of the best :func:`predicted` fraction: with multiplicities the
+    message count is not monotone in P (a100:2x8, k=4: 32 pieces send one 2 MiB message a
+    step, 25 send two), so every P is tried."""
+    g = fill_drain(fo)
+    return max(range(1, max(1, cap) + 1), key=lambda p: (predicted(fo, trees, p, sharing, g), -p))
+
+
+MAX_CNT = 71     # chunks of one step (the runtime's limit): a piece of a tree of multiplicity m is ceil(m / 71) steps
+
+
+def mean_sharing(trees: tuple[Tree, ...], lane_of: list[int], both_ways: bool = False) -> float:
+    """Trees per tb, averaged over the transfers: how many others a transfer queues with."""
+    count: dict[tuple[int, int, int], int] = {}
+    for t, ln in zip(trees, lane_of):
+        for p, c in t.edges:
+            for key in ((ln, p, c), (ln, c, p)) if both_ways else ((ln, p, c),):
+                count[key] = count.get(key, 0) + 1
+    return sum(c * c for c in count.values()) / max(1, sum(count.values()))
+
+
+def sharing(trees: tuple[Tree, ...], lane_of: list[int], both_ways: bool = False) -> int:
+    """The most trees that share one connection (hence one tb) on one lane."""
+    count: dict[tuple[int, int, int], int] = {}
+    for t, ln in zip(trees, lane_of):
+        for p, c in t.edges:
+            for key in ((ln, p, c), (ln, c, p)) if both_ways else ((ln, p, c),):
+                count[key] = count.get(key, 0) + 1
+    return max(count.values(), default=1)
+
+
+GOAL = 0.9     # the fraction of its model algbw a file should reach at 1 GiB in the event model
+
+
+class LayoutWarning(CollcWarning):
+    """The layout that fits the runtime's limits is predicted below ``GOAL`` (``collc build``
+    prints it as one ``collc: warning:`` line)."""
+
+
+def plan_and_prediction(fo: Forest, trees: tuple[Tree, ...], n: int, chunks: int, instances: int, file_gpus: int,
+                        both_ways: bool, reduces: bool, rail: Callable[[int, int], int | None] | None,
+                        pieces: int = 0) -> tuple[list[int], int, int, float] | None:
+    """Lanes, pieces (``pieces``, or :func:`pick_pieces` within what fits), the most trees per
+    tb and the :func:`predicted` fraction of one forest's layout; None when nothing fits."""
+    plan = layout(trees, n, pieces or MAX_PIECES, chunks, instances, file_gpus, both_ways, reduces, rail)
+    if plan is None:
+        return None
+    share = sharing(trees, plan[0], both_ways)
+    got = min(plan[1], pieces or pick_pieces(fo, trees, plan[1], share))
+    return plan[0], got, share, predicted(fo, trees, got, share)
+
+
+def _warn_layout(topology: Topology, fo: Forest, frac: float, k_text: str, maxk: int, pieces: int, lanes: int,
+                 share: int, alt_plan: Callable[[Forest], tuple[list[int], int, int, float] | None]) -> None:
+    """One ``LayoutWarning``: the prediction, what bounds it, and k=auto's choice when that is
+    another k predicted at ``GOAL`` or above."""
+    import warnings
+
+    hint = ""
+    if k_text != "auto":
+        alt = forest(topology, "auto", maxk)
+        got = alt_plan(alt) if alt.k != fo.k else None
+        if got is not None and got[3] >= GOAL:
+            hint = (f"; k=auto (k={alt.k}) is predicted at {got[3] * 100:.0f}% of {float(alt.algbw):.2f} GB/s, "
+                    f"{got[3] * float(alt.algbw):.2f} against {frac * float(fo.algbw):.2f} here")
+    warnings.warn(LayoutWarning(
+        f"forestcoll: k={fo.k} is predicted at {math.floor(frac * 100)}% of its model algbw {float(fo.algbw):.2f} GB/s at "
+        f"1 GiB ({len(fo.trees)} trees on {lanes} lanes, up to {share} per tb, {pieces} pieces within 64 tbs per "
+        f"rank and 48 steps per tb){hint}"), stacklevel=3)
+
+
+def layout(trees: tuple[Tree, ...], n: int, pieces: int, chunks: int, instances: int, file_gpus: int,
+           both_ways: bool = False, reduces: bool = False,
+           rail: Callable[[int, int], int | None] | None = None) -> tuple[list[int], int] | None:
+    """:func:`lane_per_tree` where it fits, else :func:`shared_lanes` for one instance (None when
+    neither fits: with ``--instances 2`` and up the budgeted :func:`plan_lanes` stays, as before)."""
+    return (lane_per_tree(trees, n, pieces, chunks, instances, file_gpus, both_ways, reduces, rail)
+            or (shared_lanes(trees, n, pieces, chunks, instances, file_gpus, both_ways, reduces, rail)
+                if instances == 1 else None))
+
+
+def shared_lanes(trees: tuple[Tree, ...], n: int, pieces: int, chunks: int, instances: int, file_gpus: int,
+                 both_ways: bool = False, reduces: bool = False,
+                 rail: Callable[[int, int], int | None] | None = None) -> tuple[list[int], int] | None:
+    """Lanes shared by several trees, with the lowering's counts known, for forests of more
+    trees than lanes or tbs allow one each (k > 1, k = opt).
+
+    Trees that share a connection on a lane share its tb, whose steps (transfers x pieces x
+    chunks, x3 for reductions) must fit ``CONN_STEPS``; every (lane, peer, direction) of a rank
+    is a tb, ``TB_BUDGET`` per rank.  Trees go greedily (most chunks first) to the lane where the
+    busiest of their connections would carry the fewest trees, then where they add the fewest
+    tbs; among lane counts whose tbs fit, the one that allows the most pieces wins (then the
+    most lanes).  So the pieces are limited by the tbs a rank may have, not by
+    :func:`plan_lanes`' budget for unknown counts (21 steps): mi250:2 at k=2 goes from 8 lanes
+    and 2 pieces to 16 lanes and 9 (docs/forestcoll.md)."""
+    parity: list[int | None] = []
+    for t in trees:
+        rails = {rail(p, c) for p, c in t.edges} - {None} if rail is not None else set()
+        parity.append(rails.pop() if len(rails) == 1 else None)
+    order = sorted(range(len(trees)), key=lambda i: (-trees[i].mult, i))
+    keys: list[list[tuple[int, int, int]]] = []
+    for t in trees:
+        ks: list[tuple[int, int, int]] = []
+        for p, c in t.edges:
+            ks += [(p, c, 0), (c, p, 1)]
+            if both_ways:
+                ks += [(c, p, 0), (p, c, 1)]
+        keys.append(ks)
+    factor = chunks * (3 if reduces else 1)
+    budget = TB_BUDGET // instances
+    weight = [-(-t.mult // MAX_CNT) for t in trees]    # transfers of a piece (cap_counts cuts above 71 chunks)
+
+    def attempt(nl: int, cap: int, spread: bool) -> tuple[list[int], int] | None:
+        conns: list[dict[tuple[int, int, int], int]] = [{} for _ in range(nl)]
+        tbs = [1] * n
+        size = [0] * nl
+        lane_of = [0] * len(trees)
+        for i in order:
+            allowed = [ln for ln in range(nl) if parity[i] is None or nl < 2 or ln % 2 == parity[i]]
+
+            def cost(ln: int) -> tuple[int, int, int, int]:
+                have = conns[ln]
+                most = max(have.get(k, 0) for k in keys[i]) + weight[i]
+                if most > cap:
+                    return (1, 0, 0, ln)
+                new: dict[int, int] = {}
+                for k in keys[i]:
+                    if k not in have:
+                        new[k[0]] = new.get(k[0], 0) + 1
+                if any(tbs[r] + c > budget for r, c in new.items()):
+                    return (1, 0, 0, ln)
+                fresh = sum(new.values())
+                return (0, most, fresh, ln) if spread else (0, fresh, size[ln], ln)
+
+            best_cost, best = min((cost(ln), ln) for ln in allowed)
+            if best_cost[0]:
+                return None
+            lane_of[i] = best
+            size[best] += 1
+            for k in keys[i]:
+                if k not in conns[best]:
+                    tbs[k[0]] += 1
+                conns[best][k] = conns[best].get(k, 0) + weight[i]
+        ops = [0] * n
+        for lane in conns:
+            for (rank, _, _), c in lane.items():
+                ops[rank] += c
+        got = min(pieces, CONN_STEPS // (cap * factor))
+        while got >= 1 and parser_nodes(file_gpus, max(tbs) * instances,
+                                        instances * (max(ops) * got * factor + 2)) > MAX_NODES:
+            got -= 1
+        return (lane_of, got) if got >= 1 else None
+
+    # the fewest trees per tb (hence the most pieces) whose tbs fit, on as many lanes as the
+    # channels allow; each tree goes where it adds the fewest tbs (trees that meet the same
+    # peers share a lane), then to the emptiest lane
+    top = min(len(trees), MAX_CHANNELS // instances)
+
+    def plans(cap: int, first: bool = False) -> list[tuple[list[int], int]]:
+        out = []
+        for nl in sorted({min(top, x) for x in (32, 16, 8)}, reverse=True):
+            for spread in (False, True):
+                if (p := attempt(nl, cap, spread)) is not None:
+                    out.append(p)
+                    if first:
+                        return out
+        return out
+
+    # the least cap with a layout, by bisection (a larger cap only relaxes the greedy's test)
+    per_conn: dict[tuple[int, int, int], int] = {}
+    for i in range(len(trees)):
+        for k in keys[i]:
+            per_conn[k] = per_conn.get(k, 0) + weight[i]
+    lo, hi = -(-max(per_conn.values(), default=1) // top), CONN_STEPS // factor   # every lane takes its share
+    if lo > hi or not plans(hi, True):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if plans(mid, True):
+            hi = mid
+        else:
+            lo = mid + 1
+    found = plans(hi)
+    # the same pieces: the layout whose transfers share their tbs with the fewest others
+    return min(found, key=lambda p: mean_sharing(trees, p[0], both_ways))
 
 
 def lp_lanes(bcast: tuple[Tree, ...], reduce: tuple[Tree, ...], n: int, pieces: int, chunks: int, instances: int,
@@ -644,9 +876,11 @@ register(Algorithm(
                   "N k <= 32), opt, or an integer (fixed-k search)"),
             Param("maxk", int, DEFAULT_MAXK, "largest k that k=auto considers"),
             Param("lanes", int, 0, "channels the trees spread over (0 = auto: a lane per tree when the file "
-                  "lowered with --chunks/--instances fits, else up to 16 that fit 64 tbs per rank)"),
-            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto: "
-                  "sqrt(2 G / alpha) with a lane per tree, see docs/forestcoll.md)"),
+                  "lowered with --chunks/--instances fits, else lanes shared by the fewest trees per tb that fit "
+                  "64 tbs per rank)"),
+            Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto: the best "
+                  "predicted event-model fraction at 1 GiB within 48 steps per tb; a one-line warning when it is "
+                  "below 90%, see docs/forestcoll.md)"),
             Param("allreduce", str, "rsag", "allreduce: rsag (reduce-scatter then allgather on one forest) or lp "
                   "(appendix E's LP: unequal roots, each link split between in- and out-trees; docs/forestcoll.md)")),
     example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",

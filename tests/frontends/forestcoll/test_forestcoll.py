@@ -419,11 +419,13 @@ def test_allreduce_lp_option_builds_a_checked_allreduce_on_mi250_8_plus_8() -> N
 
 
 @pytest.mark.slow
-def test_allreduce_lp_option_simulates_above_the_default_allreduce_on_mi250_8_plus_8() -> None:
+def test_allreduce_lp_option_simulates_near_the_default_allreduce_on_mi250_8_plus_8() -> None:
     """Where the LP's model wins (mi250:8+8: 128 against 100 GB/s for the default RS+AG at
-    k=1), its file wins at 1 GiB in the event model too, in both dialects: its 49 trees on
-    their own lanes and pieces (:func:`collc.frontends.forestcoll.lp_lanes`; 75.74 against
-    39.67 GB/s, docs/forestcoll.md), within the runtime's channels and tbs."""
+    k=1), its file (its 49 trees on their own lanes and pieces,
+    :func:`collc.frontends.forestcoll.lp_lanes`) simulates within 5% of the default allreduce at
+    1 GiB in both dialects, within the runtime's channels and tbs.  It beat the default (75.74
+    against 39.67 GB/s) until the default's forest got shared lanes with 8 pieces (76.66 now,
+    docs/forestcoll.md, "Pipelining that follows the packing")."""
     topo = parse_spec("mi250:8+8")
     lpf = lp_allreduce_forest(topo)
     assert forest(topo).algbw / 2 < lpf.algbw
@@ -431,10 +433,11 @@ def test_allreduce_lp_option_simulates_above_the_default_allreduce_on_mi250_8_pl
     for dialect in (Dialect.EXECUTOR, Dialect.RCCL):
         lp, rsag = (compile_xml(topo, "forestcoll", CollKind.ALLREDUCE, params=p, dialect=dialect)
                     for p in ({"allreduce": "lp"}, None))
-        assert lp.report.ok, [f.message for f in lp.report.errors()][:3]
-        assert lp.program.nchannels <= 32 and max(len(g.tbs) for g in lp.program.gpus) <= 64
+        for out in (lp, rsag):
+            assert out.report.ok, [f.message for f in out.report.errors()][:3]
+            assert out.program.nchannels <= 32 and max(len(g.tbs) for g in out.program.gpus) <= 64
         lp_t, rsag_t = (time_program(o.program, topo, [size], ModelParams())[0] for o in (lp, rsag))
-        assert lp_t < rsag_t
+        assert 0.95 * rsag_t <= lp_t <= 1.05 * rsag_t
         assert size / lp_t / 1e3 <= lpf.algbw * 1.0001      # GB/s, never above the LP's model
 
 
