@@ -1,10 +1,10 @@
-"""Limits on input, checked before any work starts (README "Limits on input").
+"""Limits on input, checked before any work starts (docs/limits.md).
 
 Every command calls these plain functions on what it is given (numbers, sizes,
 topology files, XML files, output paths) so that bad or absurd input fails at
 once with one line naming the problem, instead of exhausting memory, blocking on
 a FIFO or ending in a traceback after minutes of work.  Each limit is derived
-from what the MSCCL runtimes accept (docs: README "Limits on input") or from
+from what the MSCCL runtimes accept (docs: docs/limits.md) or from
 memory; each check raises :class:`collc.errors.UsageError` (or the error class
 of the file kind it reads).
 

@@ -287,7 +287,7 @@ def load_plan_json(text: str, where: str = "plan") -> Any:
 def parse_plan(text: str, where: str = "plan") -> Plan:
     """A Plan from JSON text; ``where`` prefixes the error message.
 
-    Sizes are bounded while reading (collc/inputs.py, README "Limits on input"): lists before they
+    Sizes are bounded while reading (collc/inputs.py, docs/limits.md): lists before they
     are read, the plan's threadblocks and ops as they add up, its chunk slots before returning.
     """
     raw = load_plan_json(text, where)

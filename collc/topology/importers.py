@@ -26,7 +26,7 @@ Files that describe no GPU (``NCCL_TOPO_FILE`` inputs whose ``<pci>`` stubs carr
 class, which NCCL completes from the live machine) and ``NCCL_GRAPH_FILE``s are
 refused with a one-line reason.  ``docs/runtime-tests.md`` explains the choices.
 
-Limits, checked before the graph is built (README "Limits on input"): at most
+Limits, checked before the graph is built (docs/limits.md): at most
 ``MAX_RANKS`` GPUs in all; per ``<system>`` at most ``MAX_SYSTEM_NODES`` (640) GPUs
 or NICs, NCCL's own ``NCCL_TOPO_MAX_NODES`` (``src/include/graph.h``): NCCL cannot
 load a bigger system; at most ``MAX_SYSTEM_CPUS`` (64) CPUs (NUMA domains, joined
