@@ -233,6 +233,9 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
         a.add_argument("--link-bw", type=float, default=None, help="GB/s for every link (default: the topology's)")
         a.add_argument("--hop-latency", type=float, default=0.0, help="extra us per link crossed")
         a.add_argument("--reduce-cost", type=float, default=0.0, help="us per byte reduced")
+        a.add_argument("--proxy-cost", type=float, default=None, metavar="US",
+                       help="MSCCL++ plans: us the proxy spends per port-channel request (default 1; "
+                            "docs/simulation.md)")
         a.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
 
     sim = cmd("simulate", "predict time, algbw and busbw of an XML (or shard directory) per message size")
@@ -891,14 +894,15 @@ def _not_checked(bad: Sequence[tuple[str, Report | PlanReport | CollcError]], to
 
 
 def _model(args: argparse.Namespace) -> ModelParams:
-    from collc.sim.runner import ModelParams
+    from collc.sim.runner import PROXY_US, ModelParams
 
     finite(args.alpha, "--alpha")
     finite(args.hop_latency, "--hop-latency")
     finite(args.reduce_cost, "--reduce-cost")
+    proxy = PROXY_US if args.proxy_cost is None else finite(args.proxy_cost, "--proxy-cost")
     if args.link_bw is not None:
         finite(args.link_bw, "--link-bw", MIN_LINK_BW)
-    return ModelParams(args.model, args.alpha, args.link_bw, args.hop_latency, args.reduce_cost)
+    return ModelParams(args.model, args.alpha, args.link_bw, args.hop_latency, args.reduce_cost, proxy)
 
 
 def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: Sequence[int] = (1,),
@@ -1035,7 +1039,8 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
         raise UsageError(f"the plan has {plan.nranks} ranks but {topo.name} has {topo.nranks}")
     kind = CollKind.parse(plan.collective)
     times = time_plan(plan, topo, sizes, alpha_us=params.alpha_us, link_bw=params.link_bw,
-                      hop_latency_us=params.hop_latency_us, reduce_us_per_byte=params.reduce_us_per_byte)
+                      hop_latency_us=params.hop_latency_us, reduce_us_per_byte=params.reduce_us_per_byte,
+                      proxy_us=params.proxy_us)
     g = plan.gpus[0]
     rows = []
     for size, t in zip(sizes, times):
