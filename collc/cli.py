@@ -259,6 +259,9 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
         place = a.add_mutually_exclusive_group()
         place.add_argument("--inplace", dest="inplace", action="store_true", default=None, help=INPLACE_HELP)
         place.add_argument("--outofplace", dest="inplace", action="store_false", help="out-of-place buffers")
+        a.add_argument("--backend", choices=["msccl", "mscclpp"], default="msccl",
+                       help="msccl: MSCCL XML programs (default); mscclpp: MSCCL++ execution plans, timed with port "
+                            "channels and the proxy (docs/simulation.md)")
 
     cmpr = cmd("compare", "build algorithms on one topology and compare predicted busbw per size")
     model_args(cmpr)
@@ -1093,7 +1096,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         def tell(label: str) -> None:
             bar.set_description_str(label)
             bar.update(1)
-        result = compare(topo, kind, cands, sizes, params, args.inplace, args.root, tell)
+        result = compare(topo, kind, cands, sizes, params, args.inplace, args.root, tell, backend=args.backend)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
@@ -1127,7 +1130,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from collc.sim.runner import human, parse_sizes
     from collc.topology import parse_spec
-    from collc.tuning import PREBUILT_MODEL, model_summary, tune
+    from collc.tuning import PLAN_MODULE, PLAN_SUBDIR, PREBUILT_MODEL, model_summary, tune, tune_plans
 
     params = _model(args)
     sizes = parse_sizes(args.sizes)
@@ -1155,13 +1158,26 @@ def cmd_tune(args: argparse.Namespace) -> int:
             bar.set_description_str(label)
             bar.update(1)
         seen: list[Any] = []
-        windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell,
-                       on_compare=seen.append)
+        if args.backend == "mscclpp":
+            windows = tune_plans(topo, kind, cands, sizes, params, out, args.inplace, args.root, tell,
+                                 on_compare=seen.append)
+        else:
+            windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell,
+                           on_compare=seen.append)
     if args.html:
         from collc.show.build import comparison_page
         _write_html(args.html, comparison_page(seen[0], _command_line("tune"), windows), args.json)
     if args.json:
         print((out / "MANIFEST.json").read_text(), end="")
+        return 0
+    if args.backend == "mscclpp":
+        print(f"windows chosen by the {seen[0].model}")
+        print(f"{'window':>20s}  {'candidate':30s} file")
+        for w in windows:
+            hi = human(w.max_bytes + 1) if w.max_bytes else "inf"
+            print(f"{human(w.min_bytes):>8s} .. {hi:<8s}  {w.candidate:30s} {out}/{PLAN_SUBDIR}/{w.file}")
+        print(f"manifest: {out}/MANIFEST.json; MSCCL++ up to v0.8: MSCCLPP_EXECUTION_PLAN_DIR={out}/{PLAN_SUBDIR}; "
+              f"v0.9+: import {out}/{PLAN_MODULE}.py and call register(rank, nranks_per_node) (docs/mscclpp.md)")
         return 0
     print(f"windows chosen by the {model_summary(params, topo)}")
     print(f"{'window':>20s} {'count multiple':>14s}  {'candidate':30s} file")

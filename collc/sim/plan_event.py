@@ -359,10 +359,10 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 seq += 1
             if tbi >= len(tbs):
                 if not any(v[2] == tbi for v in flows.values()):
-                    for key, sent in deferred.pop(tbi, []):     # the channel's signals follow its data
+                    for key, left in deferred.pop(tbi, []):     # the channel's signals follow its data
                         p, pk, idx = pair[key]
-                        signals[(p, pk, idx)].append(max(now, sent) + latency(key[0], p))
-                        heapq.heappush(timers, (max(now, sent) + latency(key[0], p), seq, "wake", -1))
+                        signals[(p, pk, idx)].append(max(now, left) + latency(key[0], p))
+                        heapq.heappush(timers, (max(now, left) + latency(key[0], p), seq, "wake", -1))
                         seq += 1
                 continue
             if not any(v[2] == tbi for v in flows.values()):
