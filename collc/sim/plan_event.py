@@ -181,6 +181,7 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             out.append((link_id[link], frac))
         return out
 
+    chan_cache: dict[tuple[int, ChannelType], tuple[int, ...]] = {}
     blocked: dict[int, tuple[str, float]] = {}                         # tracing: tb -> (why, since)
     sending: dict[int, tuple[float, list[tuple[int, float]]]] = {}     # tracing: tb -> (since, (peer, bytes)s)
 
@@ -239,7 +240,9 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             return False
         op = tb.ops[pc[i]]
         kind = op.channel_type if op.channel_type is not None else ChannelType.MEMORY
-        chans = tb.channel_list(kind)
+        chans = chan_cache.get((i, kind))
+        if chans is None:
+            chans = chan_cache[(i, kind)] = tb.channel_list(kind)
         name = op.name
         if name in (OpName.WAIT, OpName.RELAXED_WAIT):
             keys = [(g.id, kind, chans[c]) for c in op.channels]
@@ -317,13 +320,20 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         pc[i] += 1
         return True
 
+    # a tb that could not step needs no second try until a step or the clock changed the state
+    stamp = 0
+    tried: list[tuple[int, float]] = [(-1, -1.0)] * len(tbs)
     while True:
         moved = True
         while moved:
             moved = False
             for i in range(len(tbs)):
+                if tried[i] == (stamp, now):
+                    continue
                 while pc[i] < len(tbs[i][1].ops) and step(i):
                     moved = True
+                    stamp += 1
+                tried[i] = (stamp, now)
         active = {f: v for f, v in flows.items() if v[2] not in starting and f not in pending}
         live = sorted(active)
         rate_list = max_min_rates([active[f][1] for f in live], cap) if live else []
