@@ -182,6 +182,7 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         return out
 
     chan_cache: dict[tuple[int, ChannelType], tuple[int, ...]] = {}
+    dirty: set[int] = set(range(plan.nranks))                          # ranks whose tbs may step now
     blocked: dict[int, tuple[str, float]] = {}                         # tracing: tb -> (why, since)
     sending: dict[int, tuple[float, list[tuple[int, float]]]] = {}     # tracing: tb -> (since, (peer, bytes)s)
 
@@ -212,7 +213,7 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         """A request to ``rank``'s proxy: when the proxy has served it (in FIFO order)."""
         nonlocal seq
         proxy_free[rank] = max(proxy_free[rank], now) + proxy
-        heapq.heappush(timers, (proxy_free[rank], seq, "wake", -1))
+        heapq.heappush(timers, (proxy_free[rank], seq, "wake", rank))
         seq += 1
         return proxy_free[rank]
 
@@ -230,7 +231,8 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 return
         p, pk, idx = pair[key]
         signals[(p, pk, idx)].append(at + latency(g_id, p))
-        heapq.heappush(timers, (at + latency(g_id, p), seq, "wake", -1))
+        dirty.add(p)
+        heapq.heappush(timers, (at + latency(g_id, p), seq, "wake", p))
         seq += 1
 
     def _step(i: int) -> bool:
@@ -320,20 +322,22 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         pc[i] += 1
         return True
 
-    # a tb that could not step needs no second try until a step or the clock changed the state
-    stamp = 0
-    tried: list[tuple[int, float]] = [(-1, -1.0)] * len(tbs)
+    # Only the tbs of a GPU whose state changed are tried again: its own step, a signal, packets or a
+    # semaphore for it, its proxy or a flow of its own done, a timer of it, a tb's busy time over.  The
+    # GPUs are visited in rank order, each pass as a full scan would (a GPU dirtied by a later one waits
+    # for the next pass), so the times are those of trying every tb.
+    tbs_of = [[i for i, (g, _) in enumerate(tbs) if g.id == r] for r in range(plan.nranks)]
+    rank_of = {owner: r for (r, _), owner in proxy_id.items()}
+    rank_of.update((i, g.id) for i, (g, _) in enumerate(tbs))
     while True:
-        moved = True
-        while moved:
-            moved = False
-            for i in range(len(tbs)):
-                if tried[i] == (stamp, now):
+        while dirty:
+            for r in range(plan.nranks):
+                if r not in dirty:
                     continue
-                while pc[i] < len(tbs[i][1].ops) and step(i):
-                    moved = True
-                    stamp += 1
-                tried[i] = (stamp, now)
+                dirty.discard(r)
+                for i in tbs_of[r]:
+                    while pc[i] < len(tbs[i][1].ops) and step(i):
+                        dirty.add(r)
         active = {f: v for f, v in flows.items() if v[2] not in starting and f not in pending}
         live = sorted(active)
         rate_list = max_min_rates([active[f][1] for f in live], cap) if live else []
@@ -349,6 +353,8 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         for f in live:
             left, links, tbi = flows[f]
             flows[f] = (left - rates[f] * dt if rates[f] != math.inf else 0.0, links, tbi)
+        if nxt_busy <= nxt + 1e-12:
+            dirty.update(rank_of[i] for i, b in enumerate(busy_until) if now + 1e-12 < b <= nxt + 1e-12)
         now = nxt
         while timers and timers[0][0] <= now + 1e-12:
             _, _, kind, payload = heapq.heappop(timers)
@@ -356,6 +362,8 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 starting.discard(payload)
             elif kind == "flow":
                 pending.discard(payload)
+            elif payload >= 0:
+                dirty.add(payload)
         # a flow whose end is this event is done, whatever float rounding left of it: on very fast links
         # (or late in a long run) its remaining bytes can last less than one ulp of ``now``, so that the
         # next event would be ``now`` again and the clock would never move
@@ -364,15 +372,17 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             peer, chunks, lat = flow_dst.pop(f)
             for c in chunks:
                 landed[(peer, c)] = now + lat
+            dirty.update((peer, rank_of[tbi]))
             if lat > 0:
-                heapq.heappush(timers, (now + lat, seq, "wake", -1))
+                heapq.heappush(timers, (now + lat, seq, "wake", peer))
                 seq += 1
             if tbi >= len(tbs):
                 if not any(v[2] == tbi for v in flows.values()):
                     for key, left in deferred.pop(tbi, []):     # the channel's signals follow its data
                         p, pk, idx = pair[key]
                         signals[(p, pk, idx)].append(max(now, left) + latency(key[0], p))
-                        heapq.heappush(timers, (max(now, left) + latency(key[0], p), seq, "wake", -1))
+                        dirty.add(p)
+                        heapq.heappush(timers, (max(now, left) + latency(key[0], p), seq, "wake", p))
                         seq += 1
                 continue
             if not any(v[2] == tbi for v in flows.values()):
