@@ -149,7 +149,7 @@ PLAN_LIBRARIES: list[tuple[str, str, str, tuple[str, ...], dict[CollKind, tuple[
      "2 DGX A100 boxes (ForestColl's fabric): memory channels in a box, port channels across"),
     ("a100-4x8-mscclpp", "mscclpp_a100_4x8.py", "a100:4x8", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES_32,
      "4 DGX A100 boxes (8 NICs each on two IB rails): memory channels in a box, port channels across"),
-    ("mi250-8+8-mscclpp", "mscclpp_mi250_8_8.py", "mi250:8+8", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES,
+    ("mi250-2x8-mscclpp", "mscclpp_mi250_2x8.py", "mi250:8+8", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES,
      "2 MI250 boxes, 8 GCDs used in each (ForestColl's 8+8): xGMI memory channels in a box, port channels across"),
     ("mi250-2x16-mscclpp", "mscclpp_mi250_2x16.py", "mi250:2", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES_32,
      "2 MI250 boxes of 16 GCDs (ForestColl's fabric): xGMI memory channels in a box, port channels across"),
