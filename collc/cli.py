@@ -242,6 +242,9 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
         a.add_argument("--link-bw", type=float, default=None, help="GB/s for every link (default: the topology's)")
         a.add_argument("--hop-latency", type=float, default=0.0, help="extra us per link crossed")
         a.add_argument("--reduce-cost", type=float, default=0.0, help="us per byte reduced")
+        a.add_argument("--proxy-cost", type=float, default=None, metavar="US",
+                       help="MSCCL++ plans: us the proxy spends per port-channel request (default 1; "
+                            "docs/simulation.md)")
         a.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
 
     sim = cmd("simulate", "predict time, algbw and busbw of an XML (or shard directory) per message size")
@@ -270,6 +273,9 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
         place = a.add_mutually_exclusive_group()
         place.add_argument("--inplace", dest="inplace", action="store_true", default=None, help=INPLACE_HELP)
         place.add_argument("--outofplace", dest="inplace", action="store_false", help="out-of-place buffers")
+        a.add_argument("--backend", choices=["msccl", "mscclpp"], default="msccl",
+                       help="msccl: MSCCL XML programs (default); mscclpp: MSCCL++ execution plans, timed with port "
+                            "channels and the proxy (docs/simulation.md)")
 
     cmpr = cmd("compare", "build algorithms on one topology and compare predicted busbw per size")
     model_args(cmpr)
@@ -919,14 +925,15 @@ def _not_checked(bad: Sequence[tuple[str, Report | PlanReport | CollcError]], to
 
 
 def _model(args: argparse.Namespace) -> ModelParams:
-    from collc.sim.runner import ModelParams
+    from collc.sim.runner import PROXY_US, ModelParams
 
     finite(args.alpha, "--alpha")
     finite(args.hop_latency, "--hop-latency")
     finite(args.reduce_cost, "--reduce-cost")
+    proxy = PROXY_US if args.proxy_cost is None else finite(args.proxy_cost, "--proxy-cost")
     if args.link_bw is not None:
         finite(args.link_bw, "--link-bw", MIN_LINK_BW)
-    return ModelParams(args.model, args.alpha, args.link_bw, args.hop_latency, args.reduce_cost)
+    return ModelParams(args.model, args.alpha, args.link_bw, args.hop_latency, args.reduce_cost, proxy)
 
 
 def _candidates(specs: Sequence[str], chunks: Sequence[int] = (1,), instances: Sequence[int] = (1,),
@@ -1071,7 +1078,8 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
         raise UsageError(f"the plan has {plan.nranks} ranks but {topo.name} has {topo.nranks}")
     kind = CollKind.parse(plan.collective)
     times = time_plan(plan, topo, sizes, alpha_us=params.alpha_us, link_bw=params.link_bw,
-                      hop_latency_us=params.hop_latency_us, reduce_us_per_byte=params.reduce_us_per_byte)
+                      hop_latency_us=params.hop_latency_us, reduce_us_per_byte=params.reduce_us_per_byte,
+                      proxy_us=params.proxy_us)
     g = plan.gpus[0]
     rows = []
     for size, t in zip(sizes, times):
@@ -1124,7 +1132,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         def tell(label: str) -> None:
             bar.set_description_str(label)
             bar.update(1)
-        result = compare(topo, kind, cands, sizes, params, args.inplace, args.root, tell)
+        result = compare(topo, kind, cands, sizes, params, args.inplace, args.root, tell, backend=args.backend)
     if args.json:
         print(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
@@ -1163,7 +1171,7 @@ def cmd_tune(args: argparse.Namespace, timer: Callable[[Any, Topology], list[flo
 
     from collc.sim.runner import human, parse_sizes
     from collc.topology import parse_spec
-    from collc.tuning import PREBUILT_MODEL, model_summary, tune
+    from collc.tuning import PLAN_MODULE, PLAN_SUBDIR, PREBUILT_MODEL, model_summary, tune, tune_plans
 
     params = _model(args)
     sizes = parse_sizes(args.sizes)
@@ -1191,13 +1199,26 @@ def cmd_tune(args: argparse.Namespace, timer: Callable[[Any, Topology], list[flo
             bar.set_description_str(label)
             bar.update(1)
         seen: list[Any] = []
-        windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell,
-                       on_compare=seen.append, timer=timer)
+        if args.backend == "mscclpp":
+            windows = tune_plans(topo, kind, cands, sizes, params, out, args.inplace, args.root, tell,
+                                 on_compare=seen.append)
+        else:
+            windows = tune(topo, kind, cands, sizes, params, out, dialect, args.inplace, args.root, tell,
+                           on_compare=seen.append, timer=timer)
     if args.html:
         from collc.show.build import comparison_page
         _write_html(args.html, comparison_page(seen[0], _command_line("tune"), windows), args.json)
     if args.json:
         print((out / "MANIFEST.json").read_text(), end="")
+        return 0
+    if args.backend == "mscclpp":
+        print(f"windows chosen by the {seen[0].model}")
+        print(f"{'window':>20s}  {'candidate':30s} file")
+        for w in windows:
+            hi = human(w.max_bytes + 1) if w.max_bytes else "inf"
+            print(f"{human(w.min_bytes):>8s} .. {hi:<8s}  {w.candidate:30s} {out}/{PLAN_SUBDIR}/{w.file}")
+        print(f"manifest: {out}/MANIFEST.json; MSCCL++ up to v0.8: MSCCLPP_EXECUTION_PLAN_DIR={out}/{PLAN_SUBDIR}; "
+              f"v0.9+: import {out}/{PLAN_MODULE}.py and call register(rank, nranks_per_node) (docs/mscclpp.md)")
         return 0
     print(f"windows chosen by the {model_summary(params, topo)}")
     print(f"{'window':>20s} {'count multiple':>14s}  {'candidate':30s} file")

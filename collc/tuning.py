@@ -80,23 +80,30 @@ class Comparison:
     failed: dict[str, str] = field(default_factory=dict)
     bound_busbw: list[float] = field(default_factory=list)
     model: str = ""          # :func:`model_summary` of the model that timed the series
+    #: MSCCL++ plans: a candidate counts at a size only where the executor would run it (``Row.selected``:
+    #: its buffer alignment divides the size); MSCCL XML candidates count everywhere, as before
+    selected_only: bool = False
+
+    def _score(self, label: str, i: int) -> float:
+        row = self.series[label][i]
+        return row.busbw if row.selected or not self.selected_only else 0.0
 
     def winners(self) -> list[str]:
         """The best candidate at each size (ties broken by label; :meth:`standings` has the ties)."""
         out = []
         for i in range(len(self.sizes)):
-            best = max(self.series, key=lambda lab: (self.series[lab][i].busbw, lab))
+            best = max(self.series, key=lambda lab: (self._score(lab, i), lab))
             out.append(best)
         return out
 
     def standings(self, tolerance: float = TIE_TOLERANCE) -> list[tuple[str, ...]]:
         """At each size the candidates within ``tolerance`` of the best busbw, best first:
-        one label where a candidate wins, several where they tie."""
+        one label where a candidate wins, several where they tie (none where none can run)."""
         out = []
         for i in range(len(self.sizes)):
-            top = max(rows[i].busbw for rows in self.series.values())
-            near = [lab for lab, rows in self.series.items() if rows[i].busbw >= top * (1 - tolerance)]
-            out.append(tuple(sorted(near, key=lambda lab: (-self.series[lab][i].busbw, lab))))
+            top = max(self._score(lab, i) for lab in self.series)
+            near = [lab for lab in self.series if top > 0 and self._score(lab, i) >= top * (1 - tolerance)]
+            out.append(tuple(sorted(near, key=lambda lab: (-self._score(lab, i), lab))))
         return out
 
     def to_json(self) -> dict[str, object]:
@@ -143,6 +150,14 @@ class Comparison:
         if groups:
             lines += textwrap.wrap(f"tie (within {TIE_TOLERANCE:.0%}): " + "; ".join(
                 f"{self._runs(idx)[0]} {' = '.join(key)}" for key, idx in groups), 100, subsequent_indent="  ")
+        if self.selected_only:
+            picks = [(t[0] if t else "none (no candidate's alignment divides the size)") for t in standing]
+            lines.append("pick per size:")
+            lines += [f"  {human(size):>8s}  {pick}" for size, pick in zip(self.sizes, picks)]
+            unserved = sorted(lab for lab in labels if not any(r.selected for r in self.series[lab]))
+            if unserved:
+                lines += textwrap.wrap("runs no size given (MSCCL++ needs 16 B per input chunk): " + ", ".join(unserved),
+                                       100, subsequent_indent="  ")
         for lab, why in self.failed.items():
             lines += textwrap.wrap(f"not compared: {lab}: {why}", 100, subsequent_indent="  ")
         return "\n".join(lines)
@@ -164,10 +179,14 @@ class Comparison:
 def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
             params: ModelParams, inplace: bool | None = None, root: int | None = None,
             progress: Callable[[str], None] | None = None, dialect: Dialect = Dialect.EXECUTOR,
-            timer: Callable[[Program, Topology], list[float]] | None = None) -> Comparison:
+            timer: Callable[[Program, Topology], list[float]] | None = None,
+            backend: str = "msccl") -> Comparison:
     """Build every candidate (checked, for ``dialect``: a candidate over that runtime's limits is not
     compared, with its reason) and simulate it over the sizes (``timer(program, fabric)`` when given:
-    ``tune --layout`` times a candidate on every group at once, docs/groups.md)."""
+    ``tune --layout`` times a candidate on every group at once, docs/groups.md); ``backend="mscclpp"``:
+    as MSCCL++ execution plans (:func:`compare_plans`)."""
+    if backend == "mscclpp":
+        return compare_plans(topology, kind, candidates, sizes, params, inplace, root, progress)
     result = Comparison(topology.name, kind, list(sizes))
     for cand in candidates:
         if progress:
@@ -193,6 +212,86 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
         raise SimUsageError("no candidate could be built: " + "; ".join(f"{k}: {v}" for k, v in result.failed.items()))
     result.bound_busbw = bound_busbw(kind, topology, sizes, params)
     result.model = model_summary(params, topology)
+    return result
+
+
+def _plan_protocol(cand: Candidate) -> Any:
+    """The plan protocol of a candidate (MSCCL++ has Simple and LL, no LL128)."""
+    from collc.compiler.mscclpp.plan import Protocol
+
+    if cand.proto is Proto.LL128:
+        raise CollcError("MSCCL++ plans have no LL128 protocol (Simple or LL)")
+    return Protocol(cand.proto.value)
+
+
+def _build_plan(topology: Topology, kind: CollKind, cand: Candidate, inplace: bool | None, root: int | None,
+                check: bool, **window: Any) -> Any:
+    """``compile_plan`` of one candidate; a CollcError where the backend refuses it or it fails its check."""
+    from collc.driver import compile_plan
+
+    if cand.topology:
+        raise CollcError("@SPEC (a candidate on its own topology) is for MSCCL XML; a plan runs on --topology")
+    built = compile_plan(topology, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
+                         chunks=cand.chunks, instances=cand.instances, protocol=_plan_protocol(cand), check=check,
+                         **window)
+    if built.problems:
+        raise CollcError(built.problems[0])
+    return built
+
+
+def plan_rows(plan: Any, sizes: Sequence[int], times: Sequence[float]) -> list[Row]:
+    """Rows of a plan's times; ``selected`` where the executor would run it at that size (its window,
+    and ``buffer_alignment`` bytes per input chunk: 16 B, docs/mscclpp-backend.md)."""
+    from collc.sim.analysis import bus_bandwidth
+
+    kind = CollKind.parse(plan.collective)
+    unit = plan.buffer_alignment * plan.gpus[0].input_chunks
+    out = []
+    for size, t in zip(sizes, times):
+        algbw, busbw = bus_bandwidth(kind, plan.nranks, size, t)
+        in_bytes = size // plan.nranks if kind is CollKind.ALLGATHER else size
+        ok = plan.min_message_size <= size <= plan.max_message_size and in_bytes % unit == 0
+        out.append(Row(size, t, algbw, busbw, ok))
+    return out
+
+
+def compare_plans(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
+                  params: ModelParams, inplace: bool | None = None, root: int | None = None,
+                  progress: Callable[[str], None] | None = None) -> Comparison:
+    """``compare`` for MSCCL++: lower every candidate to an execution plan (checked on every release
+    collc models, with the placement rules of ``topology``'s hosts), time it with the one-sided event
+    model (:mod:`collc.sim.plan_event`: port channels through the proxy, docs/simulation.md) and keep,
+    at each size, only the plans the executor would run there."""
+    from collc.check.plan.placement import check_placement
+    from collc.check.plan.report import PlanReport
+    from collc.sim.plan_event import time_plan, timing_refusal
+
+    if params.model != "event":
+        raise SimUsageError("--model step is for MSCCL XML; plans are timed with the event model")
+    result = Comparison(topology.name, kind, list(sizes), selected_only=True)
+    for cand in candidates:
+        if progress:
+            progress(cand.label)
+        try:
+            plan = _build_plan(topology, kind, cand, inplace, root, check=True).plan
+            placed = PlanReport(cand.label)
+            check_placement(plan, topology, placed)
+            if placed.errors():
+                raise CollcError(placed.errors()[0].message)
+            why = timing_refusal(plan)
+            if why is not None:
+                raise CollcError(why)
+        except CollcError as exc:
+            result.failed[cand.label] = str(exc)
+            continue
+        times = time_plan(plan, topology, sizes, alpha_us=params.alpha_us, link_bw=params.link_bw,
+                          hop_latency_us=params.hop_latency_us, reduce_us_per_byte=params.reduce_us_per_byte,
+                          proxy_us=params.proxy_us)
+        result.series[cand.label] = plan_rows(plan, sizes, times)
+    if not result.series:
+        raise SimUsageError("no candidate could be built: " + "; ".join(f"{k}: {v}" for k, v in result.failed.items()))
+    result.bound_busbw = bound_busbw(kind, topology, sizes, params)
+    result.model = "one-sided plan " + model_summary(params, topology) + f", proxy {params.proxy_us:g} us per request"
     return result
 
 
@@ -315,23 +414,26 @@ def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], si
     return windows
 
 
-def _write_tuned(out: Path, texts: dict[str, str], manifest: str) -> None:
-    """``out/msccl-algorithms/*.xml`` and ``out/MANIFEST.json``, each set replaced as a whole: the
-    new XML directory is built under a hidden name and swapped in (``collc.outputs``)."""
+def _write_tuned(out: Path, texts: dict[str, str], manifest: str, subdir: str = "msccl-algorithms",
+                 beside: dict[str, str] | None = None) -> None:
+    """``out/SUBDIR/*`` and ``out/MANIFEST.json`` (and the ``beside`` files next to it), each set
+    replaced as a whole: the new directory is built under a hidden name and swapped in (``collc.outputs``)."""
     output_dir(out)
+    tops = {"MANIFEST.json": manifest, **(beside or {})}
     if not out.exists():
         tmp = new_temp_dir(out)
         try:
-            os.mkdir(tmp / "msccl-algorithms", 0o777)
+            os.mkdir(tmp / subdir, 0o777)
             for fname, text in texts.items():
-                write_into(tmp / "msccl-algorithms", fname, text)
-            write_into(tmp, "MANIFEST.json", manifest)
+                write_into(tmp / subdir, fname, text)
+            for fname, text in tops.items():
+                write_into(tmp, fname, text)
         except BaseException:
             discard(tmp)
             raise
         publish_dir(tmp, out, replace=False)
         return
-    algo_dir = out / "msccl-algorithms"
+    algo_dir = out / subdir
     tmp = new_temp_dir(algo_dir)
     try:
         for fname, text in texts.items():
@@ -339,6 +441,65 @@ def _write_tuned(out: Path, texts: dict[str, str], manifest: str) -> None:
     except BaseException:
         discard(tmp)
         raise
-    with signals_blocked():     # the XMLs and their manifest change together
+    with signals_blocked():     # the files and their manifest change together
         publish_dir(tmp, algo_dir, replace=True)
-        write_file(out / "MANIFEST.json", manifest)
+        for fname, text in tops.items():
+            write_file(out / fname, text)
+
+
+#: ``collc tune --backend mscclpp``: the plans' directory under ``-o`` (one ``MSCCLPP_EXECUTION_PLAN_DIR``)
+#: and the registration module beside it (MSCCL++ v0.9+; outside the directory, whose every file the
+#: v0.8 NCCL shim reads as a plan)
+PLAN_SUBDIR = "mscclpp-plans"
+PLAN_MODULE = "collc_plans"
+
+
+def tune_plans(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
+               params: ModelParams, out: Path, inplace: bool | None = None, root: int | None = None,
+               progress: Callable[[str], None] | None = None,
+               on_compare: Callable[[Comparison], None] | None = None) -> list[Window]:
+    """``tune`` for MSCCL++: the best plan per size window (:func:`compare_plans`), each built with its
+    window as ``min_message_size``/``max_message_size`` and checked; writes ``out/mscclpp-plans/*.json``,
+    the registration module ``out/collc_plans.py`` and ``out/MANIFEST.json`` (docs/mscclpp-backend.md)."""
+    from collc.backends.mscclpp_loader import PlanEntry, register_snippet
+
+    comparison = compare_plans(topology, kind, candidates, sizes, params, inplace, root, progress)
+    if on_compare is not None:
+        on_compare(comparison)
+    for size, t in zip(comparison.sizes, comparison.standings()):
+        if not t:
+            raise SimUsageError(f"no candidate plan runs {human(size)} (MSCCL++ needs 16 B per input chunk and "
+                                f"rank); give sizes the candidates divide")
+    by_label = {c.label: c for c in candidates}
+    plan_dir = out / PLAN_SUBDIR
+    if plan_dir.exists() and any(p.suffix != ".json" for p in plan_dir.iterdir()):
+        raise SimUsageError(f"{plan_dir} holds files other than JSON plans; choose another -o")
+    texts: dict[str, str] = {}
+    windows: list[Window] = []
+    entries: list[PlanEntry] = []
+    bounds: list[tuple[int, int]] = []       # each plan's own message-size window (the last: the offset limit)
+    for n, (label, lo, hi, run) in enumerate(windows_from(comparison)):
+        name = f"collc-{kind.value}-w{n}"
+        try:
+            built = _build_plan(topology, kind, by_label[label], inplace, root, check=True, min_bytes=lo,
+                                max_bytes=hi, name=name)
+        except CollcError as exc:
+            raise SimUsageError(f"window {human(lo)}..{human(hi) if hi else 'inf'} ({label}) fails: {exc}") from None
+        fname = f"{n:02d}-{kind.value}-{re.sub(r'[^A-Za-z0-9_.=-]+', '_', label)}.json"
+        texts[fname] = built.text
+        entries.append(PlanEntry(fname, built.plan.name, built.plan.collective, built.plan.nranks))
+        rows = comparison.series[label]
+        busbw = tuple(r.busbw for r in rows if r.size in run)
+        windows.append(Window(label, lo, hi, tuple(run), busbw, fname))
+        bounds.append((built.plan.min_message_size, built.plan.max_message_size))
+    manifest = {"topology": topology.name, "collective": kind.value, "backend": "mscclpp", "model": "event-plan",
+                "alpha_us": params.alpha_us, "link_bw_GBps": params.link_bw, "proxy_us": params.proxy_us,
+                "model_summary": comparison.model, "register_module": f"{PLAN_MODULE}.py",
+                "windows": [{"file": f"{PLAN_SUBDIR}/{w.file}", "candidate": w.candidate,
+                             "min_message_size": lo, "max_message_size": hi, "sizes": list(w.sizes),
+                             "predicted_busbw_GBps": [round(x, 4) for x in w.busbw]}
+                            for w, (lo, hi) in zip(windows, bounds)],
+                "not_compared": comparison.failed}
+    _write_tuned(out, texts, json.dumps(manifest, indent=2, sort_keys=True) + "\n", PLAN_SUBDIR,
+                 {f"{PLAN_MODULE}.py": register_snippet(PLAN_SUBDIR, entries, PLAN_MODULE)})
+    return windows

@@ -118,13 +118,15 @@ def render_tuned() -> tuple[dict[Path, str], list[str]]:
     return files, rows
 
 
-# MSCCL++ plan libraries per fabric: each candidate family is lowered to a plan (Simple; LL too
-# within one host: LL across hosts lowers, but with no hop latency it never wins in this model, so
-# the a100:2x8 library stays Simple-only), timed by the one-sided event model
-# (collc/sim/plan_event.py, 5 us per put, the fabric's nominal links) at PLAN_SIZES, and the best
-# per size window is built with that window as its message-size range and checked on every release.
+# MSCCL++ plan libraries per fabric: each candidate family is lowered to a plan in each protocol of the
+# library (a protocol the lowering refuses is recorded as
+# considered but not built), timed by the one-sided event model (collc/sim/plan_event.py: 5 us per put, the proxy's
+# 1 us per port-channel request, the fabric's nominal links) at the library's sizes, and the best per
+# size window is built with that window as its message-size range and checked on every release.
 # A plan counts at a size only if the executor would take it there (16-byte units per input chunk).
 PLAN_SIZES: tuple[int, ...] = tuple(1024 * 4 ** i for i in range(11))     # 1KiB, 4KiB, ... 1GiB
+# 32-rank fabrics: every 16x (1KiB, 16KiB, ... 1GiB), to keep `build_schedules.py --check` within minutes
+PLAN_SIZES_32: tuple[int, ...] = tuple(1024 * 16 ** i for i in range(6))
 PLAN_ALPHA_US = 5.0
 _BOX_PLANS: dict[CollKind, tuple[str, ...]] = {
     CollKind.ALLREDUCE: ("ring", "multitree", "recursive-halving-doubling", "recursive-doubling", "direct"),
@@ -139,30 +141,36 @@ _FABRIC_PLANS: dict[CollKind, tuple[str, ...]] = {
     CollKind.REDUCESCATTER: ("forestcoll", "ring", "multitree", "recursive-halving-doubling"),
 }
 # directory, registration module (beside it: the v0.8 shim reads every file of the directory),
-# topology, protocols, candidates, fabric in words
-PLAN_LIBRARIES: list[tuple[str, str, str, tuple[str, ...], dict[CollKind, tuple[str, ...]], str]] = [
-    ("dgx-a100-mscclpp", "mscclpp_dgx_a100.py", "switch:8:bw=300", ("Simple", "LL"), _BOX_PLANS,
+# topology, protocols considered, candidates, sizes timed, fabric in words
+PLAN_LIBRARIES: list[tuple[str, str, str, tuple[str, ...], dict[CollKind, tuple[str, ...]], tuple[int, ...], str]] = [
+    ("dgx-a100-mscclpp", "mscclpp_dgx_a100.py", "switch:8:bw=300", ("Simple", "LL"), _BOX_PLANS, PLAN_SIZES,
      "8-GPU NVSwitch box, DGX A100 (300 GB/s per GPU each way), memory channels"),
-    ("a100-2x8-mscclpp", "mscclpp_a100_2x8.py", "a100:2x8", ("Simple",), _FABRIC_PLANS,
+    ("a100-2x8-mscclpp", "mscclpp_a100_2x8.py", "a100:2x8", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES,
      "2 DGX A100 boxes (ForestColl's fabric): memory channels in a box, port channels across"),
+    ("a100-4x8-mscclpp", "mscclpp_a100_4x8.py", "a100:4x8", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES_32,
+     "4 DGX A100 boxes (8 NICs each on two IB rails): memory channels in a box, port channels across"),
+    ("mi250-2x8-mscclpp", "mscclpp_mi250_2x8.py", "mi250:8+8", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES,
+     "2 MI250 boxes, 8 GCDs used in each (ForestColl's 8+8): xGMI memory channels in a box, port channels across"),
+    ("mi250-2x16-mscclpp", "mscclpp_mi250_2x16.py", "mi250:2", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES_32,
+     "2 MI250 boxes of 16 GCDs (ForestColl's fabric): xGMI memory channels in a box, port channels across"),
 ]
 
 
-def _plan_windows(series: dict[str, list[float]]) -> list[tuple[str, int, int, list[int]]]:
-    """Runs of PLAN_SIZES with the same winner (highest busbw, ties to the larger label, as
+def _plan_windows(series: dict[str, list[float]], sizes: tuple[int, ...]) -> list[tuple[str, int, int, list[int]]]:
+    """Runs of ``sizes`` with the same winner (highest busbw, ties to the larger label, as
     ``collc tune``) as inclusive [lo, hi] windows tiling [0, inf): hi 0 means open."""
     from collc.tuning import windows_of
 
     winners = []
-    for i, size in enumerate(PLAN_SIZES):
+    for i, size in enumerate(sizes):
         win = max(series, key=lambda lab: (series[lab][i], lab))
         if series[win][i] <= 0:
             raise SystemExit(f"no candidate plan runs {size} bytes")
         winners.append(win)
-    return windows_of(PLAN_SIZES, winners)
+    return windows_of(sizes, winners)
 
 
-def render_plans(check: bool) -> tuple[dict[Path, str], list[str]]:
+def render_plans(check: bool) -> tuple[dict[Path, str], list[str], list[str]]:
     """The MSCCL++ plan libraries, their registration modules and MANIFEST rows.  With ``check``
     (--check) the winners are compared byte for byte but not run through the plan checker again:
     tests/test_schedules.py runs `collc check --topology SPEC` on every plan."""
@@ -179,26 +187,37 @@ def render_plans(check: bool) -> tuple[dict[Path, str], list[str]]:
     files: dict[Path, str] = {}
     rows = ["| directory | fabric | file | collective | window (bytes) | candidate | predicted busbw (GB/s) at the "
             "window's smallest .. largest size |", "|---|---|---|---|---|---|---|"]
-    for directory, module, spec, protos, candidates, fabric in PLAN_LIBRARIES:
+    considered = ["| directory | fabric | sizes timed | protocols considered | candidates per collective: timed "
+                  "(left out: why) |", "|---|---|---|---|---|"]
+    for directory, module, spec, protos, candidates, sizes, fabric in PLAN_LIBRARIES:
         topo = parse_spec(spec)
         entries: list[PlanEntry] = []
+        notes: list[str] = []
         for kind, algs in candidates.items():
             series: dict[str, list[float]] = {}
+            refused: dict[str, str] = {}
             for alg in algs:
                 for proto in protos:
                     label = alg + ("(LL)" if proto == "LL" else "")
                     try:
                         plan = compile_plan(topo, alg, kind, protocol=Protocol(proto), check=False).plan
-                    except CollcError:
-                        continue        # a family the fabric or the backend refuses is no candidate
+                    except CollcError as exc:
+                        # a family the fabric or the backend refuses is no candidate
+                        refused[label] = _refusal(str(exc))
+                        continue
                     unit = plan.buffer_alignment * plan.gpus[0].input_chunks
-                    runs = [s for s in PLAN_SIZES
+                    runs = [s for s in sizes
                             if (s // topo.nranks if kind is CollKind.ALLGATHER else s) % unit == 0]
+                    if not runs:
+                        refused[label] = f"{plan.gpus[0].input_chunks} input chunks: runs no size timed"
                     # only the sizes the executor would run it at are timed (ForestColl's 48 chunks: none)
                     times = dict(zip(runs, time_plan(plan, topo, runs, alpha_us=PLAN_ALPHA_US)))
                     series[label] = [bus_bandwidth(kind, topo.nranks, s, times[s])[1] if s in times else 0.0
-                                     for s in PLAN_SIZES]
-            for n, (label, lo, hi, run) in enumerate(_plan_windows(series)):
+                                     for s in sizes]
+            built_labels = [lab for lab in series if lab not in refused]
+            why = "; ".join(f"{lab}: {r}" for lab, r in refused.items())
+            notes.append(f"{kind.value}: {', '.join(built_labels)}" + (f" (left out: {why})" if why else ""))
+            for n, (label, lo, hi, run) in enumerate(_plan_windows(series, sizes)):
                 alg = label.removesuffix("(LL)")
                 proto = Protocol.LL if label.endswith("(LL)") else Protocol.SIMPLE
                 name = f"collc-{directory}-{kind.value}-w{n}"
@@ -212,12 +231,24 @@ def render_plans(check: bool) -> tuple[dict[Path, str], list[str]]:
                 fname = f"{n:02d}-{kind.value}-{label.replace('(LL)', '-LL')}.json"
                 files[ROOT / directory / fname] = built.text
                 entries.append(PlanEntry(fname, built.plan.name, built.plan.collective, built.plan.nranks))
-                bw = [series[label][PLAN_SIZES.index(s)] for s in run]
+                bw = [series[label][sizes.index(s)] for s in run]
                 top = human(hi + 1) if hi else f"{human(built.plan.max_message_size + 1)} (the 32-bit offset limit)"
                 rows.append(f"| `{directory}` | {fabric} | `{fname}` | {kind.value} | {human(lo)} .. {top} | {label} | "
                             f"{bw[0]:.3g} .. {bw[-1]:.3g} |")
         files[ROOT / module] = register_snippet(directory, entries, module.removesuffix(".py"))
-    return files, rows
+        step = sizes[1] // sizes[0]
+        considered.append(f"| `{directory}` | `{spec}` | {human(sizes[0])}, x{step} .. {human(sizes[-1])} | "
+                          f"{', '.join(protos)} | {'<br>'.join(notes)} |")
+    return files, rows, considered
+
+
+def _refusal(message: str) -> str:
+    """A refusal in a few words for the manifest (the lowering's and frontends' messages are long)."""
+    if "LL across IPC domains" in message:
+        return "LL across hosts is refused"
+    if "no link or switch route" in message:
+        return "no route between its partners"
+    return message.split(";")[0][:80]
 
 
 def _command(stem: str, spec: str, alg: str, kind: CollKind, opts: dict[str, object]) -> str:
@@ -279,7 +310,7 @@ def main() -> int:
     files, manifest = render()
     tuned, tuned_rows = render_tuned()
     files.update(tuned)
-    plans, plan_rows = render_plans(args.check)
+    plans, plan_rows, plan_considered = render_plans(args.check)
     files.update(plans)
     files[ROOT / "MANIFEST.md"] = "\n".join([
         manifest.rstrip("\n"), "",
@@ -297,10 +328,14 @@ def main() -> int:
         "## MSCCL++ plans per fabric",
         "",
         "`scripts/build_schedules.py` (`PLAN_LIBRARIES`) lowers every candidate family to an MSCCL++ execution plan "
-        "(`collc build --backend mscclpp`; Simple, and LL within one box: LL across hosts is refused), times the "
-        "plans with the one-sided event model (`collc simulate PLAN.json`: 5 us per put, the fabric's nominal "
-        "links, no hop latency) at 1KiB, 4KiB, ... 1GiB, and keeps the best plan per size window (a plan counts "
-        "at a size only if the executor takes it there: 16 bytes per input chunk). Each window plan is "
+        "(`collc build --backend mscclpp`) in Simple and LL (LL across hosts is refused by the lowering for now, so "
+        "the multi-box libraries hold Simple plans only; the table at the end says what was considered and what was left out), "
+        "times the plans with the one-sided event model (`collc simulate PLAN.json`: 5 us per put, 1 us of the "
+        "proxy per port-channel request, the fabric's nominal links and latencies, no hop latency) at 1KiB, 4KiB, "
+        "... 1GiB (every 16x from 1KiB on the 32-rank fabrics, to keep the build within minutes), and keeps the "
+        "best plan per size window (a plan counts at a size only if the executor takes it there: 16 bytes per "
+        "input chunk, so ForestColl's plans with 48 or 10 input chunks per rank serve no power-of-two size). "
+        "Each window plan is "
         "`collc build --backend mscclpp --topology SPEC --algorithm ALG --collective COLL [--protocol LL] "
         "--min-bytes LO --max-bytes HI` and passes `collc check --topology SPEC` on every MSCCL++ release "
         "collc models (v0.8, v0.9, v0.10). Windows are `min_message_size .. max_message_size`, shown as `lo .. hi` "
@@ -311,6 +346,10 @@ def main() -> int:
         "(its gain is the signal it saves); retune with your links before relying on the windows.",
         "",
         *plan_rows,
+        "",
+        "Considered per library:",
+        "",
+        *plan_considered,
         "",
     ])
     return sync_files(files, args.check, ROOT.parent)

@@ -60,7 +60,8 @@ def test_windows_do_not_overlap_within_a_directory() -> None:
 # --------------------------------------------------------------------------- MSCCL++ plan libraries
 PLAN_DIRS = sorted(d for d in (REPO / "schedules").iterdir() if d.is_dir() and d.name.endswith("-mscclpp"))
 #: each plan library's fabric, as scripts/build_schedules.py builds it (PLAN_LIBRARIES)
-PLAN_FABRIC = {"dgx-a100-mscclpp": "switch:8:bw=300", "a100-2x8-mscclpp": "a100:2x8"}
+PLAN_FABRIC = {"dgx-a100-mscclpp": "switch:8:bw=300", "a100-2x8-mscclpp": "a100:2x8", "a100-4x8-mscclpp": "a100:4x8",
+               "mi250-2x8-mscclpp": "mi250:8+8", "mi250-2x16-mscclpp": "mi250:2"}
 
 
 def test_there_are_plan_libraries() -> None:

@@ -214,7 +214,7 @@ def timeline(loaded: Loaded, topology: Topology, size: int, params: ModelParams)
         from collc.sim.plan_event import trace_plan
         time_us, names, spans = trace_plan(loaded.plan, topology, size, alpha_us=params.alpha_us,
                                            link_bw=params.link_bw, hop_latency_us=params.hop_latency_us,
-                                           reduce_us_per_byte=params.reduce_us_per_byte)
+                                           reduce_us_per_byte=params.reduce_us_per_byte, proxy_us=params.proxy_us)
     n = loaded.nranks
     keep: set[int] | None = None
     if n > AGGREGATE_RANKS:
@@ -269,9 +269,11 @@ def size_view(loaded: Loaded, topology: Topology, sizes: Sequence[int], params: 
     else:
         assert loaded.plan is not None
         from collc.sim.plan_event import time_plan
-        ev = ModelParams("event", params.alpha_us, params.link_bw, params.hop_latency_us, params.reduce_us_per_byte)
+        ev = ModelParams("event", params.alpha_us, params.link_bw, params.hop_latency_us, params.reduce_us_per_byte,
+                         params.proxy_us)
         times = time_plan(loaded.plan, topology, sizes, alpha_us=ev.alpha_us, link_bw=ev.link_bw,
-                          hop_latency_us=ev.hop_latency_us, reduce_us_per_byte=ev.reduce_us_per_byte)
+                          hop_latency_us=ev.hop_latency_us, reduce_us_per_byte=ev.reduce_us_per_byte,
+                          proxy_us=ev.proxy_us)
         rows = []
         for size, t in zip(sizes, times):
             algbw, busbw = bus_bandwidth(loaded.kind, loaded.nranks, size, t) if t > 0 else (math.inf, math.inf)

@@ -14,11 +14,18 @@ free), with the executor's one-sided semantics instead of MSCCL's FIFOs:
 * ``signal`` reaches the paired channel one hop latency after the tb issues it (after the data
   it follows; a put and its signal are one message of the XML model, whose ``alpha_us`` the put
   pays); ``wait`` blocks until an unconsumed signal is there;
-* on a **port** channel (between IPC domains) ``put``/``pws`` hand the message to the channel's
-  proxy and the tb goes on at once; the proxy's message pays ``alpha_us`` and flows like any
-  other; a ``signal`` (or the signal of a ``pws``) follows the channel's data in flight, so it
-  arrives one hop latency after the last of it lands; ``flush`` blocks until the channel has no
-  message in flight;
+* on a **port** channel (between IPC domains: the NIC) every ``put``/``pws``/``signal``/``flush`` is a
+  request to the GPU's proxy (MSCCL++ runs one proxy thread per rank, which serves its FIFO in
+  order): the proxy spends ``proxy_us`` on each, one after the other, and the tb goes on at once
+  (``flush`` excepted); a put's message leaves once the proxy has served it, then pays ``alpha_us``
+  and flows like any other over the route's links (the NIC's and the network switch's bandwidth,
+  from the topology); a ``signal`` (or the signal of a ``pws``, one request with its data) is sent
+  when the proxy serves it and follows the channel's data in flight, arriving the route's latency
+  after the last of it left; ``flush`` blocks its tb until the proxy has served it and the
+  channels it names have no message in flight;
+* every message and signal arrives ``hop_latency_us`` x hops plus the route's link latencies (the
+  topology's ``lat=``, e.g. a NIC's) after its last byte left: unlike the XML model (which adds
+  ``hop_latency_us`` only) the topology's latencies count here;
 * ``sem_release``/``sem_acquire`` are counting semaphores between tbs of one GPU, free;
 * ``upkt``/``repkt`` wait until the packets of their source slots have arrived (the flag
   poll), then cost nothing (``repkt``: the reduction cost);
@@ -40,6 +47,15 @@ switch ops) are refused: the plan is timed only where the two models agree.
 >>> plan = compile_plan(topo, "ring", CollKind.ALLGATHER, inplace=False).plan
 >>> [round(t, 3) for t in time_plan(plan, topo, [4000], alpha_us=1.0)]
 [6.0]
+
+Across two hosts (``lat=2``: 2 us per link, 10 GB/s): each rank's ``pws`` waits for the proxy (1 us),
+pays alpha (5 us), flows 100000 B at 10000 B/us (10 us) and lands 2 us later; the receiver's
+``signal`` back costs another proxy request (1 us) and 2 us of latency:
+
+>>> topo = parse_spec("ring:2:bw=10,lat=2:hosts=2")
+>>> plan = compile_plan(topo, "ring", CollKind.ALLGATHER, inplace=False).plan
+>>> time_plan(plan, topo, [200000], alpha_us=5.0, proxy_us=1.0)
+[21.0]
 """
 
 from __future__ import annotations
@@ -53,6 +69,7 @@ from collc.compiler.mscclpp.plan import ChannelType, LocalBuff, OpName, Plan, Re
 from collc.errors import CollcError
 from collc.sim.event import max_min_rates
 from collc.sim.routing import Router
+from collc.sim.runner import PROXY_US
 from collc.topology import Topology
 
 BYTES_PER_US_PER_GBPS = 1e3
@@ -87,7 +104,7 @@ def _input_bytes(plan: Plan, size: int) -> float:
 
 def time_plan(plan: Plan, topology: Topology, sizes: Iterable[int], *, alpha_us: float = 0.0,
               link_bw: float | None = None, hop_latency_us: float = 0.0, reduce_us_per_byte: float = 0.0,
-              router: Router | None = None) -> list[float]:
+              router: Router | None = None, proxy_us: float = PROXY_US) -> list[float]:
     """Completion time (us) of one launch of ``plan`` at each size; see the module docstring."""
     why = timing_refusal(plan)
     if why is not None:
@@ -95,7 +112,9 @@ def time_plan(plan: Plan, topology: Topology, sizes: Iterable[int], *, alpha_us:
     if topology.nranks != plan.nranks:
         raise CollcError(f"the plan has {plan.nranks} ranks but {topology.name} has {topology.nranks}")
     rt = router or Router(topology)
-    return [_run(plan, rt, size, alpha_us, link_bw, hop_latency_us, reduce_us_per_byte) for size in sizes]
+    if proxy_us < 0 or not math.isfinite(proxy_us):
+        raise CollcError(f"the proxy cost must be a finite number >= 0 (us), got {proxy_us!r}")
+    return [_run(plan, rt, size, alpha_us, link_bw, hop_latency_us, reduce_us_per_byte, proxy_us) for size in sizes]
 
 
 #: One span of a threadblock's time for ``trace_plan``: (tb index, kind, start us, end us, peer, bytes),
@@ -104,7 +123,7 @@ Span = tuple[int, str, float, float, int, float]
 
 
 def trace_plan(plan: Plan, topology: Topology, size: int, *, alpha_us: float = 0.0, link_bw: float | None = None,
-               hop_latency_us: float = 0.0, reduce_us_per_byte: float = 0.0
+               hop_latency_us: float = 0.0, reduce_us_per_byte: float = 0.0, proxy_us: float = PROXY_US
                ) -> tuple[float, tuple[tuple[int, int], ...], list[Span]]:
     """``time_plan`` at one size, with each tb's spans: (time, (gpu, tb) per tb index, spans)."""
     why = timing_refusal(plan)
@@ -113,13 +132,13 @@ def trace_plan(plan: Plan, topology: Topology, size: int, *, alpha_us: float = 0
     if topology.nranks != plan.nranks:
         raise CollcError(f"the plan has {plan.nranks} ranks but {topology.name} has {topology.nranks}")
     spans: list[Span] = []
-    t = _run(plan, Router(topology), size, alpha_us, link_bw, hop_latency_us, reduce_us_per_byte, spans)
+    t = _run(plan, Router(topology), size, alpha_us, link_bw, hop_latency_us, reduce_us_per_byte, proxy_us, spans)
     names = tuple((g.id, tb.id) for g in plan.gpus for tb in g.threadblocks)
     return t, names, spans
 
 
 def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None, hop: float, rupb: float,
-         trace: list[Span] | None = None) -> float:
+         proxy: float, trace: list[Span] | None = None) -> float:
     if size <= 0:
         raise CollcError(f"message size must be positive, got {size}")
     chunk = _input_bytes(plan, size) / max(plan.gpus[0].input_chunks, 1)
@@ -136,10 +155,14 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 if k < len(other):
                     pair[(g.id, ck, idx)] = (p, ck, other[k])
     tbs = [(g, tb) for g in plan.gpus for tb in g.threadblocks]
-    # port channels' proxies own their messages: owner ids after the tbs'
+    # a port channel owns its messages (its signals follow them): owner ids after the tbs'
     proxy_id = {(g.id, idx): len(tbs) + k for k, (g, idx) in
                 enumerate((g, idx) for g in plan.gpus for idx in range(len(g.peers(ChannelType.PORT))))}
-    deferred: dict[int, list[tuple[int, ChannelType, int]]] = defaultdict(list)   # proxy -> signals behind data
+    deferred: dict[int, list[tuple[tuple[int, ChannelType, int], float]]] = defaultdict(list)  # owner ->
+    # (signal, when the proxy sent it) behind the channel's data
+    proxy_free: dict[int, float] = defaultdict(float)                  # rank -> when its proxy is next idle
+    pending: set[int] = set()                                          # port flows before their start
+    flushing: dict[int, float] = {}                                    # tb -> when the proxy serves its flush
     pc = [0] * len(tbs)
     busy_until = [0.0] * len(tbs)
     signals: dict[tuple[int, ChannelType, int], list[float]] = defaultdict(list)   # arrival times, unconsumed
@@ -165,6 +188,8 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             out.append((link_id[link], frac))
         return out
 
+    chan_cache: dict[tuple[int, ChannelType], tuple[int, ...]] = {}
+    dirty: set[int] = set(range(plan.nranks))                          # ranks whose tbs may step now
     blocked: dict[int, tuple[str, float]] = {}                         # tracing: tb -> (why, since)
     sending: dict[int, tuple[float, list[tuple[int, float]]]] = {}     # tracing: tb -> (since, (peer, bytes)s)
 
@@ -186,18 +211,35 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 trace.append((i, "reduce", now, busy_until[i], -1, 0.0))
         return moved
 
-    def send_signal(key: tuple[int, ChannelType, int]) -> None:
-        """A signal: at the peer one hop later; on a port channel behind the data in flight."""
+    def latency(a: int, b: int) -> float:
+        """After its last byte left ``a``, a message is at ``b`` this much later: hops x hop latency plus
+        the route's link latencies (the topology's)."""
+        return hop * rt.hops(a, b) + sum(f * rt.latency(link) for link, f in rt.shares(a, b))
+
+    def serve(rank: int) -> float:
+        """A request to ``rank``'s proxy: when the proxy has served it (in FIFO order)."""
+        nonlocal seq
+        proxy_free[rank] = max(proxy_free[rank], now) + proxy
+        heapq.heappush(timers, (proxy_free[rank], seq, "wake", rank))
+        seq += 1
+        return proxy_free[rank]
+
+    def send_signal(key: tuple[int, ChannelType, int], sent: float | None = None) -> None:
+        """A signal: at the peer its latency later; on a port channel sent when the proxy serves it
+        (``sent``: with the put it rides on), behind the channel's data in flight."""
         nonlocal seq
         g_id, kind, c = key
+        at = now
         if kind is ChannelType.PORT:
+            at = serve(g_id) if sent is None else sent
             owner = proxy_id[(g_id, c)]
             if any(v[2] == owner for v in flows.values()):
-                deferred[owner].append(key)
+                deferred[owner].append((key, at))
                 return
         p, pk, idx = pair[key]
-        signals[(p, pk, idx)].append(now + hop * rt.hops(g_id, p))
-        heapq.heappush(timers, (now + hop * rt.hops(g_id, p), seq, "wake", -1))
+        signals[(p, pk, idx)].append(at + latency(g_id, p))
+        dirty.add(p)
+        heapq.heappush(timers, (at + latency(g_id, p), seq, "wake", p))
         seq += 1
 
     def _step(i: int) -> bool:
@@ -207,7 +249,9 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             return False
         op = tb.ops[pc[i]]
         kind = op.channel_type if op.channel_type is not None else ChannelType.MEMORY
-        chans = tb.channel_list(kind)
+        chans = chan_cache.get((i, kind))
+        if chans is None:
+            chans = chan_cache[(i, kind)] = tb.channel_list(kind)
         name = op.name
         if name in (OpName.WAIT, OpName.RELAXED_WAIT):
             keys = [(g.id, kind, chans[c]) for c in op.channels]
@@ -219,9 +263,12 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             for c in op.channels:
                 send_signal((g.id, kind, chans[c]))
         elif name is OpName.FLUSH:
+            if i not in flushing:           # the request is queued once, however long the tb then waits
+                flushing[i] = serve(g.id)
             owners = {proxy_id[(g.id, chans[c])] for c in op.channels[:len(op.dsts)]}
-            if any(v[2] in owners for v in flows.values()):
+            if flushing[i] > now + 1e-12 or any(v[2] in owners for v in flows.values()):
                 return False
+            del flushing[i]
         elif kind is ChannelType.PORT and name in _PORT_MSG:
             rbs = tb.buffer_list(kind)
             for e, b in enumerate(op.dsts):
@@ -231,12 +278,13 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 fid = next_flow
                 next_flow += 1
                 flows[fid] = (b.size * chunk * _PORT_MSG[name], links_of(g.id, peer), owner)
-                flow_dst[fid] = (peer, list(range(b.index, b.index + b.size)), hop * rt.hops(g.id, peer))
-                starting.add(owner)         # the proxy's message pays the software cost
-                heapq.heappush(timers, (now + alpha, seq, "start", owner))
+                flow_dst[fid] = (peer, list(range(b.index, b.index + b.size)), latency(g.id, peer))
+                served = serve(g.id)
+                pending.add(fid)            # it flows once the proxy has served it, after the software cost
+                heapq.heappush(timers, (served + alpha, seq, "flow", fid))
                 seq += 1
                 if name is OpName.PUT_WITH_SIGNAL:
-                    send_signal((g.id, kind, c))
+                    send_signal((g.id, kind, c), served)
         elif name is OpName.SEM_RELEASE:
             for s in op.semaphore_ids or ():
                 sems[(g.id, s)] += 1
@@ -262,7 +310,7 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
                 fid = next_flow
                 next_flow += 1
                 flows[fid] = (len(chunks) * chunk * factor, links_of(g.id, peer), i)
-                flow_dst[fid] = (peer, chunks, hop * rt.hops(g.id, peer))
+                flow_dst[fid] = (peer, chunks, latency(g.id, peer))
             busy_until[i] = math.inf        # until its flows have left
             starting.add(i)                 # they flow after the message's software cost
             heapq.heappush(timers, (now + alpha, seq, "start", i))
@@ -281,14 +329,23 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         pc[i] += 1
         return True
 
+    # Only the tbs of a GPU whose state changed are tried again: its own step, a signal, packets or a
+    # semaphore for it, its proxy or a flow of its own done, a timer of it, a tb's busy time over.  The
+    # GPUs are visited in rank order, each pass as a full scan would (a GPU dirtied by a later one waits
+    # for the next pass), so the times are those of trying every tb.
+    tbs_of = [[i for i, (g, _) in enumerate(tbs) if g.id == r] for r in range(plan.nranks)]
+    rank_of = {owner: r for (r, _), owner in proxy_id.items()}
+    rank_of.update((i, g.id) for i, (g, _) in enumerate(tbs))
     while True:
-        moved = True
-        while moved:
-            moved = False
-            for i in range(len(tbs)):
-                while pc[i] < len(tbs[i][1].ops) and step(i):
-                    moved = True
-        active = {f: v for f, v in flows.items() if v[2] not in starting}
+        while dirty:
+            for r in range(plan.nranks):
+                if r not in dirty:
+                    continue
+                dirty.discard(r)
+                for i in tbs_of[r]:
+                    while pc[i] < len(tbs[i][1].ops) and step(i):
+                        dirty.add(r)
+        active = {f: v for f, v in flows.items() if v[2] not in starting and f not in pending}
         live = sorted(active)
         rate_list = max_min_rates([active[f][1] for f in live], cap) if live else []
         rates = dict(zip(live, rate_list))
@@ -303,11 +360,17 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
         for f in live:
             left, links, tbi = flows[f]
             flows[f] = (left - rates[f] * dt if rates[f] != math.inf else 0.0, links, tbi)
+        if nxt_busy <= nxt + 1e-12:
+            dirty.update(rank_of[i] for i, b in enumerate(busy_until) if now + 1e-12 < b <= nxt + 1e-12)
         now = nxt
         while timers and timers[0][0] <= now + 1e-12:
             _, _, kind, payload = heapq.heappop(timers)
             if kind == "start":
                 starting.discard(payload)
+            elif kind == "flow":
+                pending.discard(payload)
+            elif payload >= 0:
+                dirty.add(payload)
         # a flow whose end is this event is done, whatever float rounding left of it: on very fast links
         # (or late in a long run) its remaining bytes can last less than one ulp of ``now``, so that the
         # next event would be ``now`` again and the clock would never move
@@ -316,14 +379,18 @@ def _run(plan: Plan, rt: Router, size: int, alpha: float, link_bw: float | None,
             peer, chunks, lat = flow_dst.pop(f)
             for c in chunks:
                 landed[(peer, c)] = now + lat
+            dirty.update((peer, rank_of[tbi]))
             if lat > 0:
-                heapq.heappush(timers, (now + lat, seq, "wake", -1))
+                heapq.heappush(timers, (now + lat, seq, "wake", peer))
                 seq += 1
             if tbi >= len(tbs):
                 if not any(v[2] == tbi for v in flows.values()):
-                    for key in deferred.pop(tbi, []):     # the proxy's signals follow its data
+                    for key, left in deferred.pop(tbi, []):     # the channel's signals follow its data
                         p, pk, idx = pair[key]
-                        signals[(p, pk, idx)].append(now + lat)
+                        signals[(p, pk, idx)].append(max(now, left) + latency(key[0], p))
+                        dirty.add(p)
+                        heapq.heappush(timers, (max(now, left) + latency(key[0], p), seq, "wake", p))
+                        seq += 1
                 continue
             if not any(v[2] == tbi for v in flows.values()):
                 busy_until[tbi] = now

@@ -75,6 +75,12 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
+#: Default cost of one port-channel request to the MSCCL++ proxy (us; ``collc.sim.plan_event``): an
+#: assumption of ours, of the order a proxy thread needs to pop a FIFO trigger and post an RDMA work
+#: request; ``--proxy-cost`` changes it.  MSCCL XML programs have no proxy and ignore it.
+PROXY_US = 1.0
+
+
 @dataclass(frozen=True)
 class ModelParams:
     model: str = "event"
@@ -82,11 +88,12 @@ class ModelParams:
     link_bw: float | None = None       # GB/s for every link; None: the topology's own
     hop_latency_us: float = 0.0
     reduce_us_per_byte: float = 0.0
+    proxy_us: float = PROXY_US         # MSCCL++ plans: per port-channel request
 
     def __post_init__(self) -> None:
         if self.model not in ("step", "event"):
             raise SimUsageError(f"unknown model {self.model!r} (step or event)")
-        if self.alpha_us < 0 or self.hop_latency_us < 0 or self.reduce_us_per_byte < 0:
+        if self.alpha_us < 0 or self.hop_latency_us < 0 or self.reduce_us_per_byte < 0 or self.proxy_us < 0:
             raise SimUsageError("latencies and costs must be >= 0")
         if self.link_bw is not None and self.link_bw <= 0:
             raise SimUsageError("--link-bw must be positive")
