@@ -16,7 +16,7 @@ to a Schedule for callers without a registry name (tests, tools).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -311,15 +311,25 @@ def pairing_blocks(program: Program, coll: Collective, opts: LowerOptions) -> bo
     return not simulate(program, coll, model, data=False, races=False).finished
 
 
-def sync_files(files: Mapping[Path, str], check: bool, base: Path) -> int:
-    """Write generated files, or with ``check`` report those that differ; returns an exit code."""
+def sync_files(files: Mapping[Path, str], check: bool, base: Path, owned: Iterable[Path] = ()) -> int:
+    """Write generated files, or with ``check`` report those that differ; returns an exit code.
+
+    ``owned`` are directories that hold generated files only: a file there that ``files`` no longer
+    names is stale (a window that moved, a candidate that lost) and is deleted, or reported by
+    ``check`` -- a runtime loads every file of its directory, so a stale one changes what runs."""
+    stale_files = sorted(p for d in owned if d.is_dir() for p in d.iterdir() if p.is_file() and p not in files)
     if check:
         stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
         for p in stale:
             print(f"differs: {p.relative_to(base)}")
-        return 1 if stale else 0
+        for p in stale_files:
+            print(f"stale: {p.relative_to(base)} (no longer generated)")
+        return 1 if stale or stale_files else 0
     for p, text in files.items():
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
         print(f"wrote {p.relative_to(base)}")
+    for p in stale_files:
+        p.unlink()
+        print(f"removed {p.relative_to(base)} (no longer generated)")
     return 0

@@ -323,6 +323,12 @@ def main() -> int:
         "`hi` exclusive. The predictions use each fabric's nominal link bandwidth and 5 us per message: "
         "retune with your measured links (`collc topology import` of the machine) before relying on them.",
         "",
+        "What moved when the event model learnt the executor's per-slice loop (each threadblock's program runs "
+        "once per 2 MiB Simple / 32 KiB LL slice, each run paying its 5 us): nothing here, because these windows "
+        "come from the step model, which has no slices. `collc tune` (event model) moves: switch:8 MultiTree "
+        "LL -> Simple at 512 KiB (was 2 MiB); a100:2x8 double binary tree (LL) -> ForestColl (LL) at 256 KiB "
+        "(was 128 KiB) and LL -> Simple at 16 MiB (was 32 MiB); torus:4x4 unchanged (docs/simulation.md).",
+        "",
         *tuned_rows,
         "",
         "## MSCCL++ plans per fabric",
@@ -352,7 +358,10 @@ def main() -> int:
         *plan_considered,
         "",
     ])
-    return sync_files(files, args.check, ROOT.parent)
+    # every directory of the library holds generated files only (ROOT itself also holds the README-like
+    # MANIFEST and the registration modules, which are generated too, so it is owned as well)
+    owned = {p.parent for p in files}
+    return sync_files(files, args.check, ROOT.parent, owned)
 
 
 if __name__ == "__main__":
