@@ -18,8 +18,10 @@ PLAN_DIR = Path(__file__).resolve().parent / 'a100-2x8-mscclpp'
 PLANS = [
     ('00-allreduce-recursive-doubling.json', 'collc-a100-2x8-mscclpp-allreduce-w0', 'allreduce', 16),
     ('01-allreduce-multitree.json', 'collc-a100-2x8-mscclpp-allreduce-w1', 'allreduce', 16),
-    ('00-allgather-multitree.json', 'collc-a100-2x8-mscclpp-allgather-w0', 'allgather', 16),
-    ('00-reducescatter-multitree.json', 'collc-a100-2x8-mscclpp-reducescatter-w0', 'reducescatter', 16),
+    ('00-allgather-recursive-doubling.json', 'collc-a100-2x8-mscclpp-allgather-w0', 'allgather', 16),
+    ('01-allgather-multitree.json', 'collc-a100-2x8-mscclpp-allgather-w1', 'allgather', 16),
+    ('00-reducescatter-recursive-halving-doubling.json', 'collc-a100-2x8-mscclpp-reducescatter-w0', 'reducescatter', 16),
+    ('01-reducescatter-multitree.json', 'collc-a100-2x8-mscclpp-reducescatter-w1', 'reducescatter', 16),
 ]
 PREFIX = "collc:"
 
