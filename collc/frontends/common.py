@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from collc.errors import ScheduleError
@@ -51,6 +52,13 @@ def route_refusal(topology: Topology, pairs: Iterable[tuple[int, int]], name: st
     return None
 
 
+#: The ranks a build keeps (None: all): ``build_schedule(keep=...)`` sets it around the frontend, and
+#: every Builder made meanwhile drops the transfers that touch none of them (docs/building.md,
+#: "Each node builds its own shards"): the per-rank ops of a kept rank come only from the
+#: transfers it sends or receives, so they are the whole schedule's.
+KEEP_RANKS: ContextVar[frozenset[int] | None] = ContextVar("KEEP_RANKS", default=None)
+
+
 @dataclass
 class Builder:
     """Collects transfers; ``step`` offsets let phases be appended one after another."""
@@ -62,9 +70,13 @@ class Builder:
     step_sync: tuple[tuple[int, int], ...] = ()
     ordered_sends: bool = False
     step_reply: tuple[tuple[int, int], ...] = ()
+    keep: frozenset[int] | None = field(default_factory=KEEP_RANKS.get)
 
     def move(self, step: int, src: int, dst: int, sbuf: Buffer, sidx: range | list[int] | tuple[int, ...],
              dbuf: Buffer, didx: range | list[int] | tuple[int, ...], reduce: bool = False, lane: int = 0) -> None:
+        keep = self.keep
+        if keep is not None and src not in keep and dst not in keep:
+            return
         self.transfers.append(Transfer(step, src, dst, sbuf, make_slots(sidx), dbuf, make_slots(didx),
                                        Op.REDUCE if reduce else Op.COPY, lane))
 
