@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from collc.errors import ScheduleError
+from collc.frontends.registry import KEEP_RANKS
 from collc.ir.collective import Buffer, Collective
 from collc.ir.schedule import Op, Provenance, Schedule, Transfer, make_slots
 from collc.topology import Topology
@@ -50,13 +50,6 @@ def route_refusal(topology: Topology, pairs: Iterable[tuple[int, int]], name: st
             return (f"{name} sends between {what}, but {topology.name} has no link or switch route from rank "
                     f"{a} to rank {b}")
     return None
-
-
-#: The ranks a build keeps (None: all): ``build_schedule(keep=...)`` sets it around the frontend, and
-#: every Builder made meanwhile drops the transfers that touch none of them (docs/building.md,
-#: "Each node builds its own shards"): the per-rank ops of a kept rank come only from the
-#: transfers it sends or receives, so they are the whole schedule's.
-KEEP_RANKS: ContextVar[frozenset[int] | None] = ContextVar("KEEP_RANKS", default=None)
 
 
 @dataclass

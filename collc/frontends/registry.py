@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,11 @@ FILE_GPUS = "@gpus_per_file"
 CHUNKS = "@chunks"
 INSTANCES = "@instances"
 BuildFn = Callable[[Topology, Collective, Options], Schedule]
+#: The ranks a build keeps (None: all): ``build_schedule(keep=...)`` sets it around the frontend, and
+#: every ``collc.frontends.common.Builder`` made meanwhile drops the transfers that touch none of
+#: them (docs/building.md, "Each node builds its own shards"): a kept rank's per-rank ops come only
+#: from the transfers it sends or receives, so they are the whole schedule's.
+KEEP_RANKS: ContextVar[frozenset[int] | None] = ContextVar("KEEP_RANKS", default=None)
 OrbitsFn = Callable[[Topology, CollKind, Options], "tuple[int, ...] | None"]
 
 
@@ -180,8 +186,6 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
         raise ScheduleError(reason)
     if keep is None:
         return alg.build(topology, request, opts)
-    from collc.frontends.common import KEEP_RANKS
-
     token = KEEP_RANKS.set(keep)
     try:
         return alg.build(topology, request, opts)
