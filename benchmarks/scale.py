@@ -9,6 +9,7 @@ shared.  The builds include the full check, as ``collc build`` always does.
     python benchmarks/scale.py --quick             # skip the slow rows
     python benchmarks/scale.py --rows ring8,help   # pick rows
     python benchmarks/scale.py --jobs 1            # pass --jobs to the builds
+    python benchmarks/scale.py --rows rhd16k-256,swing16k-256     # one --ranks task of a 16384-rank job
 
 ``before`` is the figure measured on main 5c00b49 (before issue #17), on this 2-core machine.
 The children run with bytecode caches (``PYTHONDONTWRITEBYTECODE`` removed, ``collc``
@@ -56,6 +57,11 @@ ROWS = (
                     "--shard-per-rank", "-o", "{shards}"), 60.0, 288.21, 3591, target_mib=2048, slow=True),
     Row("multitree32", _build("torus:32x32", "multitree", "allgather"), 60.0, 118.88, 2002, slow=True),
     Row("check4096", ("check", "{shards}"), 30.0, 169.03, 2363, slow=True, builds=False),
+    # issue #30 item 4: one task of a 16384-rank job (64 tasks of 256 ranks; no "before": new)
+    Row("rhd16k-256", _build("hypercube:14", "recursive-halving-doubling", "allreduce", "--shard-per-rank",
+                              "--ranks", "0-255"), 30.0, 0.0, 0.0, target_mib=1024),
+    Row("swing16k-256", _build("torus:128x128", "swing", "allreduce", "--param", "ports=single",
+                                "--shard-per-rank", "--ranks", "0-255"), 30.0, 0.0, 0.0, target_mib=1024),
 )
 
 
@@ -113,7 +119,8 @@ def main() -> int:
             met = cpu <= r.target_s and (not r.target_mib or mib <= r.target_mib) and code == 0
             target = f"{r.target_s:g} s" + (f", {r.target_mib / 1024:g} GiB" if r.target_mib else "")
             before = f"{r.before_s:.2f}" if r.before_s else "-"
-            print(f"{r.name:12s} {target:>12s} {before:>8s} {cpu:8.2f} {r.before_mib:10.0f} {mib:8.0f}  "
+            before_mib = f"{r.before_mib:.0f}" if r.before_mib else "-"
+            print(f"{r.name:12s} {target:>12s} {before:>8s} {cpu:8.2f} {before_mib:>10s} {mib:8.0f}  "
                   f"{'yes' if met else 'no'}{'' if code == 0 else f' (exit {code})'}", flush=True)
     return 0
 

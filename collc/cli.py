@@ -212,8 +212,9 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     b.add_argument("--jobs", default=None, metavar="N",
                    help="worker processes for the per-rank lowering and printing (default: the usable cores); "
                         "the output is the same for any N")
-    b.add_argument("--ranks", default=None, metavar="A-B",
-                   help="with --shard-per-rank: write only ranks A..B into -o (one node of a job; see README)")
+    b.add_argument("--ranks", default=None, metavar="A-B|auto",
+                   help="with --shard-per-rank: write only ranks A..B into -o (one node of a job; see README); "
+                        "auto: this task's share from SLURM_PROCID/SLURM_NTASKS or OMPI_COMM_WORLD_RANK/SIZE")
     b.add_argument("--dump-ir", default=None, metavar="PASS[,PASS]",
                    help="write the IR after these lowering passes as text into --dump-dir")
     b.add_argument("--dump-dir", default=None, metavar="DIR", help="directory for --dump-ir (created)")
@@ -669,6 +670,10 @@ def _ranks_arg(text: str | None, nranks: int, shard: bool) -> range | None:
         return None
     if not shard:
         raise UsageError("--ranks needs --shard-per-rank (a single file holds every rank)")
+    if text.strip() == "auto":
+        from collc.backends.shards import task_ranks
+
+        return task_ranks(nranks, os.environ)
     m = _RANKS.match(text.strip())
     if not m:
         raise UsageError(f"--ranks {text!r} must be A-B or A (rank numbers, A <= B)")

@@ -31,7 +31,7 @@ from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
 from collc.compiler.msccl.program import ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import check_program_size
-from collc.frontends.registry import build_schedule, get as get_algorithm
+from collc.frontends.registry import build_schedule, get as get_algorithm, orbit_ranks
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
@@ -114,21 +114,29 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
     tell("frontend")
     t0 = clock()
     place = DEFAULT_INPLACE.get(kind, False) if inplace is None else inplace
+    partial = shard and ranks is not None and ranks != range(topology.nranks)
+    # a node's own ranks and the algorithm's representatives: with a symmetry to stand on, a
+    # partial build makes only the transfers touching them and lowers only them (see local_ranks)
+    local = local_ranks(algorithm, topology, kind, params, ranks) if partial else None
     schedule = build_schedule(algorithm, topology, kind, place, root, params,
-                              gpus_per_file=1 if shard else topology.nranks, chunks=chunks, instances=instances)
+                              gpus_per_file=1 if shard else topology.nranks, chunks=chunks, instances=instances,
+                              keep=None if local is None else frozenset(local))
     coll, m = schedule.collective, chunks * instances
-    check_program_size(coll.nranks, coll.nchunksperloop * m,
-                       coll.nranks * (coll.input_chunks + coll.output_chunks + schedule.scratch_chunks) * m,
+    # a local build holds (and checks) only its own ranks' slots; collc check of the assembled
+    # directory bounds the whole program's
+    held = coll.nranks if local is None else len(local)
+    check_program_size(coll.nranks, coll.nchunksperloop * m * held // coll.nranks,
+                       held * (coll.input_chunks + coll.output_chunks + schedule.scratch_chunks) * m,
                        f"{algorithm} on {topology.name} with chunks x instances = {m}", LoweringError)
     t1 = clock()
     tell("verify schedule")
-    try:
-        verify_schedule(schedule, topology)
-    except VerifyError as exc:
-        raise VerifyError(f"{algorithm} cannot run {kind.value} on {topology.name}: {exc}") from None
+    if local is None:     # a partial schedule computes nothing alone: collc check of the directory does
+        try:
+            verify_schedule(schedule, topology)
+        except VerifyError as exc:
+            raise VerifyError(f"{algorithm} cannot run {kind.value} on {topology.name}: {exc}") from None
     timings.update(frontend=t1 - t0, verify_schedule=clock() - t1)
     result: Compiled | None = None
-    partial = shard and ranks is not None and ranks != range(coll.nranks)
     first = LowerOptions(chunks=chunks, instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
                          max_bytes=max_bytes, pair=bool(get_algorithm(algorithm).pair_tbs or schedule.tb_pairs),
                          shard=shard, name=name, on_rank=rank_progress, jobs=jobs, dump=dump)
@@ -143,8 +151,10 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         lowerings += 1
         # the ranks' text is printed by the workers that lowered them (emit is part of "lower");
         # a partial build keeps every rank's gpus for the one check of flow control it can make
-        probe = pair and partial
-        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe)
+        # (a local build cannot simulate every rank: it relies on the safe-pairs rule alone)
+        probe = pair and partial and local is None
+        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe,
+                               lower_only=local)
         t_low = clock()
         if probe:
             blocked = pairing_blocks(lowered.program, coll, opts)
@@ -163,6 +173,8 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         del bodies
         t4 = clock()
         tell("check")
+        if shards is not None and ranks is not None:
+            shards = {r: t for r, t in shards.items() if r in ranks}     # not the representatives'
         if shards is not None:
             parsed = assemble(parse_texts((f"<rank {r}>", t) for r, t in shards.items()))
         else:
@@ -258,6 +270,22 @@ def check_plan_text(plan: Plan, releases: Sequence[Release] | None = None) -> li
     from collc.check.plan.releases import RELEASES
 
     return [f"[{f.code}] {f.message}" for f in check_plan(plan, "<built>", releases or RELEASES).errors()]
+
+
+def local_ranks(algorithm: str, topology: Topology, kind: CollKind, params: Mapping[str, str] | None,
+                ranks: range | None) -> tuple[int, ...] | None:
+    """The ranks a ``--ranks`` build lowers when the algorithm names representatives of its
+    symmetry (``Algorithm.orbits``): its own and those, ascending; None (lower every rank)
+    otherwise.  Each rank's ops come only from the transfers it takes part in (the scratch pass
+    expands a transfer on its two ends), so a schedule of those transfers gives these ranks
+    their whole-schedule ops, and the program-wide decisions made over them are every rank's
+    (docs/building.md, "Each node builds its own shards")."""
+    if ranks is None:
+        return None
+    reps = orbit_ranks(algorithm, topology, kind, params)
+    if reps is None:
+        return None
+    return tuple(sorted(set(ranks) | set(reps)))
 
 
 def _partial_report(parsed: ParsedFile, dialect: Dialect, ranks: range | None) -> Report:

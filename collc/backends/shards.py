@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,7 +28,7 @@ from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml
 from collc.compiler.msccl.program import Diagnostic, ParsedFile
 from collc.limits import Dialect
 from collc.compiler.msccl.program import Gpu, Program, Step
-from collc.errors import EmitError
+from collc.errors import EmitError, UsageError
 from collc.memory import gc_paused
 from collc.inputs import MAX_RANKS, MAX_XML_BYTES, check_program_size, output_dir, read_input, show
 from collc.outputs import discard, new_temp_dir, publish_dir, write_file, write_into
@@ -126,6 +126,39 @@ def write_rank_shards(texts: dict[int, str], dialect: Dialect, out: str | os.Pat
             raise
         publish_dir(tmp, dest, replace=True)
     write_file(target / WRAPPER, wrapper_script(dialect, filename), executable=True)
+
+
+#: The launchers' (task id, task count) variables, in the order ``--ranks auto`` reads them.
+TASK_VARIABLES = (("SLURM_PROCID", "SLURM_NTASKS"), ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
+                  ("PMI_RANK", "PMI_SIZE"))
+
+
+def task_ranks(nranks: int, environ: Mapping[str, str]) -> range:
+    """``--ranks auto``: this task's share of ``nranks`` from the launcher's task id and count
+    (srun's ``SLURM_PROCID``/``SLURM_NTASKS``, Open MPI's ``OMPI_COMM_WORLD_RANK``/``_SIZE``,
+    ``PMI_RANK``/``PMI_SIZE``): task i of T writes ranks ``i*N//T .. (i+1)*N//T - 1``, so the
+    tasks' ranges cover 0..N-1 once, in blocks that differ by at most one rank
+    (docs/building.md, "Each node builds its own shards")."""
+    for id_var, count_var in TASK_VARIABLES:
+        if id_var in environ or count_var in environ:
+            break
+    else:
+        raise UsageError("--ranks auto: no task id in the environment (SLURM_PROCID/SLURM_NTASKS, "
+                         "OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE or PMI_RANK/PMI_SIZE); run it under srun or "
+                         "mpirun, or give --ranks A-B")
+    values = []
+    for var in (id_var, count_var):
+        text = environ.get(var, "")
+        if not re.fullmatch(r"\d{1,9}", text.strip()):
+            raise UsageError(f"--ranks auto: {var}={text[:40]!r} is not a whole number")
+        values.append(int(text))
+    task, ntasks = values
+    if ntasks < 1 or task >= ntasks:
+        raise UsageError(f"--ranks auto: task {id_var}={task} is not below {count_var}={ntasks}")
+    if ntasks > nranks:
+        raise UsageError(f"--ranks auto: {count_var}={ntasks} tasks for {nranks} ranks; run at most one task "
+                         f"per rank")
+    return range(task * nranks // ntasks, (task + 1) * nranks // ntasks)
 
 
 def is_shard_dir(path: Path) -> bool:

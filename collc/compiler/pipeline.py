@@ -33,7 +33,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -288,6 +288,7 @@ class _Job:
     emit: Callable[[Gpu], str] | None
     selected: range
     keep_gpus: bool
+    order: Sequence[int] = ()        # the ranks to lower, ascending (() : every rank)
 
 
 _JOB: _Job | None = None
@@ -333,7 +334,8 @@ def _lower_rank(job: _Job, rank: int) -> _RankResult:
 
 def _lower_block(block: tuple[int, int]) -> list[_RankResult]:
     assert _JOB is not None, "worker started without a job"
-    return [_lower_rank(_JOB, r) for r in range(*block)]
+    order = _JOB.order or range(_JOB.layout.coll.nranks)
+    return [_lower_rank(_JOB, order[i]) for i in range(*block)]
 
 
 def default_jobs() -> int:
@@ -373,13 +375,14 @@ def workers(jobs: int, nranks: int) -> int:
 def _rank_results(job: _Job, jobs: int) -> Iterator[_RankResult]:
     """Every rank's result in rank order, from ``jobs`` fork workers or from this process."""
     global _JOB
-    n = job.layout.coll.nranks
+    order = job.order or range(job.layout.coll.nranks)
+    n = len(order)
     on_rank = job.opts.on_rank
     every = max(1, n // 100)
     if workers(jobs, n) == 1:
-        for rank in range(n):
-            if on_rank is not None and rank % every == 0:
-                on_rank(rank, n)
+        for i, rank in enumerate(order):
+            if on_rank is not None and i % every == 0:
+                on_rank(i, n)
             yield _lower_rank(job, rank)
         return
     size = max(1, -(-n // (jobs * 8)))
@@ -389,9 +392,9 @@ def _rank_results(job: _Job, jobs: int) -> Iterator[_RankResult]:
 
     try:
         with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
-            for block in pool.imap(_lower_block, blocks):
+            for lo, block in zip((b[0] for b in blocks), pool.imap(_lower_block, blocks)):
                 if on_rank is not None:
-                    on_rank(block[0].rank if block else 0, n)
+                    on_rank(lo, n)
                 yield from block
     finally:
         _JOB = None
@@ -426,8 +429,11 @@ class Prepared:
     dumps: dict[str, list[str]]
 
 
-def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Prepared:
-    """Run the program passes on ``schedule`` and decide the channel groups and peer spread."""
+def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions(), only: frozenset[int] | None = None
+            ) -> Prepared:
+    """Run the program passes on ``schedule`` and decide the channel groups and peer spread
+    (``only``: from these ranks' ops alone -- the ranks of a partial schedule that hold all
+    their ops, which stand for every rank: ``collc.frontends.registry.Algorithm.orbits``)."""
     clock = time.process_time     # CPU seconds of this process
     lim = LIMITS[opts.dialect]
     timings: dict[str, float] = {}
@@ -457,7 +463,8 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Prepared
     del ir, sched      # the ops hold all that later passes need (memory at 4096 ranks)
     coll = plan.collective
     a = clock()
-    spread = peer_spread(plan.ops, coll.nranks)
+    decide = plan if only is None else replace(plan, ops=tuple(op for op in plan.ops if op.rank in only))
+    spread = peer_spread(decide.ops, coll.nranks)
     if spread > 1 and lanes * spread > lim.max_channels:
         raise LoweringError(f"a rank has more than 32 send or receive peers per channel: spreading them needs "
                             f"{lanes * spread} channels, above the {opts.dialect.value} limit of "
@@ -469,7 +476,8 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Prepared
         per_group = max(len(h) for h in hints)      # paired tbs per rank and channel group
         groups = max(1, min(most, lim.max_tbs_per_gpu // per_group))
     else:
-        groups = estimate_groups(plan, lim.max_steps_per_tb, most)
+        groups = estimate_groups(decide, lim.max_steps_per_tb, most)
+    del decide
     by_rank: list[list[RankOp]] = [[] for _ in range(coll.nranks)]
     for op in plan.ops:
         by_rank[op.rank].append(op)
@@ -479,16 +487,19 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions()) -> Prepared
 
 def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                  emit: Callable[[Gpu], str] | None = None, ranks: range | None = None,
-                 keep_gpus: bool = True) -> Lowered:
+                 keep_gpus: bool = True, lower_only: Sequence[int] | None = None) -> Lowered:
     """Run ``PASSES`` on ``schedule``.
 
     ``emit`` (if given) prints each rank's gpu in the worker that lowered it, for the ranks
     in ``ranks`` (default all); ``keep_gpus=False`` returns the program without its gpus
-    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).
+    (their text is what the caller wants, and 4096 ranks of steps are ~1 GB).  ``lower_only``
+    (ascending) lowers only those ranks, and makes the program-wide decisions (channel groups,
+    peer spread, channel count, tb lengths) from them alone: for a schedule built with
+    ``keep`` (only the transfers touching them) whose symmetry makes them stand for all ranks.
     """
     clock = time.process_time     # CPU seconds of this process (a worker's own)
     lim = LIMITS[opts.dialect]
-    pre = prepare(schedule, opts)
+    pre = prepare(schedule, opts, None if lower_only is None else frozenset(lower_only))
     timings = dict(pre.timings)
     dumps = dict(pre.dumps)
     plan, by_rank, hints, synced, replies = pre.plan, pre.by_rank, pre.hints, pre.synced, pre.replies
@@ -512,7 +523,7 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
         while True:
             layout = Layout(coll, groups, spread, pair, tuple(hints), plan.scratch, opts.dialect, opts.shard,
                             tuple(synced), ordered, tuple(replies), buffering)
-            job = _Job(by_rank, layout, opts, emit, selected, keep)
+            job = _Job(by_rank, layout, opts, emit, selected, keep, tuple(lower_only or ()))
             gpus: list[Gpu] = []
             texts: dict[int, str] = {}
             nchannels, worst = 1, (0, 0, 0)
@@ -556,7 +567,8 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
         prog = header(prog.nchannels, ())
     passes = {p.name: timings.get(p.name, 0.0) for p in PASSES}
     opts.timings.update(passes)
-    return Lowered(prog, texts, dumps, passes, timings.get("emit", 0.0), workers(jobs, coll.nranks))
+    return Lowered(prog, texts, dumps, passes, timings.get("emit", 0.0),
+                   workers(jobs, coll.nranks if lower_only is None else len(lower_only)))
 
 
 def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from collc.errors import ScheduleError
+from collc.frontends.registry import KEEP_RANKS
 from collc.ir.collective import Buffer, Collective
 from collc.ir.schedule import Op, Provenance, Schedule, Transfer, make_slots
 from collc.topology import Topology
@@ -62,9 +63,13 @@ class Builder:
     step_sync: tuple[tuple[int, int], ...] = ()
     ordered_sends: bool = False
     step_reply: tuple[tuple[int, int], ...] = ()
+    keep: frozenset[int] | None = field(default_factory=KEEP_RANKS.get)
 
     def move(self, step: int, src: int, dst: int, sbuf: Buffer, sidx: range | list[int] | tuple[int, ...],
              dbuf: Buffer, didx: range | list[int] | tuple[int, ...], reduce: bool = False, lane: int = 0) -> None:
+        keep = self.keep
+        if keep is not None and src not in keep and dst not in keep:
+            return
         self.transfers.append(Transfer(step, src, dst, sbuf, make_slots(sidx), dbuf, make_slots(didx),
                                        Op.REDUCE if reduce else Op.COPY, lane))
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder, pow2_refusal, prefix_copy, require_pow2, route_refusal
+from collc.frontends.common import I, O, S, Builder, is_pow2, pow2_refusal, prefix_copy, require_pow2, route_refusal
 from collc.frontends.registry import Algorithm, AppliesFn, Options, register
 from collc.ir.collective import Buffer, CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -236,6 +236,16 @@ register(Algorithm(
     reference=REF_RD, build=_rd, applies=_applies("recursive-doubling"),
     example="collc build --topology hypercube:3 --algorithm recursive-doubling --collective allreduce -o rd.xml",
 ))
+def rhd_orbits(topology: Topology, kind: CollKind, opts: Options) -> tuple[int, ...] | None:
+    """On a power of two, ``r xor a`` maps the schedule onto itself (partners ``r xor 2^k``,
+    blocks relabelled ``v xor a``, aligned halves onto aligned halves): every rank is rank 0's
+    image.  A few more ranks stand in as well, at no cost.  With the fold, no symmetry."""
+    n = topology.nranks
+    if not is_pow2(n) or n < 2:
+        return None
+    return tuple(sorted({0, 1, n // 2, n - 1}))
+
+
 register(Algorithm(
     name="recursive-halving-doubling",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER}),
@@ -243,6 +253,6 @@ register(Algorithm(
                "MPICH's fold",
     summary="Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather, 2 log2 N steps "
             "(+2 for N not 2^k)",
-    reference=REF_RHD, build=_rhd, applies=_applies("recursive-halving-doubling"),
+    reference=REF_RHD, build=_rhd, applies=_applies("recursive-halving-doubling"), orbits=rhd_orbits,
     example="collc build --topology switch:8 --algorithm recursive-halving-doubling --collective allreduce -o rhd.xml",
 ))

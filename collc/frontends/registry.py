@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +43,12 @@ FILE_GPUS = "@gpus_per_file"
 CHUNKS = "@chunks"
 INSTANCES = "@instances"
 BuildFn = Callable[[Topology, Collective, Options], Schedule]
+#: The ranks a build keeps (None: all): ``build_schedule(keep=...)`` sets it around the frontend, and
+#: every ``collc.frontends.common.Builder`` made meanwhile drops the transfers that touch none of
+#: them (docs/building.md, "Each node builds its own shards"): a kept rank's per-rank ops come only
+#: from the transfers it sends or receives, so they are the whole schedule's.
+KEEP_RANKS: ContextVar[frozenset[int] | None] = ContextVar("KEEP_RANKS", default=None)
+OrbitsFn = Callable[[Topology, CollKind, Options], "tuple[int, ...] | None"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +98,11 @@ class Algorithm:
     budget_fallback: Mapping[str, str] = field(default_factory=dict)
     # whether the algorithm can run on a topology (None: no condition beyond the collective)
     applies: AppliesFn | None = None
+    # ranks that stand for every rank of the schedule (one per orbit of its symmetry: each
+    # rank's lowering has the peers, channels and tb lengths of one of them), or None where
+    # the frontend claims no symmetry; with them a ``--ranks`` build builds and lowers only
+    # its own ranks and these (collc.driver, docs/building.md "Each node builds its own shards")
+    orbits: OrbitsFn | None = None
 
     def refusal(self, topology: Topology, request: Collective, options: Options | None = None) -> str | None:
         """Why this algorithm cannot run ``request`` on ``topology`` (None when it can):
@@ -139,10 +151,12 @@ def algorithms() -> list[Algorithm]:
 def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool = False,
                    root: int | None = None, params: Mapping[str, str] | None = None,
                    gpus_per_file: int | None = None, chunks: int | None = None,
-                   instances: int | None = None) -> Schedule:
+                   instances: int | None = None, keep: frozenset[int] | None = None) -> Schedule:
     """``gpus_per_file``: see :data:`FILE_GPUS` (default: one file when the parser allows
     one, that is up to 1024 ranks, else per-rank shards); ``chunks``, ``instances``: see
-    :data:`CHUNKS` (default: unknown, absent from the options)."""
+    :data:`CHUNKS` (default: unknown, absent from the options).  ``keep``: only the transfers
+    that touch these ranks (``collc.frontends.common.KEEP_RANKS``; a partial schedule, for the
+    ranks' own ops)."""
     alg = get(name)
     if kind not in alg.collectives:
         raise ScheduleError(alg.refusal_of_kind(topology, kind, inplace) or "")
@@ -170,7 +184,28 @@ def build_schedule(name: str, topology: Topology, kind: CollKind, inplace: bool 
     reason = alg.refusal(topology, request, opts)
     if reason is not None:
         raise ScheduleError(reason)
-    return alg.build(topology, request, opts)
+    if keep is None:
+        return alg.build(topology, request, opts)
+    token = KEEP_RANKS.set(keep)
+    try:
+        return alg.build(topology, request, opts)
+    finally:
+        KEEP_RANKS.reset(token)
+
+
+def orbit_ranks(name: str, topology: Topology, kind: CollKind, params: Mapping[str, str] | None = None
+                ) -> tuple[int, ...] | None:
+    """The algorithm's representative ranks for ``kind`` on ``topology`` (``Algorithm.orbits``),
+    or None when it claims no symmetry there."""
+    alg = get(name)
+    if alg.orbits is None:
+        return None
+    opts: Options = {p.name: p.default for p in alg.params}
+    known = {p.name: p for p in alg.params}
+    for key, text in (params or {}).items():
+        if key in known:
+            opts[key] = known[key].parse(text)
+    return alg.orbits(topology, kind, opts)
 
 
 #: Modules of ``collc.frontends`` that register no algorithm (shared helpers); private

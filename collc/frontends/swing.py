@@ -714,6 +714,27 @@ def _build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     return b.schedule("swing", opts, topology.name, REFERENCE)
 
 
+def orbits(topology: Topology, kind: CollKind, opts: Options) -> tuple[int, ...] | None:
+    """Swing's partners ``r +- rho(s)`` alternate with each coordinate's parity, so shifting
+    every coordinate by 2 maps the schedule onto itself on a torus of even sides: the ranks
+    with coordinates in 0..3 stand for all (0..1 would do; the others cost nothing).  Only
+    for the rootless collectives on power-of-two sides (no extra ranks, blocks remapped to
+    ranges) and not on a relayed ring."""
+    if kind in (CollKind.BROADCAST, CollKind.REDUCE) or is_relay_ring(topology):
+        return None
+    try:
+        dims = swing_dims(topology)
+    except ScheduleError:
+        return None
+    if not all(is_pow2(d) and d >= 2 for d in dims):
+        return None
+    strides = [math.prod(dims[:k]) for k in range(len(dims))]
+    reps = [0]
+    for d, st in zip(dims, strides):
+        reps = [r + x * st for r in reps for x in range(min(d, 4))]
+    return tuple(sorted(reps))
+
+
 register(Algorithm(
     name="swing",
     collectives=frozenset({CollKind.ALLREDUCE, CollKind.REDUCESCATTER, CollKind.ALLGATHER, CollKind.BROADCAST,
@@ -723,7 +744,7 @@ register(Algorithm(
     summary="Swing: peers at +-1, -+1, +-3, ... per dimension; 2D multiport collectives, B or L variant; "
             "broadcast/reduce trees",
     reference=REFERENCE,
-    build=build, applies=applies,
+    build=build, applies=applies, orbits=orbits,
     params=(Param("variant", str, "bandwidth", "bandwidth (RS + AG, 2 log2 p steps) or latency "
                   "(log2 p full-vector steps)", ("bandwidth", "latency")),
             Param("ports", str, "all", "all: 2D plain + mirrored collectives; single: one plain collective",
