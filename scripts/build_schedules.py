@@ -18,10 +18,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from collc.limits import Dialect
-from collc.driver import compile_xml, sync_files
-from collc.ir.collective import CollKind
-from collc.topology import parse_spec
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's collc, installed or not
+
+from collc.driver import compile_xml, sync_files  # noqa: E402
+from collc.ir.collective import CollKind  # noqa: E402
+from collc.limits import Dialect  # noqa: E402
+from collc.topology import parse_spec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent / "schedules"
 
