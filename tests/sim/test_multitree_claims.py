@@ -57,7 +57,7 @@ def test_2d_ring_beats_ring_on_the_8x8_torus() -> None:
 
 
 
-@pytest.mark.xfail(strict=True, reason="not reproduced: in the fluid model 2D-ring's 28 dependent steps beat ring's "
+@pytest.mark.xfail(strict=True, reason="docs/multitree.md, Errata M1; not reproduced: in the fluid model 2D-ring's 28 dependent steps beat ring's "
                                        "126 at small sizes (6.0 vs 2.8 GB/s at 32 KiB; a 7-hop closing transfer "
                                        "delays each ring phase once, not every step) and at large sizes it moves "
                                        "112 chunk units per link (two messages per mesh link and step) against "
@@ -99,7 +99,7 @@ def test_lockstep_2d_ring_loses_to_ring_on_the_8x8_mesh() -> None:
     assert all(t < r for t, r in zip(lockstep("mesh:8x8", "ring-2d"), lockstep("mesh:8x8", "ring")))
 
 
-@pytest.mark.xfail(strict=True, reason="not reproduced in lockstep rounds: 2D-ring 6.6 vs ring 7.4 GB/s at 32 KiB "
+@pytest.mark.xfail(strict=True, reason="docs/multitree.md, Errata M2; not reproduced in lockstep rounds: 2D-ring 6.6 vs ring 7.4 GB/s at 32 KiB "
                                        "and a tie (16.0) at 64 MiB on the 4x4 mesh; the event model has it win")
 def test_lockstep_2d_ring_beats_ring_on_the_4x4_mesh() -> None:
     assert all(t > r for t, r in zip(lockstep("mesh:4x4", "ring-2d"), lockstep("mesh:4x4", "ring")))
