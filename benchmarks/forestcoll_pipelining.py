@@ -89,6 +89,7 @@ def main() -> int:
     print("| fabric | k | trees | model GB/s | link GB/s | event GB/s | event/model | lanes | pieces | tbs | "
           "steps/tb | build CPU s | verdict |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    reasons: list[str] = []
     for spec in fabrics:
         for k in KS:
             out = subprocess.run([sys.executable, __file__, "--case", spec, k], capture_output=True, text=True,
@@ -103,6 +104,10 @@ def main() -> int:
             print(f"| {spec} | {kk} | {r['trees']} | {r['model']:.2f} | {r['link']:.2f} | {r['event']:.2f} | "
                   f"{frac * 100:.1f}% | {r['lanes']} | {r['pieces']} | {r['tbs']} | {r['steps']} | "
                   f"{r['build']:.2f} | {verdict}{'' if r['ok'] else ' (check failed)'} |", flush=True)
+            reasons += [f"- {spec} k={kk}: {w}" for w in r["warned"]]
+    if reasons:
+        print("\nwhy (the build's warning, in the limits it names):")
+        print("\n".join(reasons))
     return 0
 
 
