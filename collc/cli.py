@@ -1062,12 +1062,10 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
     """``collc simulate PLAN.json``: check the plan, then time it with the one-sided event model."""
     from collc.backends.mscclpp import read_plan
     from collc.check.plan.check import check_plan
-    from collc.sim.analysis import bus_bandwidth
     from collc.sim.plan_event import time_plan, timing_refusal
     from collc.sim.runner import human
     from collc.topology import parse_spec
-    from collc.sim.runner import Row
-    from collc.tuning import Comparison, plot_busbw
+    from collc.tuning import Comparison, plan_rows, plot_busbw
 
     plan = read_plan(path)
     report = check_plan(plan, str(path), releases)
@@ -1081,18 +1079,10 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
     topo = parse_spec(args.topology)
     if topo.nranks != plan.nranks:
         raise UsageError(f"the plan has {plan.nranks} ranks but {topo.name} has {topo.nranks}")
-    kind = CollKind.parse(plan.collective)
     times = time_plan(plan, topo, sizes, alpha_us=params.alpha_us, link_bw=params.link_bw,
                       hop_latency_us=params.hop_latency_us, reduce_us_per_byte=params.reduce_us_per_byte,
                       proxy_us=params.proxy_us)
-    g = plan.gpus[0]
-    rows = []
-    for size, t in zip(sizes, times):
-        algbw, busbw = bus_bandwidth(kind, plan.nranks, size, t)
-        in_bytes = size // plan.nranks if kind is CollKind.ALLGATHER else size
-        chosen = (plan.min_message_size <= size <= plan.max_message_size and
-                  in_bytes % (plan.buffer_alignment * g.input_chunks) == 0)
-        rows.append(Row(size, t, algbw, busbw, chosen))
+    rows = plan_rows(plan, sizes, times)
     if args.json:
         print(json.dumps({"file": str(path), "topology": topo.name, "model": "event-plan",
                           "alpha_us": params.alpha_us, "link_bw_GBps": params.link_bw,
@@ -1110,8 +1100,9 @@ def _simulate_plan(path: Path, args: argparse.Namespace, params: ModelParams, si
                   f"{'yes' if r.selected else 'no (window or alignment)'}")
     if args.plot:
         from collc.sim.runner import bound_busbw
-        plot_busbw(Comparison(topo.name, kind, sizes, {path.name: rows}, {},
-                              bound_busbw(kind, topo, sizes, params)), args.plot)
+        kind = CollKind.parse(plan.collective)
+        plot_busbw(Comparison(topo.name, kind, sizes, {path.name: rows}, {}, bound_busbw(kind, topo, sizes, params)),
+                   args.plot)
     return 0
 
 

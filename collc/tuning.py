@@ -245,14 +245,8 @@ def plan_rows(plan: Any, sizes: Sequence[int], times: Sequence[float]) -> list[R
     from collc.sim.analysis import bus_bandwidth
 
     kind = CollKind.parse(plan.collective)
-    unit = plan.buffer_alignment * plan.gpus[0].input_chunks
-    out = []
-    for size, t in zip(sizes, times):
-        algbw, busbw = bus_bandwidth(kind, plan.nranks, size, t)
-        in_bytes = size // plan.nranks if kind is CollKind.ALLGATHER else size
-        ok = plan.min_message_size <= size <= plan.max_message_size and in_bytes % unit == 0
-        out.append(Row(size, t, algbw, busbw, ok))
-    return out
+    return [Row(size, t, *bus_bandwidth(kind, plan.nranks, size, t), plan.runs_at(size))
+            for size, t in zip(sizes, times)]
 
 
 def compare_plans(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], sizes: Sequence[int],
@@ -397,7 +391,7 @@ def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], si
         if not built.report.ok:
             raise SimUsageError(f"window {human(lo)}..{human(hi) if hi else 'inf'} ({label}) fails its check at "
                                 f"its largest size: {built.report.errors()[0].message}")
-        fname = f"{n:02d}-{kind.value}-{re.sub(r'[^A-Za-z0-9_.=-]+', '_', label)}.xml"
+        fname = _window_file(n, kind, label, ".xml")
         texts[fname] = built.text
         rows = comparison.series[label]
         busbw = tuple(r.busbw for r in rows if r.size in run)
@@ -412,6 +406,11 @@ def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], si
                 "not_compared": comparison.failed}
     _write_tuned(out, texts, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return windows
+
+
+def _window_file(n: int, kind: CollKind, label: str, suffix: str) -> str:
+    """The file of window ``n``: its number, collective and candidate, in characters any file system keeps."""
+    return f"{n:02d}-{kind.value}-{re.sub(r'[^A-Za-z0-9_.=-]+', '_', label)}{suffix}"
 
 
 def _write_tuned(out: Path, texts: dict[str, str], manifest: str, subdir: str = "msccl-algorithms",
@@ -485,7 +484,7 @@ def tune_plans(topology: Topology, kind: CollKind, candidates: Sequence[Candidat
                                 max_bytes=hi, name=name)
         except CollcError as exc:
             raise SimUsageError(f"window {human(lo)}..{human(hi) if hi else 'inf'} ({label}) fails: {exc}") from None
-        fname = f"{n:02d}-{kind.value}-{re.sub(r'[^A-Za-z0-9_.=-]+', '_', label)}.json"
+        fname = _window_file(n, kind, label, ".json")
         texts[fname] = built.text
         entries.append(PlanEntry(fname, built.plan.name, built.plan.collective, built.plan.nranks))
         rows = comparison.series[label]

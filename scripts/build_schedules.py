@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # this checkout's collc, installed or not
@@ -146,7 +147,9 @@ _FABRIC_PLANS: dict[CollKind, tuple[str, ...]] = {
 }
 # directory, registration module (beside it: the v0.8 shim reads every file of the directory),
 # topology, protocols considered, candidates, sizes timed, fabric in words
-PLAN_LIBRARIES: list[tuple[str, str, str, tuple[str, ...], dict[CollKind, tuple[str, ...]], tuple[int, ...], str]] = [
+# directory, registration module, topology, protocols, candidates per collective, sizes timed, fabric's description
+PlanLibrary = tuple[str, str, str, tuple[str, ...], dict[CollKind, tuple[str, ...]], tuple[int, ...], str]
+PLAN_LIBRARIES: list[PlanLibrary] = [
     ("dgx-a100-mscclpp", "mscclpp_dgx_a100.py", "switch:8:bw=300", ("Simple", "LL"), _BOX_PLANS, PLAN_SIZES,
      "8-GPU NVSwitch box, DGX A100 (300 GB/s per GPU each way), memory channels"),
     ("a100-2x8-mscclpp", "mscclpp_a100_2x8.py", "a100:2x8", ("Simple", "LL"), _FABRIC_PLANS, PLAN_SIZES,
@@ -174,7 +177,7 @@ def _plan_windows(series: dict[str, list[float]], sizes: tuple[int, ...]) -> lis
     return windows_of(sizes, winners)
 
 
-def render_plans(check: bool) -> tuple[dict[Path, str], list[str], list[str]]:
+def render_plans(check: bool, libraries: Sequence[PlanLibrary]) -> tuple[dict[Path, str], list[str], list[str]]:
     """The MSCCL++ plan libraries, their registration modules and MANIFEST rows.  With ``check``
     (--check) the winners are compared byte for byte but not run through the plan checker again:
     tests/test_schedules.py runs `collc check --topology SPEC` on every plan."""
@@ -193,7 +196,7 @@ def render_plans(check: bool) -> tuple[dict[Path, str], list[str], list[str]]:
             "window's smallest .. largest size |", "|---|---|---|---|---|---|---|"]
     considered = ["| directory | fabric | sizes timed | protocols considered | candidates per collective: timed "
                   "(left out: why) |", "|---|---|---|---|---|"]
-    for directory, module, spec, protos, candidates, sizes, fabric in PLAN_LIBRARIES:
+    for directory, module, spec, protos, candidates, sizes, fabric in libraries:
         topo = parse_spec(spec)
         entries: list[PlanEntry] = []
         notes: list[str] = []
@@ -209,9 +212,7 @@ def render_plans(check: bool) -> tuple[dict[Path, str], list[str], list[str]]:
                         # a family the fabric or the backend refuses is no candidate
                         refused[label] = _refusal(str(exc))
                         continue
-                    unit = plan.buffer_alignment * plan.gpus[0].input_chunks
-                    runs = [s for s in sizes
-                            if (s // topo.nranks if kind is CollKind.ALLGATHER else s) % unit == 0]
+                    runs = [s for s in sizes if plan.divides(s)]
                     if not runs:
                         refused[label] = f"{plan.gpus[0].input_chunks} input chunks: runs no size timed"
                     # only the sizes the executor would run it at are timed (ForestColl's 48 chunks: none)
@@ -316,15 +317,12 @@ def main() -> int:
     args = ap.parse_args()
     if args.quick and not args.check:
         ap.error("--quick only checks: a rewrite needs every library for MANIFEST.md")
-    global PLAN_LIBRARIES
-    skipped: list[str] = []
-    if args.quick:
-        skipped = [lib[0] for lib in PLAN_LIBRARIES if parse_spec(lib[2]).nranks > 16]
-        PLAN_LIBRARIES = [lib for lib in PLAN_LIBRARIES if lib[0] not in skipped]
+    libraries = [lib for lib in PLAN_LIBRARIES if not (args.quick and parse_spec(lib[2]).nranks > 16)]
+    skipped = [lib[0] for lib in PLAN_LIBRARIES if lib not in libraries]
     files, manifest = render()
     tuned, tuned_rows = render_tuned()
     files.update(tuned)
-    plans, plan_rows, plan_considered = render_plans(args.check)
+    plans, plan_rows, plan_considered = render_plans(args.check, libraries)
     files.update(plans)
     files[ROOT / "MANIFEST.md"] = "\n".join([
         manifest.rstrip("\n"), "",

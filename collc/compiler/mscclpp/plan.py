@@ -350,3 +350,14 @@ class Plan:
     @property
     def nranks(self) -> int:
         return len(self.gpus)
+
+    def divides(self, size: int) -> bool:
+        """Whether the executor can split a call of ``size`` bytes (nccl-tests' size: the gathered
+        total for allgather) into this plan's input chunks: each must be a multiple of
+        ``buffer_alignment`` bytes (docs/mscclpp-backend.md)."""
+        in_bytes = size // self.nranks if self.collective == "allgather" else size
+        return in_bytes % (self.buffer_alignment * self.gpus[0].input_chunks) == 0
+
+    def runs_at(self, size: int) -> bool:
+        """Whether the executor takes this plan for a call of ``size`` bytes: its window and :meth:`divides`."""
+        return self.min_message_size <= size <= self.max_message_size and self.divides(size)
