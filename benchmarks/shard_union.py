@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""A 16384-rank build as one job's tasks, and the union against one full build (issue #30, item 4).
+
+Runs ``collc build --shard-per-rank --ranks auto`` as ``--tasks`` local processes the way
+``srun`` would (``scripts/launch_shards.py``), then the same build in one process, and
+compares the two directories file by file (names and bytes).  Prints each task's CPU
+seconds and peak MiB (the most of them against the 30 s / 1 GiB per-task target), the
+full build's, whether the union equals the full build, and the CPU seconds of
+``collc check`` on the union (the job's last step).
+
+    python benchmarks/shard_union.py                      # hypercube:14 RHD, 64 tasks of 256 ranks
+    python benchmarks/shard_union.py --case swing         # torus:128x128 Swing (ports=single)
+    python benchmarks/shard_union.py --case swing --ranks 4096 --tasks 16    # Swing 64x64
+
+The full 16384-rank build in one process takes several CPU minutes and several GiB: that is
+why a cluster builds it per node.  Figures: docs/building.md, "Each node builds its own shards".
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from launch_shards import run_tasks  # noqa: E402  (the launcher script is the one users run)
+
+TARGET_S, TARGET_MIB = 30.0, 1024.0     # per task (issue #30)
+
+
+def command(case: str, ranks: int) -> list[str]:
+    if case == "rhd":
+        dim = int(math.log2(ranks))
+        return ["build", "--topology", f"hypercube:{dim}", "--algorithm", "recursive-halving-doubling",
+                "--collective", "allreduce"]
+    side = math.isqrt(ranks)
+    return ["build", "--topology", f"torus:{side}x{side}", "--algorithm", "swing", "--collective", "allreduce",
+            "--param", "ports=single"]
+
+
+def digest(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def one(argv: list[str]) -> tuple[float, float, int, str]:
+    """CPU s, peak MiB, exit code and stderr of ``python -m collc.cli ARGV`` (this checkout)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "collc.cli", *argv], cwd=ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), err
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", choices=("rhd", "swing"), default="rhd")
+    ap.add_argument("--ranks", type=int, default=16384, help="a power of 4 (default 16384)")
+    ap.add_argument("--tasks", type=int, default=64)
+    ap.add_argument("--parallel", type=int, default=1, help="tasks at a time (1: each task's figures its own)")
+    ap.add_argument("--keep", default="", metavar="DIR", help="build under DIR instead of a temporary directory")
+    a = ap.parse_args()
+    if a.ranks < 4 or a.ranks & (a.ranks - 1) or math.isqrt(a.ranks) ** 2 != a.ranks:
+        ap.error("--ranks must be a power of 4")
+    base = command(a.case, a.ranks)
+    with tempfile.TemporaryDirectory(prefix="collc-union-") as tmp:
+        root = Path(a.keep or tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        union, full = root / "union", root / "full"
+        tasks = run_tasks([*base, "--shard-per-rank", "--ranks", "auto", "-o", str(union)], a.tasks, a.parallel)
+        failed = [t for t in tasks if t.code]
+        if failed:
+            sys.stderr.write(f"task {failed[0].task}: {failed[0].err.strip()}\n")
+            return 1
+        worst_s = max(t.cpu_s for t in tasks)
+        worst_mib = max(t.peak_mib for t in tasks)
+        print(f"{' '.join(base[1:])}: {a.ranks} ranks in {a.tasks} tasks of {a.ranks // a.tasks}")
+        print(f"{'figure':34s} {'measured':>18s} {'target':>14s}")
+        print(f"{'most CPU s / peak MiB of a task':34s} {worst_s:9.2f} s {worst_mib:5.0f} MiB "
+              f"{f'{TARGET_S:g} s, {TARGET_MIB:.0f} MiB':>14s}  "
+              f"{'met' if worst_s <= TARGET_S and worst_mib <= TARGET_MIB else 'missed'}")
+        print(f"{'CPU s of all tasks':34s} {sum(t.cpu_s for t in tasks):9.2f} s")
+        cpu, mib, code, err = one([*base, "--shard-per-rank", "-o", str(full)])
+        if code:
+            sys.stderr.write(err)
+            return 1
+        print(f"{'one full build':34s} {cpu:9.2f} s {mib:5.0f} MiB")
+        same = digest(union) == digest(full)
+        print(f"{'union equals the full build':34s} {'yes' if same else 'NO':>18s}  "
+              f"({len(list(union.rglob('*')))} files)")
+        cpu, mib, code, err = one(["check", str(union)])
+        print(f"{'collc check of the union':34s} {cpu:9.2f} s {mib:5.0f} MiB  exit {code}")
+        return 0 if same and code == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
