@@ -79,7 +79,7 @@ from collc.topology import Topology
 
 __all__ = ["Forest", "forest", "applies", "build", "best_pieces", "fill_drain", "lane_per_tree", "shared_lanes",
            "layout", "messages", "predicted", "pick_pieces", "LayoutWarning", "lp_lanes", "lp_allreduce_forest",
-           "REFERENCE"]
+           "tree_pieces", "shared_prediction", "own_tbs", "REFERENCE"]
 
 REFERENCE = ("Zhao et al., ForestColl: Efficient Collective Communications on Heterogeneous Network Fabrics "
              "(arXiv 2402.06787), sections 4.1-4.5, Algorithms 1-5, Theorems 1, 8, 12, 14")
@@ -699,6 +699,17 @@ def plan_and_prediction(fo: Forest, trees: tuple[Tree, ...], n: int, chunks: int
     return plan[0], got, share, predicted(fo, trees, got, share)
 
 
+def own_tbs(trees: tuple[Tree, ...], n: int) -> int:
+    """The tbs the busiest rank would need if no two trees shared one: a tb per (tree, peer,
+    direction), and the local one (what binds where :func:`lane_per_tree` does not fit)."""
+    seen: list[set[tuple[int, int, int]]] = [set() for _ in range(n)]
+    for i, t in enumerate(trees):
+        for p, c in t.edges:
+            seen[p].add((i, c, 0))
+            seen[c].add((i, p, 1))
+    return 1 + max(len(s) for s in seen)
+
+
 def _warn_layout(topology: Topology, fo: Forest, frac: float, k_text: str, maxk: int, pieces: int, lanes: int,
                  share: int, alt_plan: Callable[[Forest], tuple[list[int], int, int, float] | None],
                  coarsest: int | None = None) -> None:
@@ -713,13 +724,7 @@ def _warn_layout(topology: Topology, fo: Forest, frac: float, k_text: str, maxk:
         if got is not None and got[3] >= GOAL:
             hint = (f"; k=auto (k={alt.k}) is predicted at {got[3] * 100:.0f}% of {float(alt.algbw):.2f} GB/s, "
                     f"{got[3] * float(alt.algbw):.2f} against {frac * float(fo.algbw):.2f} here")
-    # what binds: a tb per (tree, peer, direction) would need `need` tbs on the busiest rank
-    seen: list[set[tuple[int, int, int]]] = [set() for _ in range(fo.net.nranks)]
-    for i, t in enumerate(fo.trees):
-        for p, c in t.edges:
-            seen[p].add((i, c, 0))
-            seen[c].add((i, p, 1))
-    need = 1 + max(len(s) for s in seen)
+    need = own_tbs(fo.trees, fo.net.nranks)
     binds = (f"a tb per tree and connection needs {need} tbs on a rank, above the {TB_BUDGET} allowed"
              if need > TB_BUDGET else f"a lane per tree needs {len(fo.trees)} channels, above the {MAX_CHANNELS}")
     warnings.warn(LayoutWarning(
