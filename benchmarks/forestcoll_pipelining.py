@@ -75,7 +75,8 @@ def run_case(spec: str, k: str) -> dict[str, object]:
             "pieces": int(params["pieces"]), "tbs": max(len(g.tbs) for g in prog.gpus),
             "steps": max(len(t.steps) for g in prog.gpus for t in g.tbs), "ok": result.report.ok,
             "build": build, "warned": [str(w.message) for w in said], "need": own_tbs(fo.trees, fo.net.nranks),
-            "budget": TB_BUDGET, "coarsest": int(params.get("coarsest", params["pieces"]))}
+            "budget": TB_BUDGET, "coarsest": int(params.get("coarsest", params["pieces"])),
+            "finest": int(params.get("finest", params["pieces"]))}
 
 
 def main() -> int:
@@ -109,11 +110,11 @@ def main() -> int:
                         if r["need"] > r["budget"] else f"{r['trees']} trees, 32 channels")
                 best = (f"; k=auto (k={auto['kk']}) {auto['event']:.2f} GB/s "
                         f"({auto['event'] / auto['model'] * 100:.1f}%)" if auto is not r else "")
-                verdict = f"{verdict}, limit: {bind}, {r['coarsest']}-{r['pieces']} pieces in 48 steps/tb{best}"
+                verdict = f"{verdict}, limit: {bind}, {r['coarsest']}-{r['finest']} pieces in 48 steps/tb{best}"
             kk = k if k == str(r["kk"]) else f"{k} = {r['kk']}"
             print(f"| {spec} | {kk} | {r['trees']} | {r['model']:.2f} | {r['link']:.2f} | {r['event']:.2f} | "
                   f"{frac * 100:.1f}% | {r['lanes']} | "
-                  f"{r['pieces'] if r['coarsest'] == r['pieces'] else str(r['coarsest']) + '-' + str(r['pieces'])} | "
+                  f"{r['pieces'] if r['coarsest'] == r['finest'] else str(r['coarsest']) + '-' + str(r['finest'])} | "
                   f"{r['tbs']} | {r['steps']} | "
                   f"{r['build']:.2f} | {verdict}{'' if r['ok'] else ' (check failed)'} |", flush=True)
             reasons += [f"- {spec} k={kk}: {w}" for w in r["warned"]]

@@ -41,8 +41,11 @@ far as the file that will be emitted allows
 (:func:`lane_per_tree`): mi250:2 at k=1, 32 lanes and 39 pieces, simulates 305.4 of
 320.00 GB/s at 1 GiB.  Where a lane per tree does not fit, :func:`shared_lanes` puts the
 fewest trees per tb that the runtime's tbs allow, and :func:`pick_pieces` the pieces of the
-best :func:`predicted` fraction; below 90% the build warns (:class:`LayoutWarning`, one line
-from ``collc build``).  Otherwise (the counts unknown) :func:`plan_lanes` keeps room for
+best :func:`predicted` fraction; for allgather :func:`tree_pieces` then gives each tree the
+most pieces its own tbs hold (the trees alone in theirs keep 48), and where 3 or more trees
+share a tb on 17 lanes and up a hop takes two steps of the tbs' order (a100:8x8: 89.8% -> 93.5%
+of the model at 1 GiB).  Below 90% (:func:`shared_prediction` on shared lanes) the build warns
+(:class:`LayoutWarning`, one line from ``collc build``) naming the limit that binds.  Otherwise (the counts unknown) :func:`plan_lanes` keeps room for
 ``--chunks`` up to 3 and ``--instances 2``.
 
 >>> from collc.frontends.registry import build_schedule
@@ -265,7 +268,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         cuts = tree_pieces(ag, ag_lanes, fine, chunks, n, file_gpus)
         if cuts is not None and sum(c * t.mult for c, t in zip(cuts, ag)) > pieces * sum(t.mult for t in ag):
             pieces = fine
-            params.update(pieces=pieces, coarsest=min(cuts))
+            params.update(pieces=pieces, coarsest=min(cuts), finest=max(cuts))
         else:
             cuts = None
         if warn_on is not None:
@@ -275,7 +278,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         c_, i_, f_ = chunks, instances, file_gpus
         _warn_layout(topology, fo, warn_on[3], k_text, maxk, pieces, max(warn_on[0]) + 1, warn_on[2],
                      lambda alt: plan_and_prediction(alt, alt.trees, n, c_, i_, f_, both, reduces, rail),
-                     None if cuts is None else min(cuts))
+                     None if cuts is None else (min(cuts), max(cuts)))
     stretch = 1
     if (kind is CollKind.ALLGATHER and ag_plan is not None and max(ag_lanes) + 1 > MAX_CHANNELS // 2
             and sharing(ag, ag_lanes) >= STRETCH_SHARING):
@@ -365,9 +368,10 @@ MAX_CHANNELS = 32     # the executor's channels
 # Trees that share a tb are sent in step order (depth of the edge + piece).  A tall tree's pieces
 # reach a deep edge later than one step a hop where 3 or more trees share tbs, and the tb then waits
 # for them while the others' pieces are ready: with 2 steps a hop (``stretch``) a100:8x8 (31 lanes,
-# 3 trees a tb, trees of height 14) goes from 89.8% to 92.8% of its model at 1 GiB.  Measured to
-# lose elsewhere (mi250:2 k=2 on 10 lanes, 83.9% -> 79.7%; mi250:8+8 k=4, 2 a tb, 89.3% -> 88.9%),
-# so it is taken on 17 lanes and up with 3 or more trees a tb only (docs/forestcoll.md).
+# 3 trees a tb, trees of height 14) goes from 89.8% to 92.8% of its model at 1 GiB (16 pieces for
+# all), and with pieces per tree (tree_pieces) from 92.6% to 93.5%.  Measured to
+# lose elsewhere (mi250:2 k=2 on 10 lanes, 83.9% -> 79.7%; mi250:8+8 k=4, 2 a tb, 32 pieces: 91.1% ->
+# 90.5%), so it is taken on 17 lanes and up with 3 or more trees a tb only (docs/forestcoll.md).
 STRETCH_SHARING = 3
 MAX_LANES = 16        # lanes by default: half the channels, room for --instances 2
 TB_BUDGET = 64        # RCCL's tbs per GPU
@@ -712,7 +716,7 @@ def own_tbs(trees: tuple[Tree, ...], n: int) -> int:
 
 def _warn_layout(topology: Topology, fo: Forest, frac: float, k_text: str, maxk: int, pieces: int, lanes: int,
                  share: int, alt_plan: Callable[[Forest], tuple[list[int], int, int, float] | None],
-                 coarsest: int | None = None) -> None:
+                 cut: tuple[int, int] | None = None) -> None:
     """One ``LayoutWarning``: the prediction, what bounds it, and k=auto's choice when that is
     another k predicted at ``GOAL`` or above."""
     import warnings
@@ -730,7 +734,7 @@ def _warn_layout(topology: Topology, fo: Forest, frac: float, k_text: str, maxk:
     warnings.warn(LayoutWarning(
         f"forestcoll: k={fo.k} is predicted at {math.floor(frac * 100)}% of its model algbw {float(fo.algbw):.2f} GB/s at "
         f"1 GiB ({len(fo.trees)} trees on {lanes} lanes, up to {share} per tb, "
-        f"{pieces if coarsest is None else f'{coarsest} to {pieces}'} pieces): "
+        f"{pieces if cut is None else f'{cut[0]} to {cut[1]}'} pieces): "
         f"{binds}, so trees share tbs, whose {CONN_STEPS} steps bound the pieces{hint}"), stacklevel=3)
 
 
@@ -983,8 +987,8 @@ register(Algorithm(
                   "lowered with --chunks/--instances fits, else lanes shared by the fewest trees per tb that fit "
                   "64 tbs per rank)"),
             Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto: the best "
-                  "predicted event-model fraction at 1 GiB within 48 steps per tb; a one-line warning when it is "
-                  "below 90%, see docs/forestcoll.md)"),
+                  "predicted event-model fraction at 1 GiB within 48 steps per tb, per tree on shared lanes; a "
+                  "one-line warning when it is below 90%, see docs/forestcoll.md)"),
             Param("allreduce", str, "rsag", "allreduce: rsag (reduce-scatter then allgather on one forest) or lp "
                   "(appendix E's LP: unequal roots, each link split between in- and out-trees; docs/forestcoll.md)")),
     example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",
