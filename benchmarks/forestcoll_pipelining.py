@@ -11,9 +11,11 @@ and reports, at 1 GiB:
   link's time gives the algbw.  Equal to ``model`` when the lowering keeps the packing exact;
 * ``event``: the event model's algbw of the file (``collc simulate``, alpha 5 us) and its
   fraction of ``model``;
-* the layout (lanes, pieces, tbs per rank, steps per tb), the build's CPU seconds (forest
-  search and packing included, simulation not), and ``warned`` when the build printed its
-  one-line warning that the layout predicted below 90% (``LayoutWarning``).
+* the layout (lanes, pieces -- coarsest-finest where the trees have their own, tbs per rank,
+  steps per tb), the build's CPU seconds (forest search and packing included, simulation not);
+* the verdict: ``ok`` at 90% of ``model`` or more; below, ``warned`` when the build printed its
+  one-line warning (``LayoutWarning``), the limit that binds (the tbs a tb per tree and peer would
+  need against the 64 allowed, or the channels) and k=auto's simulated figure on that fabric.
 
     python benchmarks/forestcoll_pipelining.py            # every case (a few minutes)
     python benchmarks/forestcoll_pipelining.py --quick    # a100:2x8 and mi250:8+8 only
@@ -110,7 +112,8 @@ def main() -> int:
                         if r["need"] > r["budget"] else f"{r['trees']} trees, 32 channels")
                 best = (f"; k=auto (k={auto['kk']}) {auto['event']:.2f} GB/s "
                         f"({auto['event'] / auto['model'] * 100:.1f}%)" if auto is not r else "")
-                verdict = f"{verdict}, limit: {bind}, {r['coarsest']}-{r['finest']} pieces in 48 steps/tb{best}"
+                cut = r["pieces"] if r["coarsest"] == r["finest"] else f"{r['coarsest']}-{r['finest']}"
+                verdict = f"{verdict}, limit: {bind}, {cut} pieces in 48 steps/tb{best}"
             kk = k if k == str(r["kk"]) else f"{k} = {r['kk']}"
             print(f"| {spec} | {kk} | {r['trees']} | {r['model']:.2f} | {r['link']:.2f} | {r['event']:.2f} | "
                   f"{frac * 100:.1f}% | {r['lanes']} | "
