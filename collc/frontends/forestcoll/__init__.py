@@ -608,17 +608,25 @@ def pick_pieces(fo: Forest, trees: tuple[Tree, ...], cap: int, sharing: int = 1)
 
 def shared_prediction(fo: Forest, trees: tuple[Tree, ...], lane_of: list[int], cuts: list[int]) -> float:
     """:func:`predicted` for an allgather on shared lanes: the pieces are the chunk-weighted mean
-    of the trees' (:func:`tree_pieces`), and the trees a transfer queues with are the mean over
-    transfers (:func:`mean_sharing`, not the most) times the spread of the multiplicities
-    (the chunk-weighted mean multiplicity over the plain mean, 1 when all are 1): the tbs of a
-    link get equal shares of it, so trees of more chunks fall behind.  Fitted to the event model
-    at 1 GiB on the shared cases of benchmarks/forestcoll_pipelining.py, within 3.5% where
-    it matters (a100:8x8 90.1 predicted, 93.5 simulated; mi250:8+8 k=13 87.2 and 87.0, k=4
-    94.3 and 90.6; mi250:2 k=2 below 80 and 83.9); docs/forestcoll.md."""
+    of the trees' (:func:`tree_pieces`), and c, the queueing factor, is ``SHARED_QUEUE`` (2)
+    times the square root of the spread of the multiplicities (the chunk-weighted mean
+    multiplicity over the plain mean, 1 when all are 1): the runtime gives each tb's message an
+    equal share of a link, so trees of more chunks fall behind.  How many trees share a tb acts
+    through the pieces it leaves them, not on top of it: the c that the event model needs is
+    1.3 to 2.6 on all seven shared cases of benchmarks/forestcoll_pipelining.py whether 1.1 or
+    6.2 trees share a transfer's tb on average, where the most trees in a tb (the former c)
+    erred low by up to 42 points.  Within 1.5 points of the event model at 1 GiB on six of them
+    (a100:8x8 90.4 predicted, 93.5 simulated; mi250:8+8 k=4 91.4 and 90.6, k=13 87.2 and 87.0;
+    mi250:2 k=2/3/4 83.1/78.1/74.6 and 83.9/79.6/75.5), low on mi250:2 k=opt (58.6 and 67.9);
+    docs/forestcoll.md."""
+    del lane_of          # the sharing acts through the cuts
     mults = [t.mult for t in trees]
     spread = (sum(m * m for m in mults) / sum(mults)) / (sum(mults) / len(mults))
     eff = max(1, round(sum(c * m for c, m in zip(cuts, mults)) / sum(mults)))
-    return predicted(fo, trees, eff, mean_sharing(trees, lane_of) * spread)
+    return predicted(fo, trees, eff, SHARED_QUEUE * math.sqrt(spread))
+
+
+SHARED_QUEUE = 2.0     # queueing factor of shared lanes (shared_prediction), fitted to the event model
 
 
 def tree_pieces(trees: tuple[Tree, ...], lane_of: list[int], pieces: int, chunks: int, n: int,
