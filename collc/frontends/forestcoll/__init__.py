@@ -41,8 +41,11 @@ far as the file that will be emitted allows
 (:func:`lane_per_tree`): mi250:2 at k=1, 32 lanes and 39 pieces, simulates 305.4 of
 320.00 GB/s at 1 GiB.  Where a lane per tree does not fit, :func:`shared_lanes` puts the
 fewest trees per tb that the runtime's tbs allow, and :func:`pick_pieces` the pieces of the
-best :func:`predicted` fraction; below 90% the build warns (:class:`LayoutWarning`, one line
-from ``collc build``).  Otherwise (the counts unknown) :func:`plan_lanes` keeps room for
+best :func:`predicted` fraction; for allgather :func:`tree_pieces` then gives each tree the
+most pieces its own tbs hold (the trees alone in theirs keep 48), and where 3 or more trees
+share a tb on 17 lanes and up a hop takes two steps of the tbs' order (a100:8x8: 89.8% -> 93.5%
+of the model at 1 GiB).  Below 90% (:func:`shared_prediction` on shared lanes) the build warns
+(:class:`LayoutWarning`, one line from ``collc build``) naming the limit that binds.  Otherwise (the counts unknown) :func:`plan_lanes` keeps room for
 ``--chunks`` up to 3 and ``--instances 2``.
 
 >>> from collc.frontends.registry import build_schedule
@@ -58,6 +61,7 @@ from ``collc build``).  Otherwise (the counts unknown) :func:`plan_lanes` keeps 
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable
@@ -79,7 +83,7 @@ from collc.topology import Topology
 
 __all__ = ["Forest", "forest", "applies", "build", "best_pieces", "fill_drain", "lane_per_tree", "shared_lanes",
            "layout", "messages", "predicted", "pick_pieces", "LayoutWarning", "lp_lanes", "lp_allreduce_forest",
-           "REFERENCE"]
+           "tree_pieces", "shared_prediction", "own_tbs", "REFERENCE"]
 
 REFERENCE = ("Zhao et al., ForestColl: Efficient Collective Communications on Heterogeneous Network Fabrics "
              "(arXiv 2402.06787), sections 4.1-4.5, Algorithms 1-5, Theorems 1, 8, 12, 14")
@@ -223,6 +227,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     rail = rail_of(topology)
     both = kind is CollKind.ALLREDUCE
     ag_plan = rs_plan = None
+    warn_on: tuple[list[int], int, int, float] | None = None    # the layout to warn about, once the pieces are known
     chunks, instances, file_gpus = opts.get(CHUNKS), opts.get(INSTANCES), opts.get(FILE_GPUS, n)
     if lanes_opt == 0 and isinstance(chunks, int) and isinstance(instances, int) and isinstance(file_gpus, int):
         # the lowering's counts are known: a lane per tree where it fits, else shared lanes within
@@ -237,11 +242,8 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                 got = min(ag_got[1], rs_got[1])
                 ag_plan, rs_plan = (ag_got[0], got), (rs_got[0], got)
                 # the prediction is fitted to allgather (docs/forestcoll.md): warn there only
-                if kind is CollKind.ALLGATHER and ag_got[3] < GOAL and not pieces_opt:
-                    worst = min(ag_got, rs_got, key=lambda g: g[3])
-                    _warn_layout(topology, fo, worst[3], k_text, maxk, got, max(worst[0]) + 1, worst[2],
-                                 lambda alt: plan_and_prediction(alt, alt.trees, n, chunks, instances, file_gpus,
-                                                                 both, reduces, rail))
+                if kind is CollKind.ALLGATHER and not pieces_opt:
+                    warn_on = min(ag_got, rs_got, key=lambda g: g[3])
         else:
             joint = lp_lanes(ag, rs, n, want, chunks, instances, file_gpus)
             if joint is not None:
@@ -259,6 +261,31 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     pieces = min(ag_pieces, rs_pieces)
     params = dict(opts)
     params.update(trees_per_root=k, lanes=max(ag_lanes) + 1, pieces=pieces)
+    cuts = None
+    if (kind is CollKind.ALLGATHER and ag_plan is not None and lpf is None and not pieces_opt
+            and isinstance(chunks, int) and isinstance(instances, int) and isinstance(file_gpus, int)
+            and sharing(ag, ag_lanes) >= 2):
+        # shared lanes: pieces per tree, the finest where a tree's tbs have room (tree_pieces)
+        fine = min(CONN_STEPS // chunks, MAX_OFFSET_CHUNKS // (n * k * chunks * instances))
+        cuts = tree_pieces(ag, ag_lanes, fine, chunks, n, file_gpus)
+        if cuts is not None and sum(c * t.mult for c, t in zip(cuts, ag)) > pieces * sum(t.mult for t in ag):
+            pieces = fine
+            params.update(pieces=pieces, coarsest=min(cuts), finest=max(cuts))
+        else:
+            cuts = None
+        if warn_on is not None:
+            warn_on = warn_on[:3] + (shared_prediction(fo, ag, ag_lanes, cuts or [pieces] * len(ag)),)
+    if (warn_on is not None and warn_on[3] < GOAL and isinstance(chunks, int) and isinstance(instances, int)
+            and isinstance(file_gpus, int)):
+        c_, i_, f_ = chunks, instances, file_gpus
+        _warn_layout(topology, fo, warn_on[3], k_text, maxk, pieces, max(warn_on[0]) + 1, warn_on[2],
+                     lambda alt: plan_and_prediction(alt, alt.trees, n, c_, i_, f_, both, reduces, rail),
+                     None if cuts is None else (min(cuts), max(cuts)))
+    stretch = 1
+    if (kind is CollKind.ALLGATHER and ag_plan is not None and max(ag_lanes) + 1 > MAX_CHANNELS // 2
+            and sharing(ag, ag_lanes) >= STRETCH_SHARING):
+        stretch = 2
+        params.update(stretch=stretch)
     if lpf is not None:
         params.update(trees_per_root=",".join(map(str, per_root)), lanes=max(ag_lanes + rs_lanes) + 1)
     kk = k * pieces    # chunks per rank block: each tree's m chunks, cut into `pieces` transfers
@@ -268,12 +295,14 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         base[v] = base[v - 1] + per_root[v - 1] * pieces
     whole = base[-1] + per_root[-1] * pieces
 
-    def blocks(t: Tree, off: int) -> list[tuple[range, range]]:
-        """(chunks within the root's block, absolute chunks) of each piece of tree t."""
+    def blocks(t: Tree, off: int, cut: int = 0) -> list[tuple[range, range]]:
+        """(chunks within the root's block, absolute chunks) of each piece of tree t, cut into
+        ``cut`` pieces (a divisor of ``pieces``; 0: ``pieces``)."""
         out = []
-        for j in range(pieces):
-            lo = off * pieces + j * t.mult
-            out.append((range(lo, lo + t.mult), range(base[t.root] + lo, base[t.root] + lo + t.mult)))
+        size = t.mult * (pieces // (cut or pieces))
+        for j in range(cut or pieces):
+            lo = off * pieces + j * size
+            out.append((range(lo, lo + size), range(base[t.root] + lo, base[t.root] + lo + size)))
         return out
 
     height = max(t.height for t in rs)
@@ -284,10 +313,11 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                 b.move(0, r, r, I, range(kk), O, range(r * kk, (r + 1) * kk))
         for i, (t, off) in enumerate(zip(ag, offs_ag)):
             depth = t.depths()
-            for j, (rel, dst) in enumerate(blocks(t, off)):
+            cut = cuts[i] if cuts is not None else pieces
+            for j, (rel, dst) in enumerate(blocks(t, off, cut)):
                 for p, c in t.edges:
                     own = p == t.root and not request.inplace
-                    b.move(depth[p] + j, p, c, I if own else O, rel if own else dst, O, dst, lane=ag_lanes[i])
+                    b.move((depth[p] * stretch + j) * (pieces // cut), p, c, I if own else O, rel if own else dst, O, dst, lane=ag_lanes[i])
     elif kind is CollKind.REDUCESCATTER:
         b = Builder(Collective(kind, n, kk, request.inplace))
         start = 0
@@ -337,9 +367,18 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
 
 
 MAX_CHANNELS = 32     # the executor's channels
+# Trees that share a tb are sent in step order (depth of the edge + piece).  A tall tree's pieces
+# reach a deep edge later than one step a hop where 3 or more trees share tbs, and the tb then waits
+# for them while the others' pieces are ready: with 2 steps a hop (``stretch``) a100:8x8 (31 lanes,
+# 3 trees a tb, trees of height 14) goes from 89.8% to 92.8% of its model at 1 GiB (16 pieces for
+# all), and with pieces per tree (tree_pieces) from 92.6% to 93.5%.  Measured to
+# lose elsewhere (mi250:2 k=2 on 10 lanes, 83.9% -> 79.7%; mi250:8+8 k=4, 2 a tb, 32 pieces: 91.1% ->
+# 90.5%), so it is taken on 17 lanes and up with 3 or more trees a tb only (docs/forestcoll.md).
+STRETCH_SHARING = 3
 MAX_LANES = 16        # lanes by default: half the channels, room for --instances 2
 TB_BUDGET = 64        # RCCL's tbs per GPU
 MAX_NODES = 4095      # the runtime parser's XML nodes per rank
+MAX_OFFSET_CHUNKS = 32767   # chunks a buffer may hold (the runtime's int16 offsets, collc/limits.py)
 STEP_BUDGET = 21      # of the 64 steps per tb: room for --chunks up to 3 on top of the pieces
 MAX_PIECES = 48
 # pieces per transfer: 3 per hop of the tallest tree, at least 8 (the event model at 1 GiB: on a100:2x8,
@@ -544,7 +583,7 @@ def messages(trees: tuple[Tree, ...], chunks_per_piece: int, pieces: int, size: 
     return pieces * -(-most // mac)
 
 
-def predicted(fo: Forest, trees: tuple[Tree, ...], pieces: int, sharing: int = 1, g: float | None = None,
+def predicted(fo: Forest, trees: tuple[Tree, ...], pieces: int, sharing: float = 1, g: float | None = None,
               alpha_us: float = ALPHA_US) -> float:
     """Predicted fraction of the model algbw at 1 GiB in the event model:
     ``T* / (T* + c (G / P + alpha M / 2))`` with G the fill and drain of one whole-chunk piece
@@ -565,6 +604,84 @@ def pick_pieces(fo: Forest, trees: tuple[Tree, ...], cap: int, sharing: int = 1)
     step, 25 send two), so every P is tried."""
     g = fill_drain(fo)
     return max(range(1, max(1, cap) + 1), key=lambda p: (predicted(fo, trees, p, sharing, g), -p))
+
+
+def shared_prediction(fo: Forest, trees: tuple[Tree, ...], lane_of: list[int], cuts: list[int]) -> float:
+    """:func:`predicted` for an allgather on shared lanes: the pieces are the chunk-weighted mean
+    of the trees' (:func:`tree_pieces`), and c, the queueing factor, is ``SHARED_QUEUE`` (2)
+    times the square root of the spread of the multiplicities (the chunk-weighted mean
+    multiplicity over the plain mean, 1 when all are 1): the runtime gives each tb's message an
+    equal share of a link, so trees of more chunks fall behind.  How many trees share a tb acts
+    through the pieces it leaves them, not on top of it: the c that the event model needs is
+    1.3 to 2.6 on all seven shared cases of benchmarks/forestcoll_pipelining.py whether 1.1 or
+    6.2 trees share a transfer's tb on average, where the most trees in a tb (the former c)
+    erred low by up to 42 points.  Within 1.5 points of the event model at 1 GiB on six of them
+    (a100:8x8 90.4 predicted, 93.5 simulated; mi250:8+8 k=4 91.4 and 90.6, k=13 87.2 and 87.0;
+    mi250:2 k=2/3/4 83.1/78.1/74.6 and 83.9/79.6/75.5), low on mi250:2 k=opt (58.6 and 67.9);
+    docs/forestcoll.md."""
+    del lane_of          # the sharing acts through the cuts
+    mults = [t.mult for t in trees]
+    spread = (sum(m * m for m in mults) / sum(mults)) / (sum(mults) / len(mults))
+    eff = max(1, round(sum(c * m for c, m in zip(cuts, mults)) / sum(mults)))
+    return predicted(fo, trees, eff, SHARED_QUEUE * math.sqrt(spread))
+
+
+SHARED_QUEUE = 2.0     # queueing factor of shared lanes (shared_prediction), fitted to the event model
+
+
+def tree_pieces(trees: tuple[Tree, ...], lane_of: list[int], pieces: int, chunks: int, n: int,
+                file_gpus: int) -> list[int] | None:
+    """Pieces of each tree (divisors of ``pieces``) for an allgather on shared lanes: every tree
+    starts at ``pieces``; while a tb's steps (its trees' pieces, a piece of c chunks ceil(c / 71)
+    steps, times ``chunks``) pass ``CONN_STEPS``, its tree of the most pieces is cut coarser (the
+    next divisor down).  So trees alone in their tbs keep the fine pieces that a shared tb cannot
+    hold.  None when not even one piece each fits, or the steps pass the parser's nodes.
+
+    On mi250:8+8 at k=4 (31 trees, 20 lanes, 2 trees in 6 of its tbs) 25 trees keep 48 pieces
+    and 6 take 24: 90.6% of the model at 1 GiB, against 89.3% with 24 pieces for all
+    (docs/forestcoll.md, "Pipelining that follows the packing").
+    """
+    if pieces < 1:
+        return None
+    divs = [d for d in range(1, pieces + 1) if pieces % d == 0]
+    cut = [pieces] * len(trees)
+    keys: dict[tuple[int, int, int, int], list[int]] = {}
+    mine: list[list[tuple[int, int, int, int]]] = [[] for _ in trees]
+    for i, t in enumerate(trees):
+        for p, c in t.edges:
+            for key in ((lane_of[i], p, c, 0), (lane_of[i], c, p, 1)):
+                keys.setdefault(key, []).append(i)
+                mine[i].append(key)
+
+    def steps(i: int) -> int:
+        return cut[i] * -(-(trees[i].mult * (pieces // cut[i])) // MAX_CNT) * chunks
+
+    # the busiest tb first (a heap of step totals, stale entries skipped), its finest tree cut
+    total = {key: sum(steps(i) for i in on) for key, on in keys.items()}
+    heap = [(-v, tuple(-x for x in key), key) for key, v in total.items()]
+    heapq.heapify(heap)
+    while heap:
+        neg, _, key = heap[0]
+        if -neg != total[key]:
+            heapq.heappop(heap)
+            continue
+        if -neg <= CONN_STEPS:
+            break
+        i = max(keys[key], key=lambda i: (cut[i], steps(i), -i))
+        if cut[i] == 1:
+            return None
+        before = steps(i)
+        cut[i] = divs[divs.index(cut[i]) - 1]
+        for k in mine[i]:
+            total[k] += steps(i) - before
+            heapq.heappush(heap, (-total[k], tuple(-x for x in k), k))
+    tbs = [1] * n
+    ops = [2] * n          # the local copies
+    for (_, rank, _, _), v in total.items():
+        tbs[rank] += 1
+        ops[rank] += v
+    worst = max(range(n), key=lambda r: tbs[r] + ops[r])
+    return cut if parser_nodes(file_gpus, tbs[worst], ops[worst]) <= MAX_NODES else None
 
 
 MAX_CNT = 71     # chunks of one step (the runtime's limit): a piece of a tree of multiplicity m is ceil(m / 71) steps
@@ -611,8 +728,20 @@ def plan_and_prediction(fo: Forest, trees: tuple[Tree, ...], n: int, chunks: int
     return plan[0], got, share, predicted(fo, trees, got, share)
 
 
+def own_tbs(trees: tuple[Tree, ...], n: int) -> int:
+    """The tbs the busiest rank would need if no two trees shared one: a tb per (tree, peer,
+    direction), and the local one (what binds where :func:`lane_per_tree` does not fit)."""
+    seen: list[set[tuple[int, int, int]]] = [set() for _ in range(n)]
+    for i, t in enumerate(trees):
+        for p, c in t.edges:
+            seen[p].add((i, c, 0))
+            seen[c].add((i, p, 1))
+    return 1 + max(len(s) for s in seen)
+
+
 def _warn_layout(topology: Topology, fo: Forest, frac: float, k_text: str, maxk: int, pieces: int, lanes: int,
-                 share: int, alt_plan: Callable[[Forest], tuple[list[int], int, int, float] | None]) -> None:
+                 share: int, alt_plan: Callable[[Forest], tuple[list[int], int, int, float] | None],
+                 cut: tuple[int, int] | None = None) -> None:
     """One ``LayoutWarning``: the prediction, what bounds it, and k=auto's choice when that is
     another k predicted at ``GOAL`` or above."""
     import warnings
@@ -624,10 +753,14 @@ def _warn_layout(topology: Topology, fo: Forest, frac: float, k_text: str, maxk:
         if got is not None and got[3] >= GOAL:
             hint = (f"; k=auto (k={alt.k}) is predicted at {got[3] * 100:.0f}% of {float(alt.algbw):.2f} GB/s, "
                     f"{got[3] * float(alt.algbw):.2f} against {frac * float(fo.algbw):.2f} here")
+    need = own_tbs(fo.trees, fo.net.nranks)
+    binds = (f"a tb per tree and connection needs {need} tbs on a rank, above the {TB_BUDGET} allowed"
+             if need > TB_BUDGET else f"a lane per tree needs {len(fo.trees)} channels, above the {MAX_CHANNELS}")
     warnings.warn(LayoutWarning(
         f"forestcoll: k={fo.k} is predicted at {math.floor(frac * 100)}% of its model algbw {float(fo.algbw):.2f} GB/s at "
-        f"1 GiB ({len(fo.trees)} trees on {lanes} lanes, up to {share} per tb, {pieces} pieces within 64 tbs per "
-        f"rank and 48 steps per tb){hint}"), stacklevel=3)
+        f"1 GiB ({len(fo.trees)} trees on {lanes} lanes, up to {share} per tb, "
+        f"{pieces if cut is None else f'{cut[0]} to {cut[1]}'} pieces): "
+        f"{binds}, so trees share tbs, whose {CONN_STEPS} steps bound the pieces{hint}"), stacklevel=3)
 
 
 def layout(trees: tuple[Tree, ...], n: int, pieces: int, chunks: int, instances: int, file_gpus: int,
@@ -879,8 +1012,8 @@ register(Algorithm(
                   "lowered with --chunks/--instances fits, else lanes shared by the fewest trees per tb that fit "
                   "64 tbs per rank)"),
             Param("pieces", int, 0, "transfers each tree chunk is cut into for pipelining (0 = auto: the best "
-                  "predicted event-model fraction at 1 GiB within 48 steps per tb; a one-line warning when it is "
-                  "below 90%, see docs/forestcoll.md)"),
+                  "predicted event-model fraction at 1 GiB within 48 steps per tb, per tree on shared lanes; a "
+                  "one-line warning when it is below 90%, see docs/forestcoll.md)"),
             Param("allreduce", str, "rsag", "allreduce: rsag (reduce-scatter then allgather on one forest) or lp "
                   "(appendix E's LP: unequal roots, each link split between in- and out-trees; docs/forestcoll.md)")),
     example="collc build --topology mi250:2 --algorithm forestcoll --collective allgather --report -o fc.xml",
