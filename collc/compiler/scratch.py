@@ -25,10 +25,13 @@ require.
 from __future__ import annotations
 
 from bisect import bisect_right
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from collc.compiler.optable import BUF_CODE, OpTable
 from collc.errors import LoweringError
 from collc.ir.collective import Buffer, Collective
 from collc.ir.schedule import Op, Schedule, Transfer
@@ -44,8 +47,11 @@ class Kind(str, Enum):
     REDUCE = "re"
 
 
-# the members as module constants: ``Kind.X`` is a class attribute lookup (~0.25 us), paid per op
 _SEND, _RECV, _COPY, _REDUCE = Kind.SEND, Kind.RECV, Kind.COPY, Kind.REDUCE
+KINDS = (_SEND, _RECV, _COPY, _REDUCE)     # the kind codes of ``collc.compiler.optable``
+# the codes as written into the rows
+_CS, _CR, _CC, _CRE = 0, 1, 2, 3
+_SCRATCH = BUF_CODE["s"]
 
 
 class _RankOpFields(NamedTuple):
@@ -71,9 +77,9 @@ class _RankOpFields(NamedTuple):
 
 
 class RankOp(_RankOpFields):
-    """One rank's op, immutable.  A named tuple rather than a frozen dataclass: lowering builds
-    one per message end (10^6 at 1024 ranks) and a tuple is several times cheaper to build.
-    Built from its first 14 fields; ``pos``, ``rd`` and ``wr`` are derived from them."""
+    """One rank's op, immutable: the readable view of one row of the op table
+    (:meth:`collc.compiler.optable.OpTable.ops`), for dumps and tests; the passes read the
+    columns.  Built from its first 14 fields; ``pos``, ``rd`` and ``wr`` are derived from them."""
 
     __slots__ = ()
 
@@ -113,9 +119,24 @@ def expand_slots(intervals: tuple[Interval, ...]) -> list[Slot]:
 @dataclass(frozen=True)
 class OpPlan:
     collective: Collective
-    ops: tuple[RankOp, ...]
+    table: OpTable             # every rank's ops, in the order ``expand`` made them
     scratch: tuple[int, ...]   # scratch chunks per rank
     name: str
+    _ops: list[tuple[RankOp, ...]] = field(default_factory=list, init=False, compare=False, repr=False)
+
+    @property
+    def ops(self) -> tuple[RankOp, ...]:
+        """The rows as :class:`RankOp` (built on first use: the passes read ``table``)."""
+        if not self._ops:
+            self._ops.append(tuple(self.table.ops()))
+        return self._ops[0]
+
+    def by_rank(self) -> list[OpTable]:
+        """Each rank's rows, in plan order."""
+        rank = self.table.rank
+        order = np.argsort(rank, kind="stable")
+        bounds = np.searchsorted(rank[order], np.arange(self.collective.nranks + 1))
+        return [self.table.take(order[a:b]) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
 
 
 def _runs(idx: range | tuple[int, ...]) -> list[tuple[int, int]]:
@@ -134,11 +155,11 @@ class _Intervals:
     (given whole: ``expand`` gathers a step's intervals in a dict before any query, which
     costs no method call per transfer)."""
 
-    def __init__(self, raw: dict[tuple[int, str], list[tuple[int, int]]]) -> None:
+    def __init__(self, raw: dict[tuple[int, int], list[tuple[int, int]]]) -> None:
         self._raw = raw
-        self._merged: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
+        self._merged: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
 
-    def overlaps(self, rank: int, buf: str, lo: int, hi: int) -> bool:
+    def overlaps(self, rank: int, buf: int, lo: int, hi: int) -> bool:
         key = (rank, buf)
         raw = self._raw.get(key)
         if raw is None:
@@ -167,20 +188,21 @@ def expand(schedule: Schedule) -> OpPlan:
     coll = schedule.collective
     n = coll.nranks
     scratch_top = [schedule.scratch_chunks] * n
-    ops: list[RankOp] = []
+    ops: list[tuple[int, ...]] = []      # rows of the op table (collc.compiler.optable.FIELDS)
 
     def alloc(rank: int, size: int) -> int:
         base = scratch_top[rank]
         scratch_top[rank] += size
         return base
 
-    aliases = [{b: (pb.value, base) for b in Buffer for pb, base in [coll.alias(r, b)]} for r in range(n)]
+    aliases = [{b: (BUF_CODE[pb.value], base) for b in Buffer for pb, base in [coll.alias(r, b)]}
+               for r in range(n)]
 
-    def phys_runs(rank: int, buf: Buffer, idx: range | tuple[int, ...]) -> list[tuple[str, int, int]]:
+    def phys_runs(rank: int, buf: Buffer, idx: range | tuple[int, ...]) -> list[tuple[int, int, int]]:
         pb, base = aliases[rank][buf]
         if isinstance(idx, range):
             return [(pb, base + idx.start, len(idx))]
-        out: list[tuple[str, int, int]] = []
+        out: list[tuple[int, int, int]] = []
         for x in idx:
             i = base + x
             if out and out[-1][1] + out[-1][2] == i:
@@ -193,8 +215,8 @@ def expand(schedule: Schedule) -> OpPlan:
     for step_no, transfers in enumerate(schedule.steps):
         # slots read by this step's transfers, per rank, as merged intervals; each transfer's
         # physical runs are computed once (a range is one run)
-        read_ivs: dict[tuple[int, str], list[tuple[int, int]]] = {}
-        runs: list[tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
+        read_ivs: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        runs: list[tuple[list[tuple[int, int, int]], list[tuple[int, int, int]]]] = []
         local: set[int] = set()      # ranks with a local copy or reduce in this step
         for t in transfers:
             src = t.src
@@ -206,56 +228,51 @@ def expand(schedule: Schedule) -> OpPlan:
                 local.add(src)
         reads = _Intervals(read_ivs)
         # the slots of the step on those ranks only: a local op is checked against its own rank's
-        read_now: dict[int, set[Slot]] = {}
-        written_now: dict[int, set[Slot]] = {}
+        read_now: dict[int, set[tuple[int, int]]] = {}
+        written_now: dict[int, set[tuple[int, int]]] = {}
         if local:
             for (srcs, dsts), t in zip(runs, transfers):
                 for rank, rr, now in ((t.src, srcs, read_now), (t.dst, dsts, written_now)):
                     if rank in local:
                         now.setdefault(rank, set()).update((b, i + j) for b, i, c in rr for j in range(c))
+        add = ops.append
         for number, t in enumerate(transfers):
-            key = (step_no, number)
             chunk = t.src_idx[0]
             srcs, dsts = runs[number]
             src, dst, lane = t.src, t.dst, t.lane
             if src == dst:
-                _local(t, step_no, srcs, dsts, read_now, written_now, ops, key, chunk)
+                _local(t, step_no, number, srcs, dsts, read_now, written_now, ops, chunk)
                 continue
             count = len(t.src_idx)
             # sender side
             if len(srcs) == 1:
                 sbuf, soff, _ = srcs[0]
             else:
-                sbuf, soff = "s", alloc(src, count)
+                sbuf, soff = _SCRATCH, alloc(src, count)
                 pos = soff
                 for b, i, c in srcs:
-                    ops.append(RankOp(src, step_no, 0, _COPY, -1, lane, b, i, "s", pos, c, False,
-                                      key + (pos,), chunk))
+                    add((src, step_no, 0, _CC, -1, lane, b, i, _SCRATCH, pos, c, 0, number, pos, chunk))
                     pos += c
-            ops.append(RankOp(src, step_no, 1, _SEND, dst, lane, sbuf, soff, sbuf, soff, count,
-                              False, key, chunk))
+            add((src, step_no, 1, _CS, dst, lane, sbuf, soff, sbuf, soff, count, 0, number, -1, chunk))
             # receiver side
             reduce = t.op is reduce_op
             b, i, c = dsts[0]
             if len(dsts) == 1 and not reads.overlaps(dst, b, i, i + c):
-                ops.append(RankOp(dst, step_no, 2, _RECV, src, lane, b, i, b, i, count, reduce,
-                                  key, chunk))
+                add((dst, step_no, 2, _CR, src, lane, b, i, b, i, count, int(reduce), number, -1, chunk))
                 continue
             base = alloc(dst, count)
-            ops.append(RankOp(dst, step_no, 2, _RECV, src, lane, "s", base, "s", base, count,
-                              False, key, chunk))
+            add((dst, step_no, 2, _CR, src, lane, _SCRATCH, base, _SCRATCH, base, count, 0, number, -1, chunk))
             pos = base
+            kind = _CRE if reduce else _CC
             for b, i, c in dsts:
-                kind = _REDUCE if reduce else _COPY
-                ops.append(RankOp(dst, step_no, 3, kind, -1, lane, "s", pos, b, i, c, False,
-                                  key + (pos,), chunk))
+                add((dst, step_no, 3, kind, -1, lane, _SCRATCH, pos, b, i, c, 0, number, pos, chunk))
                 pos += c
-    return OpPlan(coll, tuple(ops), tuple(scratch_top), schedule.provenance.algorithm)
+    return OpPlan(coll, OpTable.from_rows(ops), tuple(scratch_top), schedule.provenance.algorithm)
 
 
-def _local(t: Transfer, step_no: int, srcs: list[tuple[str, int, int]], dsts: list[tuple[str, int, int]],
-           read_now: dict[int, set[Slot]], written_now: dict[int, set[Slot]], ops: list[RankOp],
-           key: tuple[int, ...], chunk: int) -> None:
+def _local(t: Transfer, step_no: int, number: int, srcs: list[tuple[int, int, int]],
+           dsts: list[tuple[int, int, int]], read_now: dict[int, set[tuple[int, int]]],
+           written_now: dict[int, set[tuple[int, int]]], ops: list[tuple[int, ...]], chunk: int) -> None:
     """A local copy or reduce reads and writes in one op: it must not race its own step."""
     mine_r = {(b, i + j) for b, i, c in srcs for j in range(c)}
     mine_w = {(b, i + j) for b, i, c in dsts for j in range(c)}
@@ -270,12 +287,11 @@ def _local(t: Transfer, step_no: int, srcs: list[tuple[str, int, int]], dsts: li
     flat_s = [(b, i + j) for b, i, c in srcs for j in range(c)]
     flat_d = [(b, i + j) for b, i, c in dsts for j in range(c)]
     start = 0
-    kind = Kind.REDUCE if t.op is Op.REDUCE else Kind.COPY
+    kind = _CRE if t.op is Op.REDUCE else _CC
     for k in range(1, len(flat_s) + 1):
         end_run = k == len(flat_s) or flat_s[k][0] != flat_s[k - 1][0] or flat_s[k][1] != flat_s[k - 1][1] + 1 \
             or flat_d[k][0] != flat_d[k - 1][0] or flat_d[k][1] != flat_d[k - 1][1] + 1
         if end_run:
             (sb, so), (db, do) = flat_s[start], flat_d[start]
-            ops.append(RankOp(t.src, step_no, 0, kind, -1, t.lane, sb, so, db, do, k - start, False,
-                              key + (start,), chunk))
+            ops.append((t.src, step_no, 0, kind, -1, t.lane, sb, so, db, do, k - start, 0, number, start, chunk))
             start = k

@@ -1,4 +1,4 @@
-"""Passes: channel assignment and threadblock assignment (OpPlan -> TbPlan).
+"""Passes: channel assignment and threadblock assignment (a rank's op columns -> its tbs).
 
 ``assign_channels`` gives every message a channel ``lane * groups + chunk % groups``:
 a chunk keeps its channel along its whole path, so a chunk's hops through one rank
@@ -46,48 +46,97 @@ all of which the paired tb would hold, so the rule needs nothing outside the ran
 Guarantees: each tb has one send peer and one receive peer, each (peer, chan,
 direction) is used by at most one tb per rank, ops in a tb are sorted by
 (step, phase, transfer).
+
+Both passes work on the rank's op columns (:mod:`collc.compiler.optable`): a channel and a
+tb per op come out of numpy; only the pairing's choices (a few per peer and channel) are
+made in Python.  :class:`PlannedTb` and :class:`ChannelOp` are the readable views (dumps,
+tests), built on demand.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import NamedTuple
+
+import numpy as np
 
 from collc.compiler.buffering import SizeModel, size_model
 from collc.compiler.msccl.program import Proto
-from collc.compiler.scratch import Kind, OpPlan, RankOp
+from collc.compiler.optable import COPY, RECV, SEND, Ints, OpTable, encode
+from collc.compiler.scratch import OpPlan, RankOp
 
 
 class ChannelOp(NamedTuple):
-    """An op with its channel (immutable; a named tuple: one is built per op)."""
+    """An op with its channel (the readable view of one row of :class:`ChannelOps`)."""
 
     op: RankOp
     chan: int
 
 
+@dataclass(frozen=True, eq=False)
+class ChannelOps:
+    """One rank's ops (plan order) and the channel of each: the channels pass's output."""
+
+    table: OpTable
+    chan: Ints
+
+    def __iter__(self) -> Iterator[ChannelOp]:
+        return iter([ChannelOp(op, c) for op, c in zip(self.table.ops(), self.chan.tolist())])
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
 @dataclass(frozen=True)
 class PlannedTb:
+    """The readable view of one tb of a :class:`TbTable`."""
+
     send: int
     recv: int
     chan: int
     ops: tuple[ChannelOp, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class TbTable:
+    """One rank's tbs: the threadblocks pass's output.  ``table`` holds the rank's ops tb by
+    tb (tb ``k``'s are rows ``start[k]:start[k+1]``, in logical order); ``send``, ``recv``,
+    ``chan`` are per tb, in tb order."""
+
+    table: OpTable
+    send: Ints
+    recv: Ints
+    chan: Ints
+    start: Ints
+
+    def __len__(self) -> int:
+        return len(self.send)
+
+    def __iter__(self) -> Iterator[PlannedTb]:
+        return iter(self.views())
+
+    def views(self) -> list[PlannedTb]:
+        ops = self.table.ops()
+        out = []
+        for k, (s, r, c) in enumerate(zip(self.send.tolist(), self.recv.tolist(), self.chan.tolist())):
+            a, b = int(self.start[k]), int(self.start[k + 1])
+            out.append(PlannedTb(s, r, c, tuple(ChannelOp(op, c) for op in ops[a:b])))
+        return out
+
+    @property
+    def nchannels(self) -> int:
+        return int(self.chan.max()) + 1 if len(self.chan) else 1
+
+
 @dataclass(frozen=True)
 class TbPlan:
+    """Every rank's tbs (the whole-program form the tests use)."""
+
     plan: OpPlan
-    tbs: tuple[tuple[PlannedTb, ...], ...]   # per rank
+    tbs: tuple[TbTable, ...]   # per rank
     nchannels: int
 
-
-# module constants for the per-op loops: ``Kind.X`` is a class attribute lookup (~0.25 us) and a
-# named tuple's own constructor a Python call
-_SEND, _RECV = Kind.SEND, Kind.RECV
-_new = tuple.__new__
-_pos = attrgetter("op.pos")      # a ChannelOp's logical position (its sort key)
 
 LOCAL_TB_OPS = 32  # local ops per local-only tb, leaving room for dependency nops
 
@@ -100,52 +149,62 @@ def order_key(op: RankOp) -> tuple[int, ...]:
 PEERS_PER_CHANNEL = 32
 
 
-def assign_channels(plan: OpPlan, groups: int, spread: int = 1) -> list[ChannelOp]:
-    return channel_ops(plan.ops, groups, spread, plan.collective.nranks)
+def assign_channels(plan: OpPlan, groups: int, spread: int = 1) -> list[ChannelOps]:
+    """Every rank's channel-assigned ops, rank by rank."""
+    return [channel_ops(t, groups, spread, plan.collective.nranks) for t in plan.by_rank()]
 
 
-def peer_spread(ops: Iterable[RankOp], nranks: int) -> int:
+def peer_spread(ops: OpTable, nranks: int) -> int:
     """Channels each channel group is split into so that no rank has more than
     :data:`PEERS_PER_CHANNEL` send or receive peers on one channel (1 when none has)."""
-    # distinct (rank, lane, direction, peer), then peers per (rank, lane, direction)
-    links = {(op.rank, op.lane, op.kind is _SEND, op.peer) for op in ops if op.kind is _SEND or op.kind is _RECV}
-    per_side: dict[tuple[int, int, bool], int] = defaultdict(int)
-    for rank, lane, sending, _ in links:
-        per_side[(rank, lane, sending)] += 1
-    if max(per_side.values(), default=0) <= PEERS_PER_CHANNEL:
+    remote = ops.kind <= RECV
+    if not remote.any():
+        return 1
+    rank, lane, kind, peer = ops.rank[remote], ops.lane[remote], ops.kind[remote], ops.peer[remote]
+    side = (rank * (int(lane.max()) + 1) + lane) * 2 + kind          # (rank, lane, direction)
+    links = np.unique(side * (nranks + 1) + peer)                     # distinct (side, peer)
+    per_side = np.unique(links // (nranks + 1), return_counts=True)[1]
+    if int(per_side.max()) <= PEERS_PER_CHANNEL:
         return 1
     return -(-(nranks - 1) // PEERS_PER_CHANNEL)
 
 
-def channel_ops(ops: Iterable[RankOp], groups: int, spread: int = 1, nranks: int = 1) -> list[ChannelOp]:
-    if spread == 1:
-        if groups == 1:
-            return [_new(ChannelOp, (op, op.lane)) for op in ops]
-        return [_new(ChannelOp, (op, op.lane * groups + op.chunk % groups)) for op in ops]
-    out = []
-    for op in ops:
-        base = (op.lane * groups + op.chunk % groups) * spread
-        if op.kind is _SEND:
-            base += ((op.peer - op.rank) % nranks - 1) // PEERS_PER_CHANNEL
-        elif op.kind is _RECV:
-            base += ((op.rank - op.peer) % nranks - 1) // PEERS_PER_CHANNEL
-        out.append(_new(ChannelOp, (op, base)))
-    return out
+def channel_ops(ops: OpTable, groups: int, spread: int = 1, nranks: int = 1) -> ChannelOps:
+    chan = ops.lane * groups + ops.chunk % groups if groups > 1 else ops.lane.copy()
+    if spread > 1:
+        kind = ops.kind
+        d = np.where(kind == SEND, ops.peer - ops.rank, ops.rank - ops.peer) % max(nranks, 1)
+        chan = chan * spread + np.where(kind <= RECV, (d - 1) // PEERS_PER_CHANNEL, 0)
+    return ChannelOps(ops, chan.astype(np.int64))
 
 
-def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True,
+def assign_threadblocks(plan: OpPlan, chops: list[ChannelOps], pair: bool = True,
                         model: SizeModel | None = None) -> TbPlan:
-    n = plan.collective.nranks
-    by_rank: list[list[ChannelOp]] = [[] for _ in range(n)]
-    for c in chops:
-        by_rank[c.op.rank].append(c)
-    out = tuple(rank_threadblocks(rank, by_rank[rank], pair, model=model) for rank in range(n))
-    return TbPlan(plan, out, max([1] + [t.chan + 1 for tbs in out for t in tbs]))
+    out = tuple(rank_threadblocks(rank, c, pair, model=model) for rank, c in enumerate(chops))
+    return TbPlan(plan, out, max([1] + [t.nchannels for t in out]))
 
 
-def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
+class _Groups:
+    """The rank's send (or receive) ops grouped by (peer, channel), groups in first-appearance
+    order (plan order), as the pairing reads them."""
+
+    def __init__(self, rows: Ints, peer: Ints, chan: Ints, nchan: int) -> None:
+        self.rows = rows                              # op rows (plan order)
+        self.key = (peer[rows] + 1) * nchan + chan[rows]
+        uniq, first, self.inv = np.unique(self.key, return_index=True, return_inverse=True)
+        self.inv = self.inv.reshape(-1)
+        self.keys: list[int] = uniq.tolist()
+        self.first = first                            # position in rows of each group's first op
+        self.nchan = nchan
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """(peer, chan) of each group, in key order."""
+        return [(k // self.nchan - 1, k % self.nchan) for k in self.keys]
+
+
+def rank_threadblocks(rank: int, chops: ChannelOps, pair: bool = True,
                       hints: dict[tuple[int, int], int] | None = None,
-                      model: SizeModel | None = None) -> tuple[PlannedTb, ...]:
+                      model: SizeModel | None = None) -> TbTable:
     """The tbs of one rank from its channel-assigned ops (the pass works rank by rank).
 
     ``hints`` (the schedule's ``tb_pairs`` of this rank, ``(lane, recv peer) -> send
@@ -154,64 +213,60 @@ def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
     fit their connection at every step the tb receives are made (:func:`safe_pair`).
     None: the tightest model, one-chunk Simple pieces (``maxBytes="0"``).
     """
-    # a message's local gather/scatter copies follow the message's channel
-    msg_chan: dict[tuple[int, ...], int] = {}
-    send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    rest: list[ChannelOp] = []
-    for c in chops:
-        op = c.op
-        if op.kind is _SEND:
-            msg_chan[op.key] = c.chan
-            send_ops[(op.peer, c.chan)].append(c)
-        elif op.kind is _RECV:
-            msg_chan[op.key] = c.chan
-            recv_ops[(op.peer, c.chan)].append(c)
-        else:
-            rest.append(c)
-    local: list[ChannelOp] = []
-    attached: dict[tuple[str, int, int], list[ChannelOp]] = defaultdict(list)
-    for c in rest:
-        op = c.op
-        chan = msg_chan.get(op.key[:2])
-        if chan is not None:
-            role = "send" if op.phase == 0 else "recv"
-            attached[(role, op.key[0], op.key[1])].append(_new(ChannelOp, (op, chan)))
-        else:
-            local.append(_new(ChannelOp, (op, 0)))
-    if not pair:
-        pairs: dict[tuple[int, int], int] = {}
-    else:
-        safe = _Safety(send_ops, recv_ops, model or TIGHTEST)
-        pairs = _hinted_pairs(send_ops, recv_ops, hints, safe) if hints else _pair_peers(send_ops, recv_ops, safe)
-    tbs: list[PlannedTb] = []
-    used_send: set[tuple[int, int]] = set()
-    for (rpeer, chan), spair in sorted(pairs.items()):
-        used_send.add((spair, chan))
-        tbs.append(_tb(spair, rpeer, chan, send_ops[(spair, chan)] + recv_ops[(rpeer, chan)], attached))
-    for (rpeer, chan), ops in sorted(recv_ops.items()):
-        if (rpeer, chan) not in pairs:
-            tbs.append(_tb(-1, rpeer, chan, ops, attached))
-    for (speer, chan), ops in sorted(send_ops.items()):
-        if (speer, chan) not in used_send:
-            tbs.append(_tb(speer, -1, chan, ops, attached))
-    local.sort(key=_pos)
-    for start in range(0, len(local), LOCAL_TB_OPS):  # several local tbs if there are many
-        tbs.append(PlannedTb(-1, -1, 0, tuple(local[start:start + LOCAL_TB_OPS])))
-    tbs.sort(key=lambda t: (t.chan, t.send, t.recv, t.ops[0].op.pos if t.ops else ()))
-    return tuple(tbs)
-
-
-def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
-        attached: dict[tuple[str, int, int], list[ChannelOp]]) -> PlannedTb:
-    allops = list(ops)
-    if attached:
-        for c in ops:
-            key = c.op.key
-            more = attached.get(("send" if c.op.kind is _SEND else "recv", key[0], key[1]))
-            if more:
-                allops.extend(more)
-    return PlannedTb(send, recv, chan, tuple(sorted(allops, key=_pos)))
+    t, chan = chops.table, chops.chan
+    n = len(t)
+    kind, peer = t.kind, t.peer
+    nchan = int(chan.max()) + 1 if n else 1
+    sends = np.flatnonzero(kind == SEND)
+    recvs = np.flatnonzero(kind == RECV)
+    so = _Groups(sends, peer, chan, nchan)
+    ro = _Groups(recvs, peer, chan, nchan)
+    pairs: dict[tuple[int, int], int] = {}
+    if pair and len(recvs) and len(sends):
+        safe = _Safety(t, chan, so, ro, model or TIGHTEST)
+        pairs = _hinted_pairs(t, so, ro, hints, safe) if hints else _pair_peers(t, chan, so, ro, safe)
+    # per op: the tb's (send, recv, chan), and for local-only ops their tb among those
+    tb_send = np.full(n, -1, dtype=np.int64)
+    tb_recv = np.full(n, -1, dtype=np.int64)
+    tb_chan = np.zeros(n, dtype=np.int64)
+    local_no = np.full(n, -1, dtype=np.int64)
+    paired_send = {(s, c): r for (r, c), s in pairs.items()}
+    if len(sends):
+        g_recv = np.array([paired_send.get(pc, -1) for pc in so.pairs()], dtype=np.int64)
+        tb_send[sends] = peer[sends]
+        tb_recv[sends] = g_recv[so.inv]
+        tb_chan[sends] = chan[sends]
+    if len(recvs):
+        g_send = np.array([pairs.get(pc, -1) for pc in ro.pairs()], dtype=np.int64)
+        tb_recv[recvs] = peer[recvs]
+        tb_send[recvs] = g_send[ro.inv]
+        tb_chan[recvs] = chan[recvs]
+    local = np.flatnonzero(kind >= COPY)
+    if len(local):
+        # a message's local gather/scatter copies go into the message's tb
+        msgs = np.flatnonzero(kind <= RECV)
+        mkey = t.step[msgs] * (int(t.number.max()) + 1) + t.number[msgs]
+        lkey = t.step[local] * (int(t.number.max()) + 1) + t.number[local]
+        order = np.argsort(mkey, kind="stable")
+        at = np.searchsorted(mkey[order], lkey)
+        hit = at < len(msgs)
+        hit[hit] = mkey[order][at[hit]] == lkey[hit]
+        src = msgs[order][at[hit]]
+        att = local[hit]
+        tb_send[att], tb_recv[att], tb_chan[att] = tb_send[src], tb_recv[src], tb_chan[src]
+        alone = local[~hit]
+        if len(alone):           # the rest in local-only tbs of LOCAL_TB_OPS ops, in logical order
+            sub = t.take(alone)
+            local_no[alone[sub.order()]] = np.arange(len(alone), dtype=np.int64) // LOCAL_TB_OPS
+    # tbs ordered by (chan, send, recv, first op): local-only tbs are told apart by their number
+    tb_of = np.unique(encode([tb_chan, tb_send + 1, tb_recv + 1, local_no + 1]), return_inverse=True)[1].reshape(-1)
+    posrank = np.empty(n, dtype=np.int64)
+    posrank[t.order()] = np.arange(n, dtype=np.int64)
+    rows = np.lexsort((posrank, tb_of))
+    first = np.flatnonzero(np.r_[True, tb_of[rows][1:] != tb_of[rows][:-1]]) if n else np.zeros(0, np.int64)
+    heads = rows[first]
+    return TbTable(t.take(rows), tb_send[heads], tb_recv[heads], tb_chan[heads],
+                   np.append(first, n).astype(np.int64))
 
 
 #: The slicing at ``maxBytes="0"`` with Simple pieces: one chunk a piece, two pieces a connection.
@@ -223,69 +278,80 @@ class _Safety:
     which the tb would receive from the receive peer, the sends to the send peer of that step
     (which the tb runs first) fit in the connection (module docstring, "Safe pairs")."""
 
-    def __init__(self, send_ops: dict[tuple[int, int], list[ChannelOp]],
-                 recv_ops: dict[tuple[int, int], list[ChannelOp]], model: SizeModel) -> None:
-        self.send_ops, self.recv_ops, self.model = send_ops, recv_ops, model
-        self.sent: dict[tuple[int, int], dict[int, int]] = {}    # (peer, chan) -> step -> slots
+    def __init__(self, t: OpTable, chan: Ints, so: _Groups, ro: _Groups, model: SizeModel) -> None:
+        self.slots = model.slots
+        cnt = t.cnt[so.rows]
+        sizes = np.unique(cnt)
+        slots = np.array([model.send_slots(int(c)) for c in sizes], dtype=np.int64)[np.searchsorted(sizes, cnt)]
+        self.nstep = int(t.step.max()) + 1
+        # slots sent per (send group, step)
+        key = so.inv * self.nstep + t.step[so.rows]
+        self.sent_keys, inv = np.unique(key, return_inverse=True)
+        self.sent = np.bincount(inv.reshape(-1), weights=slots).astype(np.int64)
+        self.so, self.ro = so, ro
+        self.recv_steps = t.step[ro.rows]
 
     def __call__(self, rpeer: int, speer: int, chan: int) -> bool:
-        sent = self.sent.get((speer, chan))
-        if sent is None:
-            sent = defaultdict(int)
-            for c in self.send_ops[(speer, chan)]:
-                sent[c.op.step] += self.model.send_slots(c.op.cnt)
-            self.sent[(speer, chan)] = sent
-        slots = self.model.slots
-        return all(sent.get(c.op.step, 0) <= slots for c in self.recv_ops[(rpeer, chan)])
+        sg = self.so.keys.index((speer + 1) * self.so.nchan + chan)
+        rg = self.ro.keys.index((rpeer + 1) * self.ro.nchan + chan)
+        steps = self.recv_steps[self.ro.inv == rg]
+        want = sg * self.nstep + steps
+        at = np.minimum(np.searchsorted(self.sent_keys, want), len(self.sent_keys) - 1)
+        found = self.sent_keys[at] == want
+        return bool((self.sent[at][found] <= self.slots).all())
 
 
-def safe_pair(chops: list[ChannelOp], rpeer: int, speer: int, chan: int, model: SizeModel | None = None) -> bool:
+def safe_pair(chops: ChannelOps, rpeer: int, speer: int, chan: int, model: SizeModel | None = None) -> bool:
     """Whether pairing the receive from ``rpeer`` with the send to ``speer`` on ``chan`` is safe
     for the rank whose ops ``chops`` are (module docstring, "Safe pairs")."""
-    send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    for c in chops:
-        if c.op.kind is _SEND:
-            send_ops[(c.op.peer, c.chan)].append(c)
-        elif c.op.kind is _RECV:
-            recv_ops[(c.op.peer, c.chan)].append(c)
-    return _Safety(send_ops, recv_ops, model or TIGHTEST)(rpeer, speer, chan)
+    t, ch = chops.table, chops.chan
+    nchan = int(ch.max()) + 1
+    so = _Groups(np.flatnonzero(t.kind == SEND), t.peer, ch, nchan)
+    ro = _Groups(np.flatnonzero(t.kind == RECV), t.peer, ch, nchan)
+    return _Safety(t, ch, so, ro, model or TIGHTEST)(rpeer, speer, chan)
 
 
-def _hinted_pairs(send_ops: dict[tuple[int, int], list[ChannelOp]],
-                  recv_ops: dict[tuple[int, int], list[ChannelOp]],
-                  hints: dict[tuple[int, int], int], safe: _Safety) -> dict[tuple[int, int], int]:
+def _hinted_pairs(t: OpTable, so: _Groups, ro: _Groups, hints: dict[tuple[int, int], int],
+                  safe: _Safety) -> dict[tuple[int, int], int]:
     """The schedule's pairing: receive peer -> send peer per channel, where both exist and the
     pair is safe."""
     pairs: dict[tuple[int, int], int] = {}
-    for (rpeer, chan), ops in recv_ops.items():
-        speer = hints.get((ops[0].op.lane, rpeer))
-        if speer is not None and (speer, chan) in send_ops and safe(rpeer, speer, chan):
+    sends = set(so.pairs())
+    lanes = t.lane[ro.rows[ro.first]].tolist()        # the lane of each group's first op
+    for (rpeer, chan), lane in zip(ro.pairs(), lanes):
+        speer = hints.get((lane, rpeer))
+        if speer is not None and (speer, chan) in sends and safe(rpeer, speer, chan):
             pairs[(rpeer, chan)] = speer
     return pairs
 
 
-def _pair_peers(send_ops: dict[tuple[int, int], list[ChannelOp]],
-                recv_ops: dict[tuple[int, int], list[ChannelOp]], safe: _Safety) -> dict[tuple[int, int], int]:
+def _pair_peers(t: OpTable, chan: Ints, so: _Groups, ro: _Groups, safe: _Safety) -> dict[tuple[int, int], int]:
     """Greedy matching of receive peers to send peers per channel by forwarded messages, over
     the safe pairs."""
-    sends_at: dict[tuple[int, int, str, int, int], int] = {}
-    for (peer, chan), ops in send_ops.items():
-        for c in ops:
-            o = c.op
-            sends_at[(chan, o.step, o.srcbuf, o.srcoff, o.cnt)] = peer
-    score: dict[tuple[int, int, int], int] = defaultdict(int)
-    for (rpeer, chan), ops in recv_ops.items():
-        for c in ops:
-            o = c.op
-            speer = sends_at.get((chan, o.step + 1, o.dstbuf, o.dstoff, o.cnt))
-            if speer is not None and speer != rpeer:
-                score[(chan, rpeer, speer)] += 1
+    s, r = so.rows, ro.rows
+    # a send's slots and the slots a receive would forward at the next step, in one code
+    code = encode([np.r_[chan[s], chan[r]], np.r_[t.step[s], t.step[r] + 1], np.r_[t.srcbuf[s], t.dstbuf[r]],
+                   np.r_[t.srcoff[s], t.dstoff[r]], np.r_[t.cnt[s], t.cnt[r]]])
+    scode, rcode = code[:len(s)], code[len(s):]
+    # several sends of the same slots: the one met last, groups in first-appearance order
+    gfirst = so.first[so.inv]
+    seq = np.lexsort((np.arange(len(s)), gfirst))[::-1]
+    keys, last = np.unique(scode[seq], return_index=True)
+    winner = t.peer[s][seq[last]]
+    at = np.minimum(np.searchsorted(keys, rcode), len(keys) - 1)
+    found = keys[at] == rcode
+    speer = winner[at[found]]
+    rpeer = t.peer[r][found]
+    rchan = chan[r][found]
+    keep = speer != rpeer
+    triples, counts = np.unique(np.stack([rchan[keep], rpeer[keep], speer[keep]], axis=1), axis=0,
+                                return_counts=True)
     pairs: dict[tuple[int, int], int] = {}
     taken: set[tuple[int, int]] = set()
-    for (chan, rpeer, speer), _ in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
-        if (rpeer, chan) in pairs or (speer, chan) in taken or not safe(rpeer, speer, chan):
+    for k in np.lexsort((triples[:, 2], triples[:, 1], triples[:, 0], -counts)).tolist():
+        c, rp, sp = triples[k].tolist()
+        if (rp, c) in pairs or (sp, c) in taken or not safe(rp, sp, c):
             continue
-        pairs[(rpeer, chan)] = speer
-        taken.add((speer, chan))
+        pairs[(rp, c)] = sp
+        taken.add((sp, c))
     return pairs
