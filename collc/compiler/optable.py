@@ -8,7 +8,9 @@ one row (``OpTable.op``), built only where a reader asks for it (``--dump-ir``, 
 
 Codes: ``kind`` is an index into :data:`KINDS`, buffers into :data:`BUFS`; ``sub`` is -1
 where the op's key has two parts.  An op's logical position ``(step, phase) + key`` sorts as
-``(step, phase, number, sub)`` because its key is ``(step, number[, sub])``.
+``(step, phase, number, sub)`` because its key is ``(step, number[, sub])``; ``pos`` is the op's
+rank in that order among all the program's ops (:meth:`OpTable.from_rows` numbers them once),
+so one integer compares two ops' positions.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import numpy.typing as npt
 Ints = npt.NDArray[np.int64]
 
 FIELDS = ("rank", "step", "phase", "kind", "peer", "lane", "srcbuf", "srcoff", "dstbuf", "dstoff", "cnt",
-          "reduce", "number", "sub", "chunk")
+          "reduce", "number", "sub", "chunk", "pos")
 BUFS = ("i", "o", "s")
 BUF_CODE = {b: k for k, b in enumerate(BUFS)}
 SEND, RECV, COPY, REDUCE = 0, 1, 2, 3      # the kind codes, in the order of ``scratch.Kind``
@@ -37,9 +39,13 @@ class OpTable:
 
     @staticmethod
     def from_rows(rows: Sequence[tuple[int, ...]]) -> OpTable:
-        if not rows:
-            return OpTable(np.zeros((len(FIELDS), 0), dtype=np.int64))
-        return OpTable(np.ascontiguousarray(np.array(rows, dtype=np.int64).T))
+        """The table of rows of every field but ``pos``, which is worked out here."""
+        cols = np.zeros((len(FIELDS), len(rows)), dtype=np.int64)
+        if rows:
+            cols[:-1] = np.array(rows, dtype=np.int64).T
+            t = OpTable(cols)
+            cols[-1][np.lexsort((t.sub, t.number, t.phase, t.step))] = np.arange(len(rows), dtype=np.int64)
+        return OpTable(cols)
 
     def __len__(self) -> int:
         return int(self.cols.shape[1])
@@ -111,16 +117,20 @@ class OpTable:
     @property
     def chunk(self) -> Ints:
         return self._row(14)
+    @property
+    def pos(self) -> Ints:
+        return self._row(15)
+
     def order(self) -> Ints:
         """Indices of the rows in logical-position order."""
-        return np.lexsort((self.sub, self.number, self.phase, self.step))
+        return np.argsort(self.pos)
 
     def ops(self) -> list[Any]:
         """Every row as a :class:`collc.compiler.scratch.RankOp` (the readable view)."""
         from collc.compiler.scratch import KINDS, RankOp
 
         out = []
-        for (rank, step, phase, kind, peer, lane, sb, so, db, do, cnt, red, num, sub, chunk) in self.cols.T.tolist():
+        for (rank, step, phase, kind, peer, lane, sb, so, db, do, cnt, red, num, sub, chunk, _) in self.cols.T.tolist():
             key = (step, num) if sub < 0 else (step, num, sub)
             out.append(RankOp(rank, step, phase, KINDS[kind], peer, lane, BUFS[sb], so, BUFS[db], do, cnt,
                               bool(red), key, chunk))

@@ -129,6 +129,19 @@ def build_program(plan: FusedPlan, proto: Proto, inplace: bool, name: str,
                    min_bytes=min_bytes, max_bytes=max_bytes, gpus=tuple(gpus))
 
 
+def _shift(a: Ints, fill: int, by: int) -> Ints:
+    """``a`` moved ``by`` places (1: right, -1: left), ``fill`` in the place left empty."""
+    out = np.empty_like(a)
+    if len(a):
+        if by > 0:
+            out[0] = fill
+            out[1:] = a[:-1]
+        else:
+            out[-1] = fill
+            out[:-1] = a[1:]
+    return out
+
+
 def _first_of_runs(*keys: Ints) -> Ints:
     """Where a run of equal rows of ``keys`` (sorted) starts."""
     n = len(keys[0])
@@ -151,30 +164,26 @@ def build_gpu(coll: Collective, rank: int, items: ItemTable, scratch: int,
     ntb = len(items.send)
     tb_of = np.repeat(np.arange(ntb, dtype=np.int64), np.diff(items.start))
     it_of = np.arange(n, dtype=np.int64) - items.start[tb_of]
-    order = items.op.order()                   # items in logical order
-    posrank = np.empty(n, dtype=np.int64)
-    posrank[order] = np.arange(n, dtype=np.int64)
     row, lo, hi, reads = intervals(items.type, items.srcbuf, items.srcoff, items.dstbuf, items.dstoff, items.cnt)
-    acc = Accesses(row, lo, hi, reads, posrank)
-    m = acc.n
-    seg = acc.code // m
-    who = order[acc.code % m]                  # the item of each access
+    acc = Accesses(row, lo, hi, reads, items.op.pos)
+    seg = acc.code // acc.n
+    who = acc.row                              # the item of each access
     idx = np.arange(len(seg), dtype=np.int64)
     # RAW: a read depends on the segment's last write before it
     wr_at = np.where(acc.writes, idx, -1)
-    prev = np.r_[-1, np.maximum.accumulate(wr_at)[:-1]] if len(idx) else idx
+    prev = _shift(np.maximum.accumulate(wr_at), -1, 1)
     raw = acc.reads & (prev >= 0)
     raw[raw] = seg[prev[raw]] == seg[raw]
     # WAR and WAW: the segment's next write depends on every access since the write before it
     big = len(idx)
     nw_at = np.where(acc.writes, idx, big)
-    nxt = np.r_[np.minimum.accumulate(nw_at[::-1])[::-1][1:], big] if len(idx) else idx
+    nxt = _shift(np.minimum.accumulate(nw_at[::-1])[::-1], big, -1)
     war = nxt < big
     war[war] = seg[nxt[war]] == seg[war]
     dep = [who[raw], who[nxt[war]]]
     tgt = [who[prev[raw]], who[war]]
     if sync or ordered_sends or reply:
-        d, t = _extra(items, tb_of, it_of, order, sync, ordered_sends, reply)
+        d, t = _extra(items, tb_of, it_of, items.op.order(), sync, ordered_sends, reply)
         dep.append(d)
         tgt.append(t)
     d, e = np.concatenate(dep), np.concatenate(tgt)
@@ -186,7 +195,7 @@ def build_gpu(coll: Collective, rank: int, items: ItemTable, scratch: int,
     # and only beyond the latest the tb already waits for (program order covers the same tb)
     srt = np.lexsort((ie, d, te, td))
     d, td, te, ie = d[srt], td[srt], te[srt], ie[srt]
-    last = np.r_[_first_of_runs(d, te)[1:] - 1, len(d) - 1] if len(d) else np.zeros(0, np.int64)
+    last = _shift(_first_of_runs(d, te) - 1, len(d) - 1, -1)
     d, td, te, ie = d[last], td[last], te[last], ie[last]
     group = np.zeros(len(d), dtype=np.int64)
     if len(d):
@@ -194,7 +203,7 @@ def build_gpu(coll: Collective, rank: int, items: ItemTable, scratch: int,
         group = np.cumsum(group)
     scale = n + 1
     val = group * scale + ie
-    before = np.r_[-1, np.maximum.accumulate(val)[:-1]] if len(val) else val
+    before = _shift(np.maximum.accumulate(val), -1, 1)
     kept = val > before
     d, te, ie = d[kept], te[kept], ie[kept]
     # the item's dependencies sorted by target tb: all but the last ride on nops before it
@@ -205,7 +214,7 @@ def build_gpu(coll: Collective, rank: int, items: ItemTable, scratch: int,
     at = np.arange(n, dtype=np.int64) + np.cumsum(nops)            # each item's row among the steps
     total = n + int(nops.sum())
     heads = items.start[:-1]                  # no tb is empty: its first step is its first item's first nop
-    tb_start = np.r_[at[heads] - nops[heads], total].astype(np.int64)
+    tb_start = np.append(at[heads] - nops[heads], total).astype(np.int64)
     s_of = at - tb_start[tb_of]                                      # each item's index in its tb
     type_ = np.full(total, NOP, dtype=np.int64)
     srcbuf = np.full(total, BUF_CODE["i"], dtype=np.int64)
@@ -239,7 +248,7 @@ def _targets_first(g: GpuTable) -> GpuTable:
     (in their old order, the rest after them)."""
     ntb = g.ntbs
     targets = np.unique(g.depid[g.depid >= 0])
-    old = np.r_[targets, np.setdiff1d(np.arange(ntb, dtype=np.int64), targets)].astype(np.int64)
+    old = np.concatenate([targets, np.setdiff1d(np.arange(ntb, dtype=np.int64), targets)]).astype(np.int64)
     new = np.empty(ntb, dtype=np.int64)
     new[old] = np.arange(ntb, dtype=np.int64)
     lens = np.diff(g.start)[old]
@@ -247,7 +256,7 @@ def _targets_first(g: GpuTable) -> GpuTable:
     depid = g.depid[rows]
     depid[depid >= 0] = new[depid[depid >= 0]]
     return GpuTable(g.id, g.i_chunks, g.o_chunks, g.s_chunks, g.send[old], g.recv[old], g.chan[old],
-                    np.r_[0, np.cumsum(lens)].astype(np.int64), g.type[rows], g.srcbuf[rows], g.srcoff[rows],
+                    np.concatenate([[0], np.cumsum(lens)]).astype(np.int64), g.type[rows], g.srcbuf[rows], g.srcoff[rows],
                     g.dstbuf[rows], g.dstoff[rows], g.cnt[rows], depid, g.deps[rows], g.hasdep[rows])
 
 

@@ -147,18 +147,23 @@ class Accesses:
     ``reads``: the step reads some slot of the segment (else it only writes it); ``writes``:
     it writes some."""
 
-    def __init__(self, row: Ints, lo: Ints, hi: Ints, reads: Ints, posrank: Ints) -> None:
+    def __init__(self, row: Ints, lo: Ints, hi: Ints, reads: Ints, pos: Ints) -> None:
         self.cuts = np.unique(np.concatenate([lo, hi]))
-        self.n = n = len(posrank) + 1
+        self.n = n = int(pos.max()) + 1 if len(pos) else 1
         seg, owner = segments(lo, hi, self.cuts)
-        code = seg * n + posrank[row[owner]]
+        row = row[owner]
+        code = seg * n + pos[row]
         order = np.argsort(code, kind="stable")
         code, rd = code[order], reads[owner][order]
         if not len(code):
-            self.code, self.reads, self.writes = code, rd, rd
+            self.code, self.reads, self.writes, self.row = code, rd, rd, code
             return
-        first = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+        change = np.empty(len(code), dtype=bool)
+        change[0] = True
+        np.not_equal(code[1:], code[:-1], out=change[1:])
+        first = np.flatnonzero(change)
         self.code = code[first]
+        self.row = row[order][first]        # the step of each access
         self.reads = np.logical_or.reduceat(rd, first)
         self.writes = np.logical_or.reduceat(~rd, first)
 
@@ -172,8 +177,7 @@ def fuse_rank(coll: Collective, rank: int, tbs: TbTable) -> ItemTable:
     n = len(t)
     kind = t.kind
     tb_of = np.repeat(np.arange(len(tbs), dtype=np.int64), np.diff(tbs.start))
-    posrank = np.empty(n, dtype=np.int64)
-    posrank[t.order()] = np.arange(n, dtype=np.int64)
+    posrank = t.pos
     types = single_types(t)
     # candidate pairs: a receive followed in its tb by a send of exactly the slots it wrote
     k = np.flatnonzero((kind[:-1] == RECV) & (kind[1:] == SEND) & (tb_of[:-1] == tb_of[1:])

@@ -256,14 +256,14 @@ def rank_threadblocks(rank: int, chops: ChannelOps, pair: bool = True,
         tb_send[att], tb_recv[att], tb_chan[att] = tb_send[src], tb_recv[src], tb_chan[src]
         alone = local[~hit]
         if len(alone):           # the rest in local-only tbs of LOCAL_TB_OPS ops, in logical order
-            sub = t.take(alone)
-            local_no[alone[sub.order()]] = np.arange(len(alone), dtype=np.int64) // LOCAL_TB_OPS
+            local_no[alone[np.argsort(t.pos[alone])]] = np.arange(len(alone), dtype=np.int64) // LOCAL_TB_OPS
     # tbs ordered by (chan, send, recv, first op): local-only tbs are told apart by their number
     tb_of = np.unique(encode([tb_chan, tb_send + 1, tb_recv + 1, local_no + 1]), return_inverse=True)[1].reshape(-1)
-    posrank = np.empty(n, dtype=np.int64)
-    posrank[t.order()] = np.arange(n, dtype=np.int64)
-    rows = np.lexsort((posrank, tb_of))
-    first = np.flatnonzero(np.r_[True, tb_of[rows][1:] != tb_of[rows][:-1]]) if n else np.zeros(0, np.int64)
+    rows = np.argsort(tb_of * (int(t.pos.max()) + 1) + t.pos) if n else tb_of
+    ordered = tb_of[rows]
+    change = np.ones(n, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=change[1:])
+    first = np.flatnonzero(change)
     heads = rows[first]
     return TbTable(t.take(rows), tb_send[heads], tb_recv[heads], tb_chan[heads],
                    np.append(first, n).astype(np.int64))
@@ -330,8 +330,9 @@ def _pair_peers(t: OpTable, chan: Ints, so: _Groups, ro: _Groups, safe: _Safety)
     the safe pairs."""
     s, r = so.rows, ro.rows
     # a send's slots and the slots a receive would forward at the next step, in one code
-    code = encode([np.r_[chan[s], chan[r]], np.r_[t.step[s], t.step[r] + 1], np.r_[t.srcbuf[s], t.dstbuf[r]],
-                   np.r_[t.srcoff[s], t.dstoff[r]], np.r_[t.cnt[s], t.cnt[r]]])
+    both = np.concatenate
+    code = encode([both([chan[s], chan[r]]), both([t.step[s], t.step[r] + 1]), both([t.srcbuf[s], t.dstbuf[r]]),
+                   both([t.srcoff[s], t.dstoff[r]]), both([t.cnt[s], t.cnt[r]])])
     scode, rcode = code[:len(s)], code[len(s):]
     # several sends of the same slots: the one met last, groups in first-appearance order
     gfirst = so.first[so.inv]
@@ -344,12 +345,13 @@ def _pair_peers(t: OpTable, chan: Ints, so: _Groups, ro: _Groups, safe: _Safety)
     rpeer = t.peer[r][found]
     rchan = chan[r][found]
     keep = speer != rpeer
-    triples, counts = np.unique(np.stack([rchan[keep], rpeer[keep], speer[keep]], axis=1), axis=0,
-                                return_counts=True)
+    p = int(t.peer.max()) + 1
+    triples, counts = np.unique((rchan[keep] * p + rpeer[keep]) * p + speer[keep], return_counts=True)
     pairs: dict[tuple[int, int], int] = {}
     taken: set[tuple[int, int]] = set()
-    for k in np.lexsort((triples[:, 2], triples[:, 1], triples[:, 0], -counts)).tolist():
-        c, rp, sp = triples[k].tolist()
+    # by score, then by (chan, receive peer, send peer): the order of the codes
+    for code3 in triples[np.lexsort((triples, -counts))].tolist():
+        c, rp, sp = code3 // (p * p), code3 // p % p, code3 % p
         if (rp, c) in pairs or (sp, c) in taken or not safe(rp, sp, c):
             continue
         pairs[(rp, c)] = sp
