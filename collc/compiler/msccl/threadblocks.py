@@ -194,6 +194,7 @@ class _Groups:
         uniq, first, self.inv = np.unique(self.key, return_index=True, return_inverse=True)
         self.inv = self.inv.reshape(-1)
         self.keys: list[int] = uniq.tolist()
+        self.index = {k: i for i, k in enumerate(self.keys)}
         self.first = first                            # position in rows of each group's first op
         self.nchan = nchan
 
@@ -283,22 +284,27 @@ class _Safety:
         cnt = t.cnt[so.rows]
         sizes = np.unique(cnt)
         slots = np.array([model.send_slots(int(c)) for c in sizes], dtype=np.int64)[np.searchsorted(sizes, cnt)]
-        self.nstep = int(t.step.max()) + 1
-        # slots sent per (send group, step)
-        key = so.inv * self.nstep + t.step[so.rows]
-        self.sent_keys, inv = np.unique(key, return_inverse=True)
-        self.sent = np.bincount(inv.reshape(-1), weights=slots).astype(np.int64)
+        nstep = int(t.step.max()) + 1
+        # slots sent per (send group, step); only the steps where they overflow matter
+        key = so.inv * nstep + t.step[so.rows]
+        sent_keys, inv = np.unique(key, return_inverse=True)
+        sent = np.bincount(inv.reshape(-1), weights=slots)
+        self.over: dict[int, set[int]] = {}
+        for k in sent_keys[sent > self.slots].tolist():
+            self.over.setdefault(k // nstep, set()).add(k % nstep)
         self.so, self.ro = so, ro
         self.recv_steps = t.step[ro.rows]
+        self.steps_of: dict[int, set[int]] = {}
 
     def __call__(self, rpeer: int, speer: int, chan: int) -> bool:
-        sg = self.so.keys.index((speer + 1) * self.so.nchan + chan)
-        rg = self.ro.keys.index((rpeer + 1) * self.ro.nchan + chan)
-        steps = self.recv_steps[self.ro.inv == rg]
-        want = sg * self.nstep + steps
-        at = np.minimum(np.searchsorted(self.sent_keys, want), len(self.sent_keys) - 1)
-        found = self.sent_keys[at] == want
-        return bool((self.sent[at][found] <= self.slots).all())
+        over = self.over.get(self.so.index[(speer + 1) * self.so.nchan + chan])
+        if not over:
+            return True
+        rg = self.ro.index[(rpeer + 1) * self.ro.nchan + chan]
+        steps = self.steps_of.get(rg)
+        if steps is None:
+            steps = self.steps_of[rg] = set(self.recv_steps[self.ro.inv == rg].tolist())
+        return not over & steps
 
 
 def safe_pair(chops: ChannelOps, rpeer: int, speer: int, chan: int, model: SizeModel | None = None) -> bool:
