@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,9 @@ class OpTable:
         """The table of rows of every field but ``pos``, which is worked out here."""
         cols = np.zeros((len(FIELDS), len(rows)), dtype=np.int64)
         if rows:
-            cols[:-1] = np.array(rows, dtype=np.int64).T
+            # one flat iterator of ints: several times cheaper for numpy than a list of tuples
+            flat = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=len(rows) * (len(FIELDS) - 1))
+            cols[:-1] = flat.reshape(len(rows), len(FIELDS) - 1).T
             t = OpTable(cols)
             cols[-1][np.lexsort((t.sub, t.number, t.phase, t.step))] = np.arange(len(rows), dtype=np.int64)
         return OpTable(cols)
