@@ -39,15 +39,15 @@ from typing import Any
 import numpy as np
 
 from collc.compiler.buffering import SizeModel, size_model, window_top
-from collc.compiler.msccl.dependencies import GpuTable, build_gpu
+from collc.compiler.msccl.dependencies import GpuTable, build_gpus
 from collc.compiler.dump import show_chops, show_gpu, show_op, show_plan, show_program_header, show_schedule, show_tbs
-from collc.compiler.msccl.fusion import ItemTable, fuse_rank
+from collc.compiler.msccl.fusion import ItemTable, fuse_tbs
 from collc.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.compiler.optable import RECV, SEND, OpTable
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.msccl.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, expand
-from collc.compiler.msccl.threadblocks import ChannelOps, TbTable, channel_ops, peer_spread, rank_threadblocks
+from collc.compiler.msccl.threadblocks import ChannelOps, TbTable, channel_ops, peer_spread, threadblocks
 from collc.errors import CollcError, LoweringError, NodeBudgetError
 from collc.ir.collective import Collective
 from collc.ir.schedule import Schedule
@@ -93,8 +93,15 @@ class Layout:
 
 @dataclass(frozen=True)
 class RankContext:
+    """The ranks a run of the per-rank passes lowers together (ascending; one rank when the
+    passes' IR is checked or rendered: ``check`` and ``show`` read one rank's)."""
+
     layout: Layout
-    rank: int
+    ranks: tuple[int, ...]
+
+    @property
+    def rank(self) -> int:
+        return self.ranks[0]
 
 
 @dataclass(frozen=True)
@@ -129,24 +136,23 @@ def _channels(ops: OpTable, ctx: RankContext) -> ChannelOps:
 
 def _threadblocks(chops: ChannelOps, ctx: RankContext) -> TbTable:
     lay = ctx.layout
-    return rank_threadblocks(ctx.rank, chops, lay.pair, lay.hints[ctx.rank], lay.buffering)
+    return threadblocks(chops, lay.pair, lay.hints, lay.buffering)
 
 
 def _fusion(tbs: TbTable, ctx: RankContext) -> ItemTable:
-    return fuse_rank(ctx.layout.coll, ctx.rank, tbs)
+    return fuse_tbs(ctx.layout.coll, tbs)
 
 
-def _dependencies(tbs: ItemTable, ctx: RankContext) -> GpuTable:
+def _dependencies(tbs: ItemTable, ctx: RankContext) -> list[GpuTable]:
     lay = ctx.layout
-    return build_gpu(lay.coll, ctx.rank, tbs, lay.scratch[ctx.rank],
-                     lay.synced[ctx.rank] if lay.synced else frozenset(), lay.ordered_sends,
-                     lay.replies[ctx.rank] if lay.replies else frozenset())
+    return build_gpus(lay.coll, ctx.ranks, tbs, lay.scratch, lay.synced, lay.ordered_sends, lay.replies)
 
 
-def _limits(gpu: GpuTable, ctx: RankContext) -> GpuTable:
+def _limits(gpus: list[GpuTable], ctx: RankContext) -> list[GpuTable]:
     lay = ctx.layout
-    gpu_limits(gpu, lay.dialect, 1 if lay.shard else lay.coll.nranks)
-    return gpu
+    for gpu in gpus:
+        gpu_limits(gpu, lay.dialect, 1 if lay.shard else lay.coll.nranks)
+    return gpus
 
 
 def _fail(name: str, msg: str) -> LoweringError:
@@ -209,11 +215,14 @@ def _check_fusion(tbs: ItemTable, ctx: RankContext) -> None:
             raise _fail("fusion", f"rank {ctx.rank} tb {k}: items out of logical order")
 
 
-def _check_gpu(name: str) -> Callable[[GpuTable, RankContext], None]:
-    def check(table: GpuTable, ctx: RankContext) -> None:
+def _check_gpu(name: str) -> Callable[[list[GpuTable], RankContext], None]:
+    def check(tables: list[GpuTable], ctx: RankContext) -> None:
+        for table in tables:
+            one(table.to_gpu(), replace(ctx, ranks=(table.id,)))
+
+    def one(gpu: Gpu, ctx: RankContext) -> None:
         """Step numbers are positions; every dependency names an earlier-placed step of another
         tb of this rank, which carries hasdep."""
-        gpu = table.to_gpu()
         if gpu.id != ctx.rank or [t.id for t in gpu.tbs] != list(range(len(gpu.tbs))):
             raise _fail(name, f"rank {ctx.rank}: gpu id {gpu.id} or tb ids not 0..{len(gpu.tbs) - 1}")
         for t in gpu.tbs:
@@ -245,9 +254,9 @@ PASSES: tuple[Pass, ...] = (
     Pass("fusion", "rank", "a receive and the send of the same data become one rcs/rrs/rrcs step",
          _fusion, _check_fusion, _show_rank(show_tbs, "fused")),
     Pass("dependencies", "rank", "cross-tb dependencies, nops and the rank's steps (-> Gpu)",
-         _dependencies, _check_gpu("dependencies"), lambda g, ctx: show_gpu(g.to_gpu())),
+         _dependencies, _check_gpu("dependencies"), lambda gs, ctx: [ln for g in gs for ln in show_gpu(g.to_gpu())]),
     Pass("limits", "rank", "the dialect's limits on the rank (the program-wide ones after all ranks)",
-         _limits, _check_gpu("limits"), lambda g, ctx: show_gpu(g.to_gpu())),
+         _limits, _check_gpu("limits"), lambda gs, ctx: [ln for g in gs for ln in show_gpu(g.to_gpu())]),
 )
 PASS_NAMES = tuple(p.name for p in PASSES)
 _PROGRAM_PASSES = tuple(p for p in PASSES if p.scope == "program")
@@ -297,18 +306,44 @@ class _Job:
 _JOB: _Job | None = None
 
 
-def _lower_rank(job: _Job, rank: int) -> _RankResult:
+#: Ops the per-rank passes take at once: ranks are lowered together up to this many ops (each on
+#: its own, sharing numpy's calls), so that one rank's few ops do not pay the calls alone, and a
+#: large program's intermediate tables stay small.
+BLOCK_OPS = 1 << 15
+
+
+def _blocks(job: _Job, ranks: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    """``ranks`` cut into runs lowered together: single ranks when a pass's IR is checked or
+    rendered, else runs of about :data:`BLOCK_OPS` ops."""
+    if job.opts.verify_between or job.opts.dump:
+        for r in ranks:
+            yield (r,)
+        return
+    run: list[int] = []
+    ops = 0
+    for r in ranks:
+        run.append(r)
+        ops += len(job.by_rank[r])
+        if ops >= BLOCK_OPS:
+            yield tuple(run)
+            run, ops = [], 0
+    if run:
+        yield tuple(run)
+
+
+def _lower_ranks(job: _Job, ranks: tuple[int, ...]) -> list[_RankResult]:
+    """Run the per-rank passes on ``ranks`` together; one result per rank (the seconds spent go
+    with the first)."""
     clock = time.process_time     # CPU seconds of this process (a worker's own)
-    ctx = RankContext(job.layout, rank)
+    ctx = RankContext(job.layout, ranks)
     lim = LIMITS[job.layout.dialect]
     spent = dict.fromkeys((p.name for p in _RANK_PASSES), 0.0)
     dumps: dict[str, list[str]] = {}
-    ir: Any = job.by_rank[rank]
-    worst = (0, 0, 0)
-    nchannels = 1
+    tables = [job.by_rank[r] for r in ranks]
+    ir: Any = tables[0] if len(tables) == 1 else OpTable(np.concatenate([t.cols for t in tables], axis=1))
     for p in _RANK_PASSES:
-        if p.name == "limits" and worst[0] > lim.max_steps_per_tb:
-            break          # the runner retries with more channel groups: limits would only mislead
+        if p.name == "limits":
+            break              # per rank, below
         a = clock()
         try:
             ir = p.run(ir, ctx)
@@ -316,31 +351,50 @@ def _lower_rank(job: _Job, rank: int) -> _RankResult:
                 p.check(ir, ctx)
         except CollcError as exc:
             spent[p.name] += clock() - a
-            if p.name == "limits":
-                return _RankResult(rank, None, None, nchannels, worst, None, exc, dumps, spent)
-            return _RankResult(rank, None, None, nchannels, worst, exc, None, dumps, spent)
+            return [_RankResult(ranks[0], None, None, 1, (0, 0, 0), exc, None, dumps, spent)]
         spent[p.name] += clock() - a
-        if p.name == "threadblocks":
-            nchannels = ir.nchannels
-        if p.name == "dependencies" and ir.ntbs:
-            lens = np.diff(ir.start)
-            most = int(lens.max())
-            worst = max(worst, (most, ir.id, int(np.flatnonzero(lens == most)[-1])))
         if p.name in job.opts.dump:
             dumps[p.name] = p.show(ir, ctx)
-    gpu: GpuTable = ir
-    text = None
-    if job.emit is not None and rank in job.selected and worst[0] <= lim.max_steps_per_tb:
+    out: list[_RankResult] = []
+    limits = _RANK_PASSES[-1]
+    for gpu in ir:
+        rank = gpu.id
+        one = RankContext(job.layout, (rank,))
+        nchannels = int(gpu.chan.max()) + 1 if gpu.ntbs else 1
+        worst = (0, 0, 0)
+        if gpu.ntbs:
+            lens = np.diff(gpu.start)
+            most = int(lens.max())
+            worst = (most, rank, int(np.flatnonzero(lens == most)[-1]))
+        mine = spent if not out else {}
+        res = _RankResult(rank, gpu if job.keep_gpus else None, None, nchannels, worst, None, None,
+                          dumps if not out else {}, mine)
+        out.append(res)
+        if worst[0] > lim.max_steps_per_tb:
+            continue           # the runner retries with more channel groups: limits would only mislead
         a = clock()
-        text = job.emit(gpu)
-        spent["emit"] = clock() - a
-    return _RankResult(rank, gpu if job.keep_gpus else None, text, nchannels, worst, None, None, dumps, spent)
+        try:
+            limits.run([gpu], one)
+            if job.opts.verify_between:
+                limits.check([gpu], one)
+        except CollcError as exc:
+            spent["limits"] += clock() - a
+            res.gpu, res.limit_error = None, exc
+            continue
+        spent["limits"] += clock() - a
+        if limits.name in job.opts.dump:
+            res.dumps[limits.name] = limits.show([gpu], one)
+        if job.emit is not None and rank in job.selected:
+            a = clock()
+            res.text = job.emit(gpu)
+            spent["emit"] = spent.get("emit", 0.0) + clock() - a
+    return out
 
 
 def _lower_block(block: tuple[int, int]) -> list[_RankResult]:
     assert _JOB is not None, "worker started without a job"
     order = _JOB.order or range(_JOB.layout.coll.nranks)
-    return [_lower_rank(_JOB, order[i]) for i in range(*block)]
+    return [res for run in _blocks(_JOB, order[block[0]:block[1]]) for res in _lower_ranks(_JOB, run)]
 
 
 def default_jobs() -> int:
@@ -385,10 +439,13 @@ def _rank_results(job: _Job, jobs: int) -> Iterator[_RankResult]:
     on_rank = job.opts.on_rank
     every = max(1, n // 100)
     if workers(jobs, n) == 1:
-        for i, rank in enumerate(order):
-            if on_rank is not None and i % every == 0:
-                on_rank(i, n)
-            yield _lower_rank(job, rank)
+        done = told = 0
+        for run in _blocks(job, order):
+            if on_rank is not None and done >= told:
+                on_rank(done, n)
+                told = done + every
+            yield from _lower_ranks(job, run)
+            done += len(run)
         return
     size = max(1, -(-n // (jobs * 8)))
     blocks = [(lo, min(n, lo + size)) for lo in range(0, n, size)]

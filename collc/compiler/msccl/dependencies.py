@@ -41,7 +41,9 @@ columns, which the XML printer reads; :meth:`GpuTable.to_gpu` builds the :class:
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
@@ -156,15 +158,28 @@ def _first_of_runs(*keys: Ints) -> Ints:
 def build_gpu(coll: Collective, rank: int, items: ItemTable, scratch: int,
               sync: frozenset[int] = frozenset(), ordered_sends: bool = False,
               reply: frozenset[int] = frozenset()) -> GpuTable:
-    """The dependencies, nops and steps of one rank (the pass works rank by rank);
-    ``sync``: the send peers of the rank's connections in the schedule's ``step_sync``;
-    ``ordered_sends``: the schedule's hint of that name; ``reply``: the send peers of the
-    rank's connections in ``step_reply``."""
+    """The dependencies, nops and steps of one rank (:func:`build_gpus` of one rank)."""
+    return build_gpus(coll, [rank], items, {rank: scratch}, {rank: sync}, ordered_sends, {rank: reply})[0]
+
+
+T = TypeVar("T")
+PerRank = Sequence[T] | Mapping[int, T]      # a value per rank, by rank
+
+
+def build_gpus(coll: Collective, ranks: Sequence[int], items: ItemTable, scratch: PerRank[int],
+               sync: PerRank[frozenset[int]] | None = None, ordered_sends: bool = False,
+               reply: PerRank[frozenset[int]] | None = None) -> list[GpuTable]:
+    """The dependencies, nops and steps of each of ``ranks`` (ascending), whose items ``items``
+    holds (each rank's on its own: coordinates keep the ranks' slots apart); per rank
+    ``scratch[rank]``: its scratch chunks, ``sync[rank]``: the send peers of its connections
+    in the schedule's ``step_sync``, ``reply[rank]``: those in ``step_reply``;
+    ``ordered_sends``: the schedule's hint of that name."""
     n = len(items.type)
     ntb = len(items.send)
     tb_of = np.repeat(np.arange(ntb, dtype=np.int64), np.diff(items.start))
     it_of = np.arange(n, dtype=np.int64) - items.start[tb_of]
-    row, lo, hi, reads = intervals(items.type, items.srcbuf, items.srcoff, items.dstbuf, items.dstoff, items.cnt)
+    row, lo, hi, reads = intervals(items.rank[tb_of], items.type, items.srcbuf, items.srcoff, items.dstbuf,
+                                   items.dstoff, items.cnt)
     acc = Accesses(row, lo, hi, reads, items.op.pos)
     seg = acc.code // acc.n
     who = acc.row                              # the item of each access
@@ -182,8 +197,11 @@ def build_gpu(coll: Collective, rank: int, items: ItemTable, scratch: int,
     war[war] = seg[nxt[war]] == seg[war]
     dep = [who[raw], who[nxt[war]]]
     tgt = [who[prev[raw]], who[war]]
-    if sync or ordered_sends or reply:
-        d, t = _extra(items, tb_of, it_of, items.op.order(), sync, ordered_sends, reply)
+    hinted = ordered_sends or bool(sync and any(sync[r] for r in ranks))
+    hinted = hinted or bool(reply and any(reply[r] for r in ranks))
+    if hinted:
+        no: dict[int, frozenset[int]] = {}
+        d, t = _extra(items, tb_of, items.op.order(), sync or no, ordered_sends, reply or no)
         dep.append(d)
         tgt.append(t)
     d, e = np.concatenate(dep), np.concatenate(tgt)
@@ -232,15 +250,25 @@ def build_gpu(coll: Collective, rank: int, items: ItemTable, scratch: int,
         j = np.arange(len(d), dtype=np.int64) - first
         step_row = at[d] - (ndeps[d] - 1) + j            # nops first, the item's own step last
         target = items.start[te] + ie
-        depid[step_row] = te
+        depid[step_row] = te - np.searchsorted(items.rank, items.rank[te])      # the tb's id on its rank
         deps[step_row] = s_of[target]
         hasdep[at[target]] = 1
-    # a buffer folded into the other by in-place aliasing is never named in the XML
-    i_chunks = 0 if coll.alias(rank, Buffer.INPUT)[0] is not Buffer.INPUT else coll.input_chunks
-    o_chunks = 0 if coll.alias(rank, Buffer.OUTPUT)[0] is not Buffer.OUTPUT else coll.output_chunks
-    g = GpuTable(rank, i_chunks, o_chunks, scratch, items.send, items.recv, items.chan, tb_start, type_, srcbuf,
-                 srcoff, dstbuf, dstoff, cnt, depid, deps, hasdep)
-    return _targets_first(g) if len(te) and int(te.max()) > MAX_DEPID else g
+    # one GpuTable per rank: its tbs are a run of the block's, its steps a run of the steps
+    tb_lo = np.searchsorted(items.rank, ranks).tolist()
+    tb_hi = np.searchsorted(items.rank, ranks, "right").tolist()
+    step_at = tb_start.tolist()
+    out = []
+    for rank, a, b in zip(ranks, tb_lo, tb_hi):
+        # a buffer folded into the other by in-place aliasing is never named in the XML
+        i_chunks = 0 if coll.alias(rank, Buffer.INPUT)[0] is not Buffer.INPUT else coll.input_chunks
+        o_chunks = 0 if coll.alias(rank, Buffer.OUTPUT)[0] is not Buffer.OUTPUT else coll.output_chunks
+        lo_s, hi_s = step_at[a], step_at[b]
+        g = GpuTable(rank, i_chunks, o_chunks, scratch[rank], items.send[a:b], items.recv[a:b], items.chan[a:b],
+                     tb_start[a:b + 1] - lo_s, type_[lo_s:hi_s], srcbuf[lo_s:hi_s], srcoff[lo_s:hi_s],
+                     dstbuf[lo_s:hi_s], dstoff[lo_s:hi_s], cnt[lo_s:hi_s], depid[lo_s:hi_s], deps[lo_s:hi_s],
+                     hasdep[lo_s:hi_s])
+        out.append(_targets_first(g) if b - a > MAX_DEPID + 1 and int(g.depid.max()) > MAX_DEPID else g)
+    return out
 
 
 def _targets_first(g: GpuTable) -> GpuTable:
@@ -260,17 +288,20 @@ def _targets_first(g: GpuTable) -> GpuTable:
                     g.dstbuf[rows], g.dstoff[rows], g.cnt[rows], depid, g.deps[rows], g.hasdep[rows])
 
 
-def _extra(items: ItemTable, tb_of: Ints, it_of: Ints, order: Ints, sync: frozenset[int], ordered_sends: bool,
-           reply: frozenset[int]) -> tuple[Ints, Ints]:
+def _extra(items: ItemTable, tb_of: Ints, order: Ints, sync: PerRank[frozenset[int]], ordered_sends: bool,
+           reply: PerRank[frozenset[int]]) -> tuple[Ints, Ints]:
     """The dependencies that the schedule's hints add to sends (``step_sync``, ``step_reply``,
-    ``ordered_sends``), as (item, item it depends on)."""
+    ``ordered_sends``), as (item, item it depends on); every key names the rank, so several
+    ranks' items keep to their own."""
     types = items.type.tolist()
     lanes = items.op.lane.tolist()
     steps = items.op.step.tolist()
     tbs = tb_of.tolist()
+    tb_rank = items.rank.tolist()
     send_of, recv_of = items.send.tolist(), items.recv.tolist()
     is_recv = _RECVS[items.type].tolist()
     is_send = _SENDS[items.type]
+    none: frozenset[int] = frozenset()
     # step_sync: per (tb, lane) the schedule steps and rows of its receives, in order
     recv_at: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
     if sync:
@@ -279,48 +310,50 @@ def _extra(items: ItemTable, tb_of: Ints, it_of: Ints, order: Ints, sync: frozen
                 at, idx = recv_at.setdefault((tbs[j], lanes[j]), ([], []))
                 at.append(steps[j])
                 idx.append(j)
-    recv_before: dict[tuple[int, int], dict[int, int]] = {}
-    # step_reply: per (receive peer, lane, step) the row of the last receive
-    answer: dict[tuple[int, int, int], int] = {}
+    recv_before: dict[tuple[int, int, int], dict[int, int]] = {}
+    # step_reply: per (rank, receive peer, lane, step) the row of the last receive
+    answer: dict[tuple[int, int, int, int], int] = {}
     if reply:
         for j in range(len(types)):
-            if is_recv[j] and recv_of[tbs[j]] in reply:
-                answer[(recv_of[tbs[j]], lanes[j], steps[j])] = j
-    # ordered_sends, per send peer: (step, row) of the latest send to it, and the latest one of an
-    # earlier step
-    last_send: dict[int, tuple[int, int]] = {}
-    prev_send: dict[int, tuple[int, int]] = {}
+            rank = tb_rank[tbs[j]]
+            if is_recv[j] and recv_of[tbs[j]] in reply[rank]:
+                answer[(rank, recv_of[tbs[j]], lanes[j], steps[j])] = j
+    # ordered_sends, per (rank, send peer): (step, row) of the latest send to it, and the latest
+    # one of an earlier step
+    last_send: dict[tuple[int, int], tuple[int, int]] = {}
+    prev_send: dict[tuple[int, int], tuple[int, int]] = {}
     dep: list[int] = []
     tgt: list[int] = []
     for j in order[is_send[order]].tolist():
+        rank = tb_rank[tbs[j]]
         peer = send_of[tbs[j]]
         lane, step = lanes[j], steps[j]
-        if peer in sync:
-            # per other tb: its last receive of the lane before this step (the same for every send
-            # of a (lane, step): worked out once)
-            before = recv_before.get((lane, step))
+        if peer in (sync[rank] if sync else none):
+            # per other tb of the rank: its last receive of the lane before this step (the same
+            # for every send of a (lane, step): worked out once)
+            before = recv_before.get((rank, lane, step))
             if before is None:
-                before = recv_before[(lane, step)] = {}
+                before = recv_before[(rank, lane, step)] = {}
                 for (t, rlane), (at, idx) in recv_at.items():
-                    if rlane == lane:
+                    if rlane == lane and tb_rank[t] == rank:
                         k = bisect_left(at, step)
                         if k:
                             before[t] = max(before.get(t, -1), idx[k - 1])
             for row in before.values():
                 dep.append(j)
                 tgt.append(row)
-        if peer in reply:
-            got = answer.get((peer, lane, step))
+        if peer in (reply[rank] if reply else none):
+            got = answer.get((rank, peer, lane, step))
             if got is not None:
                 dep.append(j)
                 tgt.append(got)
         if ordered_sends:
-            last = last_send.get(peer)
+            last = last_send.get((rank, peer))
             if last is not None and last[0] < step:
-                prev_send[peer] = last
-            prev = prev_send.get(peer)
+                prev_send[(rank, peer)] = last
+            prev = prev_send.get((rank, peer))
             if prev is not None:
                 dep.append(j)
                 tgt.append(prev[1])
-            last_send[peer] = (step, j)
+            last_send[(rank, peer)] = (step, j)
     return np.array(dep, dtype=np.int64), np.array(tgt, dtype=np.int64)

@@ -25,7 +25,7 @@ import numpy as np
 
 from collc.compiler.msccl.program import StepType
 from collc.compiler.msccl.threadblocks import TbPlan, TbTable
-from collc.compiler.optable import BUF_CODE, COPY, RECV, REDUCE, SEND, Ints, OpTable, segments
+from collc.compiler.optable import BUF_CODE, BUFS, COPY, RECV, REDUCE, SEND, Ints, OpTable, segments
 from collc.compiler.scratch import RankOp
 from collc.ir.collective import Buffer, Collective
 
@@ -40,7 +40,7 @@ READ_SRC = np.array([t in (StepType.SEND, StepType.COPY, StepType.REDUCE) for t 
 READ_DST = np.array([t in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND,
                            StepType.REDUCE) for t in TYPES])
 WRITE_DST = np.array([t.writes_dst for t in TYPES])
-BIG = 1 << 40          # a slot's coordinate: buffer * BIG + offset
+BIG = 1 << 40          # a slot's coordinate: (rank * 3 + buffer) * BIG + offset
 
 
 class Item(NamedTuple):
@@ -80,6 +80,7 @@ class ItemTable:
     srcoff: Ints
     dstbuf: Ints
     dstoff: Ints
+    rank: Ints
     send: Ints
     recv: Ints
     chan: Ints
@@ -93,8 +94,6 @@ class ItemTable:
         return len(self.send)
 
     def __iter__(self) -> Iterator[FusedTb]:
-        from collc.compiler.optable import BUFS
-
         ops = self.op.ops()
         rows = zip(ops, self.type.tolist(), self.srcbuf.tolist(), self.srcoff.tolist(), self.dstbuf.tolist(),
                    self.dstoff.tolist(), self.cnt.tolist())
@@ -113,7 +112,7 @@ class FusedPlan:
 
 def fuse(plan: TbPlan) -> FusedPlan:
     coll = plan.plan.collective
-    return FusedPlan(plan, tuple(fuse_rank(coll, rank, tbs) for rank, tbs in enumerate(plan.tbs)))
+    return FusedPlan(plan, tuple(fuse_tbs(coll, tbs) for tbs in plan.tbs))
 
 
 def single_types(t: OpTable) -> Ints:
@@ -126,12 +125,17 @@ def single_types(t: OpTable) -> Ints:
     return out
 
 
-def intervals(types: Ints, srcbuf: Ints, srcoff: Ints, dstbuf: Ints, dstoff: Ints, cnt: Ints
+def coords(rank: Ints, buf: Ints, off: Ints) -> Ints:
+    """Slot coordinates: every (rank, buffer) its own range."""
+    return (rank * len(BUFS) + buf) * BIG + off
+
+
+def intervals(rank: Ints, types: Ints, srcbuf: Ints, srcoff: Ints, dstbuf: Ints, dstoff: Ints, cnt: Ints
               ) -> tuple[Ints, Ints, Ints, Ints]:
     """The slot intervals that steps of ``types`` on these operands access, as coordinates
     ``[lo, hi)``: their step (row), lo, hi, and whether the access reads (else it only writes)."""
-    src = srcbuf * BIG + srcoff
-    dst = dstbuf * BIG + dstoff
+    src = coords(rank, srcbuf, srcoff)
+    dst = coords(rank, dstbuf, dstoff)
     rows = np.arange(len(types), dtype=np.int64)
     rs, rd, w = READ_SRC[types], READ_DST[types], WRITE_DST[types]
     row = np.concatenate([rows[rs], rows[rd], rows[w]])
@@ -172,7 +176,13 @@ class Accesses:
 
 
 def fuse_rank(coll: Collective, rank: int, tbs: TbTable) -> ItemTable:
-    """Fusion of one rank's tbs (the pass works rank by rank)."""
+    """Fusion of one rank's tbs."""
+    return fuse_tbs(coll, tbs)
+
+
+def fuse_tbs(coll: Collective, tbs: TbTable) -> ItemTable:
+    """Fusion of the tbs of one or more ranks (each rank's on its own: a candidate's slots are its
+    rank's, and coordinates keep the ranks apart)."""
     t = tbs.table
     n = len(t)
     kind = t.kind
@@ -184,10 +194,10 @@ def fuse_rank(coll: Collective, rank: int, tbs: TbTable) -> ItemTable:
                        & (t.dstoff[:-1] == t.srcoff[1:]) & (t.cnt[:-1] == t.cnt[1:]) & (t.dstbuf[:-1] == t.srcbuf[1:]))
     keep = np.ones(n, dtype=bool)
     if len(k):
-        row, lo, hi, reads = intervals(types, t.srcbuf, t.srcoff, t.dstbuf, t.dstoff, t.cnt)
+        row, lo, hi, reads = intervals(t.rank, types, t.srcbuf, t.srcoff, t.dstbuf, t.dstoff, t.cnt)
         acc = Accesses(row, lo, hi, reads, posrank)
         m = acc.n
-        start = t.dstbuf[k] * BIG + t.dstoff[k]
+        start = coords(t.rank[k], t.dstbuf[k], t.dstoff[k])
         seg, owner = acc.segs(start, start + t.cnt[k])
         a, b = posrank[k][owner], posrank[k + 1][owner]
         # nothing else accesses the received slots between the receive and the send
@@ -200,11 +210,16 @@ def fuse_rank(coll: Collective, rank: int, tbs: TbTable) -> ItemTable:
         if len(rk):
             # the result is dead after the send: every received slot is next overwritten, or never
             # read again and not an output
-            pb, base = coll.alias(rank, Buffer.OUTPUT)
-            outs = coll.obligated_outputs(rank)
-            out_lo, out_hi = BUF_CODE[pb.value] * BIG + base + outs.start, BUF_CODE[pb.value] * BIG + base + outs.stop
-            ob = BUF_CODE[pb.value]
-            start = t.dstbuf[rk] * BIG + t.dstoff[rk]
+            # per rank of the block: its obligated output slots as coordinates
+            ranks = np.unique(t.rank[rk])
+            out_lo = np.empty(len(ranks), dtype=np.int64)
+            out_hi = np.empty(len(ranks), dtype=np.int64)
+            for j, r in enumerate(ranks.tolist()):
+                pb, base = coll.alias(r, Buffer.OUTPUT)
+                outs = coll.obligated_outputs(r)
+                out_lo[j] = (r * len(BUFS) + BUF_CODE[pb.value]) * BIG + base + outs.start
+                out_hi[j] = out_lo[j] + len(outs)
+            start = coords(t.rank[rk], t.dstbuf[rk], t.dstoff[rk])
             seg, owner = acc.segs(start, start + t.cnt[rk])
             at = np.searchsorted(acc.code, seg * m + posrank[rk + 1][owner], "right")
             later = at < len(acc.code)
@@ -212,7 +227,8 @@ def fuse_rank(coll: Collective, rank: int, tbs: TbTable) -> ItemTable:
             live = np.zeros(len(seg), dtype=bool)
             live[later] = acc.reads[at[later]]
             slo, shi = acc.cuts[seg], acc.cuts[seg + 1]
-            live[~later] = ((slo // BIG == ob) & (slo < out_hi) & (out_lo < shi))[~later]
+            which = np.searchsorted(ranks, t.rank[rk][owner])
+            live[~later] = ((slo < out_hi[which]) & (out_lo[which] < shi))[~later]
             dead = np.bincount(owner, weights=live.astype(np.float64), minlength=len(rk)) == 0
             types[rk] = np.where(dead, RRS, RRCS)
         keep[k + 1] = False
@@ -223,5 +239,5 @@ def fuse_rank(coll: Collective, rank: int, tbs: TbTable) -> ItemTable:
     start_items = np.searchsorted(rows, tbs.start)
     return ItemTable(t.take(rows), ty, np.where(whole, t.srcbuf[rows], t.dstbuf[rows]),
                      np.where(whole, t.srcoff[rows], t.dstoff[rows]), np.where(sends, t.srcbuf[rows], t.dstbuf[rows]),
-                     np.where(sends, t.srcoff[rows], t.dstoff[rows]), tbs.send, tbs.recv, tbs.chan,
+                     np.where(sends, t.srcoff[rows], t.dstoff[rows]), tbs.rank, tbs.send, tbs.recv, tbs.chan,
                      start_items.astype(np.int64))

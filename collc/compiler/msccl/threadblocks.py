@@ -55,7 +55,7 @@ tests), built on demand.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -102,9 +102,10 @@ class PlannedTb:
 class TbTable:
     """One rank's tbs: the threadblocks pass's output.  ``table`` holds the rank's ops tb by
     tb (tb ``k``'s are rows ``start[k]:start[k+1]``, in logical order); ``send``, ``recv``,
-    ``chan`` are per tb, in tb order."""
+    ``chan`` are per tb, in tb order (the ranks' tbs one rank after the other: ``rank``)."""
 
     table: OpTable
+    rank: Ints
     send: Ints
     recv: Ints
     chan: Ints
@@ -185,60 +186,79 @@ def assign_threadblocks(plan: OpPlan, chops: list[ChannelOps], pair: bool = True
 
 
 class _Groups:
-    """The rank's send (or receive) ops grouped by (peer, channel), groups in first-appearance
-    order (plan order), as the pairing reads them."""
+    """The ops of one kind (sends or receives) grouped by (rank, peer, channel), as the pairing
+    reads them; ``first``: each group's first op (plan order)."""
 
-    def __init__(self, rows: Ints, peer: Ints, chan: Ints, nchan: int) -> None:
+    def __init__(self, t: OpTable, rows: Ints, chan: Ints, npeer: int, nchan: int) -> None:
         self.rows = rows                              # op rows (plan order)
-        self.key = (peer[rows] + 1) * nchan + chan[rows]
-        uniq, first, self.inv = np.unique(self.key, return_index=True, return_inverse=True)
-        self.inv = self.inv.reshape(-1)
+        self.npeer, self.nchan = npeer, nchan
+        key = (t.rank[rows] * npeer + t.peer[rows] + 1) * nchan + chan[rows]
+        uniq, self.first, inv = np.unique(key, return_index=True, return_inverse=True)
+        self.inv = inv.reshape(-1)
         self.keys: list[int] = uniq.tolist()
         self.index = {k: i for i, k in enumerate(self.keys)}
-        self.first = first                            # position in rows of each group's first op
-        self.nchan = nchan
 
-    def pairs(self) -> list[tuple[int, int]]:
-        """(peer, chan) of each group, in key order."""
-        return [(k // self.nchan - 1, k % self.nchan) for k in self.keys]
+    def code(self, rank: int, peer: int, chan: int) -> int:
+        return (rank * self.npeer + peer + 1) * self.nchan + chan
+
+    def triples(self) -> list[tuple[int, int, int]]:
+        """(rank, peer, chan) of each group, in key order."""
+        p, c = self.npeer, self.nchan
+        return [(k // c // p, k // c % p - 1, k % c) for k in self.keys]
+
+
+Hints = Sequence[dict[tuple[int, int], int]] | Mapping[int, dict[tuple[int, int], int]]
 
 
 def rank_threadblocks(rank: int, chops: ChannelOps, pair: bool = True,
                       hints: dict[tuple[int, int], int] | None = None,
                       model: SizeModel | None = None) -> TbTable:
-    """The tbs of one rank from its channel-assigned ops (the pass works rank by rank).
+    """The tbs of one rank from its channel-assigned ops (:func:`threadblocks` of one rank)."""
+    return threadblocks(chops, pair, {rank: hints or {}}, model)
 
-    ``hints`` (the schedule's ``tb_pairs`` of this rank, ``(lane, recv peer) -> send
-    peer``), when given and ``pair`` is set, decide the pairing instead of the greedy
+
+def threadblocks(chops: ChannelOps, pair: bool = True, hints: Hints | None = None,
+                 model: SizeModel | None = None) -> TbTable:
+    """The tbs of the ranks whose channel-assigned ops ``chops`` holds, rank by rank (each rank's
+    tbs depend on its own ops alone; several ranks at once share the numpy calls).
+
+    ``hints[rank]`` (the schedule's ``tb_pairs`` of that rank, ``(lane, recv peer) -> send
+    peer``), when not empty and ``pair`` is set, decide the rank's pairing instead of the greedy
     matching.  ``model`` is the slicing at the window's top size; only pairs whose sends
     fit their connection at every step the tb receives are made (:func:`safe_pair`).
     None: the tightest model, one-chunk Simple pieces (``maxBytes="0"``).
     """
     t, chan = chops.table, chops.chan
     n = len(t)
-    kind, peer = t.kind, t.peer
+    kind, peer, rank = t.kind, t.peer, t.rank
     nchan = int(chan.max()) + 1 if n else 1
+    npeer = int(peer.max()) + 2 if n else 1
     sends = np.flatnonzero(kind == SEND)
     recvs = np.flatnonzero(kind == RECV)
-    so = _Groups(sends, peer, chan, nchan)
-    ro = _Groups(recvs, peer, chan, nchan)
-    pairs: dict[tuple[int, int], int] = {}
+    so = _Groups(t, sends, chan, npeer, nchan)
+    ro = _Groups(t, recvs, chan, npeer, nchan)
+    pairs: dict[tuple[int, int, int], int] = {}      # (rank, recv peer, chan) -> send peer
     if pair and len(recvs) and len(sends):
-        safe = _Safety(t, chan, so, ro, model or TIGHTEST)
-        pairs = _hinted_pairs(t, so, ro, hints, safe) if hints else _pair_peers(t, chan, so, ro, safe)
+        safe = _Safety(t, so, ro, model or TIGHTEST)
+        hinted = {r for r in np.unique(rank).tolist() if hints is not None and hints[r]}
+        if hinted:
+            assert hints is not None
+            pairs.update(_hinted_pairs(t, so, ro, hints, hinted, safe))
+        if len(hinted) < len(np.unique(rank[recvs])):
+            pairs.update(_pair_peers(t, chan, so, ro, safe, hinted))
     # per op: the tb's (send, recv, chan), and for local-only ops their tb among those
     tb_send = np.full(n, -1, dtype=np.int64)
     tb_recv = np.full(n, -1, dtype=np.int64)
     tb_chan = np.zeros(n, dtype=np.int64)
     local_no = np.full(n, -1, dtype=np.int64)
-    paired_send = {(s, c): r for (r, c), s in pairs.items()}
+    paired_send = {(r, s, c): rp for (r, rp, c), s in pairs.items()}
     if len(sends):
-        g_recv = np.array([paired_send.get(pc, -1) for pc in so.pairs()], dtype=np.int64)
+        g_recv = np.array([paired_send.get(g, -1) for g in so.triples()], dtype=np.int64)
         tb_send[sends] = peer[sends]
         tb_recv[sends] = g_recv[so.inv]
         tb_chan[sends] = chan[sends]
     if len(recvs):
-        g_send = np.array([pairs.get(pc, -1) for pc in ro.pairs()], dtype=np.int64)
+        g_send = np.array([pairs.get(g, -1) for g in ro.triples()], dtype=np.int64)
         tb_recv[recvs] = peer[recvs]
         tb_send[recvs] = g_send[ro.inv]
         tb_chan[recvs] = chan[recvs]
@@ -246,27 +266,33 @@ def rank_threadblocks(rank: int, chops: ChannelOps, pair: bool = True,
     if len(local):
         # a message's local gather/scatter copies go into the message's tb
         msgs = np.flatnonzero(kind <= RECV)
-        mkey = t.step[msgs] * (int(t.number.max()) + 1) + t.number[msgs]
-        lkey = t.step[local] * (int(t.number.max()) + 1) + t.number[local]
+        key = encode([rank, t.step, t.number])
+        mkey, lkey = key[msgs], key[local]
         order = np.argsort(mkey, kind="stable")
-        at = np.searchsorted(mkey[order], lkey)
-        hit = at < len(msgs)
-        hit[hit] = mkey[order][at[hit]] == lkey[hit]
+        at = np.minimum(np.searchsorted(mkey[order], lkey), max(len(msgs) - 1, 0))
+        hit = np.zeros(len(local), dtype=bool) if not len(msgs) else mkey[order][at] == lkey
         src = msgs[order][at[hit]]
         att = local[hit]
         tb_send[att], tb_recv[att], tb_chan[att] = tb_send[src], tb_recv[src], tb_chan[src]
         alone = local[~hit]
-        if len(alone):           # the rest in local-only tbs of LOCAL_TB_OPS ops, in logical order
-            local_no[alone[np.argsort(t.pos[alone])]] = np.arange(len(alone), dtype=np.int64) // LOCAL_TB_OPS
-    # tbs ordered by (chan, send, recv, first op): local-only tbs are told apart by their number
-    tb_of = np.unique(encode([tb_chan, tb_send + 1, tb_recv + 1, local_no + 1]), return_inverse=True)[1].reshape(-1)
+        if len(alone):           # the rest in local-only tbs of LOCAL_TB_OPS ops per rank, in logical order
+            alone = alone[np.lexsort((t.pos[alone], rank[alone]))]
+            arank = rank[alone]
+            change = np.ones(len(alone), dtype=bool)
+            np.not_equal(arank[1:], arank[:-1], out=change[1:])
+            heads = np.flatnonzero(change)
+            nth = np.arange(len(alone), dtype=np.int64) - np.repeat(heads, np.diff(np.append(heads, len(alone))))
+            local_no[alone] = nth // LOCAL_TB_OPS
+    # tbs ordered by (rank, chan, send, recv, first op): local-only tbs are told apart by their number
+    tb_of = np.unique(encode([rank, tb_chan, tb_send + 1, tb_recv + 1, local_no + 1]),
+                      return_inverse=True)[1].reshape(-1)
     rows = np.argsort(tb_of * (int(t.pos.max()) + 1) + t.pos) if n else tb_of
     ordered = tb_of[rows]
     change = np.ones(n, dtype=bool)
     np.not_equal(ordered[1:], ordered[:-1], out=change[1:])
     first = np.flatnonzero(change)
     heads = rows[first]
-    return TbTable(t.take(rows), tb_send[heads], tb_recv[heads], tb_chan[heads],
+    return TbTable(t.take(rows), rank[heads], tb_send[heads], tb_recv[heads], tb_chan[heads],
                    np.append(first, n).astype(np.int64))
 
 
@@ -275,11 +301,11 @@ TIGHTEST = size_model(Proto.SIMPLE, 1, None)
 
 
 class _Safety:
-    """Which (receive peer, send peer, channel) pairs of one rank are safe: at every step at
+    """Which (receive peer, send peer, channel) pairs of a rank are safe: at every step at
     which the tb would receive from the receive peer, the sends to the send peer of that step
     (which the tb runs first) fit in the connection (module docstring, "Safe pairs")."""
 
-    def __init__(self, t: OpTable, chan: Ints, so: _Groups, ro: _Groups, model: SizeModel) -> None:
+    def __init__(self, t: OpTable, so: _Groups, ro: _Groups, model: SizeModel) -> None:
         self.slots = model.slots
         cnt = t.cnt[so.rows]
         sizes = np.unique(cnt)
@@ -296,11 +322,11 @@ class _Safety:
         self.recv_steps = t.step[ro.rows]
         self.steps_of: dict[int, set[int]] = {}
 
-    def __call__(self, rpeer: int, speer: int, chan: int) -> bool:
-        over = self.over.get(self.so.index[(speer + 1) * self.so.nchan + chan])
+    def __call__(self, rank: int, rpeer: int, speer: int, chan: int) -> bool:
+        over = self.over.get(self.so.index[self.so.code(rank, speer, chan)])
         if not over:
             return True
-        rg = self.ro.index[(rpeer + 1) * self.ro.nchan + chan]
+        rg = self.ro.index[self.ro.code(rank, rpeer, chan)]
         steps = self.steps_of.get(rg)
         if steps is None:
             steps = self.steps_of[rg] = set(self.recv_steps[self.ro.inv == rg].tolist())
@@ -311,34 +337,38 @@ def safe_pair(chops: ChannelOps, rpeer: int, speer: int, chan: int, model: SizeM
     """Whether pairing the receive from ``rpeer`` with the send to ``speer`` on ``chan`` is safe
     for the rank whose ops ``chops`` are (module docstring, "Safe pairs")."""
     t, ch = chops.table, chops.chan
-    nchan = int(ch.max()) + 1
-    so = _Groups(np.flatnonzero(t.kind == SEND), t.peer, ch, nchan)
-    ro = _Groups(np.flatnonzero(t.kind == RECV), t.peer, ch, nchan)
-    return _Safety(t, ch, so, ro, model or TIGHTEST)(rpeer, speer, chan)
+    nchan, npeer = int(ch.max()) + 1, int(t.peer.max()) + 2
+    so = _Groups(t, np.flatnonzero(t.kind == SEND), ch, npeer, nchan)
+    ro = _Groups(t, np.flatnonzero(t.kind == RECV), ch, npeer, nchan)
+    return _Safety(t, so, ro, model or TIGHTEST)(int(t.rank[0]), rpeer, speer, chan)
 
 
-def _hinted_pairs(t: OpTable, so: _Groups, ro: _Groups, hints: dict[tuple[int, int], int],
-                  safe: _Safety) -> dict[tuple[int, int], int]:
-    """The schedule's pairing: receive peer -> send peer per channel, where both exist and the
-    pair is safe."""
-    pairs: dict[tuple[int, int], int] = {}
-    sends = set(so.pairs())
+def _hinted_pairs(t: OpTable, so: _Groups, ro: _Groups, hints: Hints, ranks: set[int],
+                  safe: _Safety) -> dict[tuple[int, int, int], int]:
+    """The schedule's pairing on ``ranks``: receive peer -> send peer per channel, where both
+    exist and the pair is safe."""
+    pairs: dict[tuple[int, int, int], int] = {}
+    sends = set(so.triples())
     lanes = t.lane[ro.rows[ro.first]].tolist()        # the lane of each group's first op
-    for (rpeer, chan), lane in zip(ro.pairs(), lanes):
-        speer = hints.get((lane, rpeer))
-        if speer is not None and (speer, chan) in sends and safe(rpeer, speer, chan):
-            pairs[(rpeer, chan)] = speer
+    for (rank, rpeer, chan), lane in zip(ro.triples(), lanes):
+        if rank not in ranks:
+            continue
+        speer = hints[rank].get((lane, rpeer))
+        if speer is not None and (rank, speer, chan) in sends and safe(rank, rpeer, speer, chan):
+            pairs[(rank, rpeer, chan)] = speer
     return pairs
 
 
-def _pair_peers(t: OpTable, chan: Ints, so: _Groups, ro: _Groups, safe: _Safety) -> dict[tuple[int, int], int]:
-    """Greedy matching of receive peers to send peers per channel by forwarded messages, over
-    the safe pairs."""
+def _pair_peers(t: OpTable, chan: Ints, so: _Groups, ro: _Groups, safe: _Safety, skip: set[int]
+                ) -> dict[tuple[int, int, int], int]:
+    """Greedy matching of receive peers to send peers per rank and channel by forwarded
+    messages, over the safe pairs (not on the ranks ``skip``)."""
     s, r = so.rows, ro.rows
+    rank = t.rank
     # a send's slots and the slots a receive would forward at the next step, in one code
     both = np.concatenate
-    code = encode([both([chan[s], chan[r]]), both([t.step[s], t.step[r] + 1]), both([t.srcbuf[s], t.dstbuf[r]]),
-                   both([t.srcoff[s], t.dstoff[r]]), both([t.cnt[s], t.cnt[r]])])
+    code = encode([both([rank[s], rank[r]]), both([chan[s], chan[r]]), both([t.step[s], t.step[r] + 1]),
+                   both([t.srcbuf[s], t.dstbuf[r]]), both([t.srcoff[s], t.dstoff[r]]), both([t.cnt[s], t.cnt[r]])])
     scode, rcode = code[:len(s)], code[len(s):]
     # several sends of the same slots: the one met last, groups in first-appearance order
     gfirst = so.first[so.inv]
@@ -350,16 +380,18 @@ def _pair_peers(t: OpTable, chan: Ints, so: _Groups, ro: _Groups, safe: _Safety)
     speer = winner[at[found]]
     rpeer = t.peer[r][found]
     rchan = chan[r][found]
+    rrank = rank[r][found]
     keep = speer != rpeer
-    p = int(t.peer.max()) + 1
-    triples, counts = np.unique((rchan[keep] * p + rpeer[keep]) * p + speer[keep], return_counts=True)
-    pairs: dict[tuple[int, int], int] = {}
-    taken: set[tuple[int, int]] = set()
-    # by score, then by (chan, receive peer, send peer): the order of the codes
-    for code3 in triples[np.lexsort((triples, -counts))].tolist():
-        c, rp, sp = code3 // (p * p), code3 // p % p, code3 % p
-        if (rp, c) in pairs or (sp, c) in taken or not safe(rp, sp, c):
+    p, c = int(t.peer.max()) + 1, int(chan.max()) + 1
+    triples, counts = np.unique(((rrank[keep] * c + rchan[keep]) * p + rpeer[keep]) * p + speer[keep],
+                                return_counts=True)
+    pairs: dict[tuple[int, int, int], int] = {}
+    taken: set[tuple[int, int, int]] = set()
+    # per rank by score, then by (chan, receive peer, send peer): the order of the codes
+    for code4 in triples[np.lexsort((triples, -counts, triples // (p * p * c)))].tolist():
+        sp, rp, ch, rk = code4 % p, code4 // p % p, code4 // (p * p) % c, code4 // (p * p * c)
+        if rk in skip or (rk, rp, ch) in pairs or (rk, sp, ch) in taken or not safe(rk, rp, sp, ch):
             continue
-        pairs[(rp, c)] = sp
-        taken.add((sp, c))
+        pairs[(rk, rp, ch)] = sp
+        taken.add((rk, sp, ch))
     return pairs
