@@ -9,9 +9,12 @@ with a name and a pure ``run(ir, context) -> ir``; ``scope`` says whether it run
 on the whole IR or once per rank.  After ``scratch`` every pass depends only on one
 rank's ops and on a few program-wide decisions made once (the :class:`Layout`: channel
 groups, peer spread, tb pairing hints), so :func:`run_pipeline` runs the per-rank
-passes rank by rank -- in ``jobs`` worker processes when asked -- and only one rank's
-intermediate IR is alive at a time.  The result does not depend on ``jobs``: ranks are
-lowered independently and gathered in rank order.
+passes on runs of ranks -- in ``jobs`` worker processes when asked -- and only one run's
+intermediate IR is alive at a time.  The IR after ``scratch`` is columns (numpy arrays, one
+entry per op, item or step: :mod:`collc.compiler.optable`), so a run of ranks is one set of
+arrays whose every key names the rank: the ranks of a run are lowered together but each on
+its own.  The result does not depend on ``jobs`` or on the runs: ranks are lowered
+independently and gathered in rank order.
 
 The runner times each pass (per-rank passes: seconds summed over ranks and workers),
 renders the IR after any named pass (``dump``: :mod:`collc.compiler.dump`) and, with
