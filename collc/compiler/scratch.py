@@ -132,11 +132,11 @@ class OpPlan:
         return self._ops[0]
 
     def by_rank(self) -> list[OpTable]:
-        """Each rank's rows, in plan order."""
+        """Each rank's rows, in plan order (views of one copy of the table sorted by rank)."""
         rank = self.table.rank
-        order = np.argsort(rank, kind="stable")
-        bounds = np.searchsorted(rank[order], np.arange(self.collective.nranks + 1))
-        return [self.table.take(order[a:b]) for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+        ranked = self.table.take(np.argsort(rank, kind="stable"))
+        bounds = np.searchsorted(ranked.rank, np.arange(self.collective.nranks + 1)).tolist()
+        return [ranked.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _runs(idx: range | tuple[int, ...]) -> list[tuple[int, int]]:

@@ -47,7 +47,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from collc.compiler.msccl.fusion import (NOP, TYPES, WRITE_DST, Accesses, FusedPlan, ItemTable, R, RCS, RRC, RRCS,
+from collc.compiler.msccl.fusion import (NOP, TYPES, Accesses, FusedPlan, ItemTable, R, RCS, RRC, RRCS,
                                          RRS, S, intervals)
 from collc.compiler.msccl.program import Gpu, Program, Proto, Step, Threadblock
 from collc.compiler.optable import BUF_CODE, BUFS, Ints
