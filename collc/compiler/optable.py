@@ -50,6 +50,15 @@ class OpTable:
             cols[-1][np.lexsort((t.sub, t.number, t.phase, t.step))] = np.arange(len(rows), dtype=np.int64)
         return OpTable(cols)
 
+    @staticmethod
+    def from_columns(cols: Ints) -> OpTable:
+        """The table of the columns of every field but ``pos`` (rows in plan order)."""
+        full = np.zeros((len(FIELDS), cols.shape[1]), dtype=np.int64)
+        full[:-1] = cols
+        t = OpTable(full)
+        full[-1][np.lexsort((t.sub, t.number, t.phase, t.step))] = np.arange(cols.shape[1], dtype=np.int64)
+        return t
+
     def __len__(self) -> int:
         return int(self.cols.shape[1])
 
