@@ -122,24 +122,27 @@ def expand_slots(intervals: tuple[Interval, ...]) -> list[Slot]:
 @dataclass(frozen=True)
 class OpPlan:
     collective: Collective
-    table: OpTable             # every rank's ops, in the order ``expand`` made them
+    table: OpTable             # every rank's ops, rank by rank, each rank's in plan order
     scratch: tuple[int, ...]   # scratch chunks per rank
     name: str
     _ops: list[tuple[RankOp, ...]] = field(default_factory=list, init=False, compare=False, repr=False)
 
     @property
     def ops(self) -> tuple[RankOp, ...]:
-        """The rows as :class:`RankOp` (built on first use: the passes read ``table``)."""
+        """The ops as :class:`RankOp` in plan order -- transfer by transfer, each transfer's
+        gathers, send, receive and scatters -- (built on first use: the passes read ``table``)."""
         if not self._ops:
-            self._ops.append(tuple(self.table.ops()))
+            t = self.table
+            self._ops.append(tuple(t.take(np.lexsort((t.sub, t.phase, t.number, t.step))).ops()))
         return self._ops[0]
 
     def by_rank(self) -> list[OpTable]:
-        """Each rank's rows, in plan order (views of one copy of the table sorted by rank)."""
+        """Each rank's rows, in plan order (views of the table)."""
         rank = self.table.rank
-        ranked = self.table.take(np.argsort(rank, kind="stable"))
-        bounds = np.searchsorted(ranked.rank, np.arange(self.collective.nranks + 1)).tolist()
-        return [ranked.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
+        if len(rank) > 1 and bool((rank[1:] < rank[:-1]).any()):
+            raise LoweringError("an op table out of rank order (expand writes it rank by rank)")
+        bounds = np.searchsorted(rank, np.arange(self.collective.nranks + 1)).tolist()
+        return [self.table.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def _phys_runs(pb: int, base: int, idx: range | tuple[int, ...]) -> list[tuple[int, int, int]]:
@@ -299,11 +302,15 @@ def expand(schedule: Schedule) -> OpPlan:
     if extra:
         parts.append((np.array(tix, dtype=np.int64), np.array(seqs, dtype=np.int64),
                       list(np.array(extra, dtype=np.int64).reshape(len(extra), -1).T)))
-    tk = np.concatenate([p[0] for p in parts])
-    seq = np.concatenate([p[1] for p in parts])
-    cols = np.stack([np.concatenate([p[2][f] for p in parts]) for f in range(len(parts[0][2]))])
-    table = OpTable.from_columns(cols[:, np.lexsort((seq, tk))])
-    return OpPlan(coll, table, tuple(scratch_top), schedule.provenance.algorithm)
+    # rank by rank, each rank's rows in plan order (transfer by transfer): by_rank takes views
+    order = np.lexsort((np.concatenate([p[1] for p in parts]), np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[2][0] for p in parts])))
+    cols = np.empty((len(parts[0][2]), len(order)), dtype=np.int64)
+    for f in range(len(cols)):          # a field at a time: a million ops make 100 MB a copy
+        cols[f] = np.concatenate([p[2][f] for p in parts])[order]
+        for p in parts:
+            p[2][f] = p[2][f][:0]
+    return OpPlan(coll, OpTable.from_columns(cols), tuple(scratch_top), schedule.provenance.algorithm)
 
 
 def _locals(schedule: Schedule, ts: Sequence[Transfer], local: npt.NDArray[np.bool_], step: Ints, number: Ints,

@@ -82,8 +82,9 @@ def test_the_printer_of_the_columns_prints_the_gpu() -> None:
 
 def test_op_table_rows_read_as_rank_ops_in_logical_order() -> None:
     plan = expand(CASES["rhd-allreduce-outofplace"]())
-    ops = plan.ops
+    ops = plan.table.ops()
     assert len(ops) == len(plan.table) and {op.rank for op in ops} == set(range(8))
+    assert sorted(ops) == sorted(plan.ops)           # the same ops, in plan order there
     # ``pos`` orders the rows as the RankOps' logical positions do
     by_pos = [ops[k].pos for k in np.argsort(plan.table.pos).tolist()]
     assert by_pos == sorted(op.pos for op in ops)
