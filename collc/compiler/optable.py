@@ -56,7 +56,7 @@ class OpTable:
         full = np.zeros((len(FIELDS), cols.shape[1]), dtype=np.int64)
         full[:-1] = cols
         t = OpTable(full)
-        full[-1][np.lexsort((t.sub, t.number, t.phase, t.step))] = np.arange(cols.shape[1], dtype=np.int64)
+        full[-1][np.argsort(encode([t.step, t.phase, t.number, t.sub + 1]))] = np.arange(cols.shape[1], dtype=np.int64)
         return t
 
     def __len__(self) -> int:
