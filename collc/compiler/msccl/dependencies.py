@@ -197,11 +197,13 @@ def build_gpus(coll: Collective, ranks: Sequence[int], items: ItemTable, scratch
     war[war] = seg[nxt[war]] == seg[war]
     dep = [who[raw], who[nxt[war]]]
     tgt = [who[prev[raw]], who[war]]
-    hinted = ordered_sends or bool(sync and any(sync[r] for r in ranks))
-    hinted = hinted or bool(reply and any(reply[r] for r in ranks))
-    if hinted:
+    if ordered_sends:
+        d, t = _ordered(items, tb_of)
+        dep.append(d)
+        tgt.append(t)
+    if bool(sync and any(sync[r] for r in ranks)) or bool(reply and any(reply[r] for r in ranks)):
         no: dict[int, frozenset[int]] = {}
-        d, t = _extra(items, tb_of, items.op.order(), sync or no, ordered_sends, reply or no)
+        d, t = _extra(items, tb_of, items.op.order(), sync or no, reply or no)
         dep.append(d)
         tgt.append(t)
     d, e = np.concatenate(dep), np.concatenate(tgt)
@@ -288,11 +290,31 @@ def _targets_first(g: GpuTable) -> GpuTable:
                     g.dstbuf[rows], g.dstoff[rows], g.cnt[rows], depid, g.deps[rows], g.hasdep[rows])
 
 
-def _extra(items: ItemTable, tb_of: Ints, order: Ints, sync: PerRank[frozenset[int]], ordered_sends: bool,
+def _ordered(items: ItemTable, tb_of: Ints) -> tuple[Ints, Ints]:
+    """``ordered_sends``: each send depends on the rank's latest send to the same peer of an
+    earlier step (the last one before its step's first, in logical order), as (item, item)."""
+    sends = np.flatnonzero(_SENDS[items.type])
+    if not len(sends):
+        return sends, sends
+    rank, peer = items.rank[tb_of[sends]], items.send[tb_of[sends]]
+    step = items.op.step[sends]
+    order = np.lexsort((items.op.pos[sends], peer, rank))
+    sends, rank, peer, step = sends[order], rank[order], peer[order], step[order]
+    new_group = np.ones(len(sends), dtype=bool)
+    new_group[1:] = (rank[1:] != rank[:-1]) | (peer[1:] != peer[:-1])
+    new_step = new_group.copy()
+    new_step[1:] |= step[1:] != step[:-1]
+    run = np.maximum.accumulate(np.where(new_step, np.arange(len(sends)), 0))      # its step's first send
+    group = np.maximum.accumulate(np.where(new_group, np.arange(len(sends)), 0))   # its peer's first send
+    has = run > group
+    return sends[has], sends[run[has] - 1]
+
+
+def _extra(items: ItemTable, tb_of: Ints, order: Ints, sync: PerRank[frozenset[int]],
            reply: PerRank[frozenset[int]]) -> tuple[Ints, Ints]:
-    """The dependencies that the schedule's hints add to sends (``step_sync``, ``step_reply``,
-    ``ordered_sends``), as (item, item it depends on); every key names the rank, so several
-    ranks' items keep to their own."""
+    """The dependencies that the schedule's ``step_sync`` and ``step_reply`` add to sends, as
+    (item, item it depends on); every key names the rank, so several ranks' items keep to
+    their own."""
     types = items.type.tolist()
     lanes = items.op.lane.tolist()
     steps = items.op.step.tolist()
@@ -318,10 +340,6 @@ def _extra(items: ItemTable, tb_of: Ints, order: Ints, sync: PerRank[frozenset[i
             rank = tb_rank[tbs[j]]
             if is_recv[j] and recv_of[tbs[j]] in reply[rank]:
                 answer[(rank, recv_of[tbs[j]], lanes[j], steps[j])] = j
-    # ordered_sends, per (rank, send peer): (step, row) of the latest send to it, and the latest
-    # one of an earlier step
-    last_send: dict[tuple[int, int], tuple[int, int]] = {}
-    prev_send: dict[tuple[int, int], tuple[int, int]] = {}
     dep: list[int] = []
     tgt: list[int] = []
     for j in order[is_send[order]].tolist():
@@ -347,13 +365,4 @@ def _extra(items: ItemTable, tb_of: Ints, order: Ints, sync: PerRank[frozenset[i
             if got is not None:
                 dep.append(j)
                 tgt.append(got)
-        if ordered_sends:
-            last = last_send.get((rank, peer))
-            if last is not None and last[0] < step:
-                prev_send[(rank, peer)] = last
-            prev = prev_send.get((rank, peer))
-            if prev is not None:
-                dep.append(j)
-                tgt.append(prev[1])
-            last_send[(rank, peer)] = (step, j)
     return np.array(dep, dtype=np.int64), np.array(tgt, dtype=np.int64)
