@@ -89,3 +89,19 @@ def test_op_table_rows_read_as_rank_ops_in_logical_order() -> None:
     by_pos = [ops[k].pos for k in np.argsort(plan.table.pos).tolist()]
     assert by_pos == sorted(op.pos for op in ops)
     assert any(len(op.key) == 3 for op in ops)      # scratch copies: keys of three parts
+
+
+def test_the_exchange_test_matches_interval_overlap_by_brute_force() -> None:
+    from collc.compiler.scratch import _overlaps
+
+    rng = np.random.default_rng(7)
+    keys = rng.integers(0, 4, 60)
+    lo = rng.integers(0, 40, 60)
+    hi = lo + rng.integers(1, 6, 60)
+    qkey = rng.integers(0, 5, 300)
+    qlo = rng.integers(0, 45, 300)
+    qhi = qlo + rng.integers(1, 6, 300)
+    want = [any(k == q and a < qb and qa < b for k, a, b in zip(keys, lo, hi))
+            for q, qa, qb in zip(qkey, qlo, qhi)]
+    assert _overlaps(keys, lo, hi, qkey, qlo, qhi).tolist() == want
+    assert not _overlaps(keys[:0], lo[:0], hi[:0], qkey, qlo, qhi).any()
