@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from collc.backends.msccl_xml import gpu_text, join_xml, parse_xml, to_xml
+from collc.backends.msccl_xml import join_xml, parse_xml, table_text, to_xml
 from collc.backends.shards import assemble, parse_texts
 from collc.check import Report, check_parsed, simulate, size_model
 from collc.clock import cpu_seconds
@@ -153,7 +153,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         # a partial build keeps every rank's gpus for the one check of flow control it can make
         # (a local build cannot simulate every rank: it relies on the safe-pairs rule alone)
         probe = pair and partial and local is None
-        lowered = run_pipeline(schedule, opts, emit=gpu_text, ranks=ranks if shard else None, keep_gpus=probe,
+        lowered = run_pipeline(schedule, opts, emit=table_text, ranks=ranks if shard else None, keep_gpus=probe,
                                lower_only=local)
         t_low = clock()
         if probe:

@@ -24,6 +24,9 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from collc.compiler.msccl.dependencies import GpuTable
+from collc.compiler.msccl.fusion import TYPES
+from collc.compiler.optable import BUFS
 from collc.limits import Dialect
 from collc.compiler.msccl.program import (Diagnostic, Gpu, ParsedFile, Program, Proto, Step, StepType,
                                    Threadblock)
@@ -88,6 +91,28 @@ def _gpu_lines(gpu: Gpu) -> Iterator[str]:
 def gpu_text(gpu: Gpu) -> str:
     """One ``<gpu>`` element as text (no trailing newline): what :func:`join_xml` puts together."""
     return "\n".join(_gpu_lines(gpu))
+
+
+_TYPE_TEXT = [t.value for t in TYPES]
+
+
+def table_text(g: GpuTable) -> str:
+    """:func:`gpu_text` of the gpu that the lowering's columns hold (``g.to_gpu()``), printed
+    from the columns."""
+    out = [f'  <gpu id="{g.id}" i_chunks="{g.i_chunks}" o_chunks="{g.o_chunks}" s_chunks="{g.s_chunks}">']
+    add = out.append
+    types, bufs = _TYPE_TEXT, BUFS
+    rows = list(zip(g.s().tolist(), g.type.tolist(), g.srcbuf.tolist(), g.srcoff.tolist(), g.dstbuf.tolist(),
+                    g.dstoff.tolist(), g.cnt.tolist(), g.depid.tolist(), g.deps.tolist(), g.hasdep.tolist()))
+    bounds = g.start.tolist()
+    for k, (send, recv, chan) in enumerate(zip(g.send.tolist(), g.recv.tolist(), g.chan.tolist())):
+        add(f'    <tb id="{k}" send="{send}" recv="{recv}" chan="{chan}">')
+        for s, ty, sb, so, db, do, cnt, di, ds, h in rows[bounds[k]:bounds[k + 1]]:
+            add(f'      <step s="{s}" type="{types[ty]}" srcbuf="{bufs[sb]}" srcoff="{so}" dstbuf="{bufs[db]}" '
+                f'dstoff="{do}" cnt="{cnt}" depid="{di}" deps="{ds}" hasdep="{h}"/>')
+        add("    </tb>")
+    add("  </gpu>")
+    return "\n".join(out)
 
 
 def join_xml(program: Program, dialect: Dialect, gpu_texts: Iterable[str]) -> str:

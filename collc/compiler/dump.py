@@ -3,7 +3,10 @@
 One renderer per IR type, in the order the pipeline produces them: the Schedule
 (``pipelining``), the per-rank op plan (``scratch``), channel-assigned ops
 (``channels``), planned and fused threadblocks (``threadblocks``, ``fusion``) and
-the Program's gpus (``dependencies``, ``limits``).  The same renderers print the
+the Program's gpus (``dependencies``, ``limits``).  The passes after ``pipelining`` hand
+on columns (:mod:`collc.compiler.optable`); the renderers read the readable views the
+columns build on demand (``RankOp``, ``ChannelOp``, ``PlannedTb``, ``FusedTb``, ``Gpu``),
+so a dump costs the lowering nothing unless asked for.  The same renderers print the
 pass fixtures of ``tests/compiler/fixtures`` (xDSL's filecheck style), so a dump and
 a fixture read alike.
 

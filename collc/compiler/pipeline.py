@@ -9,9 +9,12 @@ with a name and a pure ``run(ir, context) -> ir``; ``scope`` says whether it run
 on the whole IR or once per rank.  After ``scratch`` every pass depends only on one
 rank's ops and on a few program-wide decisions made once (the :class:`Layout`: channel
 groups, peer spread, tb pairing hints), so :func:`run_pipeline` runs the per-rank
-passes rank by rank -- in ``jobs`` worker processes when asked -- and only one rank's
-intermediate IR is alive at a time.  The result does not depend on ``jobs``: ranks are
-lowered independently and gathered in rank order.
+passes on runs of ranks -- in ``jobs`` worker processes when asked -- and only one run's
+intermediate IR is alive at a time.  The IR after ``scratch`` is columns (numpy arrays, one
+entry per op, item or step: :mod:`collc.compiler.optable`), so a run of ranks is one set of
+arrays whose every key names the rank: the ranks of a run are lowered together but each on
+its own.  The result does not depend on ``jobs`` or on the runs: ranks are lowered
+independently and gathered in rank order.
 
 The runner times each pass (per-rank passes: seconds summed over ranks and workers),
 renders the IR after any named pass (``dump``: :mod:`collc.compiler.dump`) and, with
@@ -39,14 +42,15 @@ from typing import Any
 import numpy as np
 
 from collc.compiler.buffering import SizeModel, size_model, window_top
-from collc.compiler.msccl.dependencies import build_gpu
+from collc.compiler.msccl.dependencies import GpuTable, build_gpus
 from collc.compiler.dump import show_chops, show_gpu, show_op, show_plan, show_program_header, show_schedule, show_tbs
-from collc.compiler.msccl.fusion import FusedTb, fuse_rank
+from collc.compiler.msccl.fusion import ItemTable, fuse_tbs
 from collc.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
+from collc.compiler.optable import RECV, SEND, OpTable
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.msccl.program import Gpu, Program, Proto
-from collc.compiler.scratch import Kind, OpPlan, RankOp, expand
-from collc.compiler.msccl.threadblocks import ChannelOp, PlannedTb, channel_ops, peer_spread, rank_threadblocks
+from collc.compiler.scratch import Kind, OpPlan, expand
+from collc.compiler.msccl.threadblocks import ChannelOps, TbTable, channel_ops, peer_spread, threadblocks
 from collc.errors import CollcError, LoweringError, NodeBudgetError
 from collc.ir.collective import Collective
 from collc.ir.schedule import Schedule
@@ -92,8 +96,15 @@ class Layout:
 
 @dataclass(frozen=True)
 class RankContext:
+    """The ranks a run of the per-rank passes lowers together (ascending; one rank when the
+    passes' IR is checked or rendered: ``check`` and ``show`` read one rank's)."""
+
     layout: Layout
-    rank: int
+    ranks: tuple[int, ...]
+
+    @property
+    def rank(self) -> int:
+        return self.ranks[0]
 
 
 @dataclass(frozen=True)
@@ -121,31 +132,30 @@ def _scratch(s: Schedule, opts: LowerOptions) -> OpPlan:
     return expand(s)
 
 
-def _channels(ops: Sequence[RankOp], ctx: RankContext) -> list[ChannelOp]:
+def _channels(ops: OpTable, ctx: RankContext) -> ChannelOps:
     lay = ctx.layout
     return channel_ops(ops, lay.groups, lay.spread, lay.coll.nranks)
 
 
-def _threadblocks(chops: list[ChannelOp], ctx: RankContext) -> tuple[PlannedTb, ...]:
+def _threadblocks(chops: ChannelOps, ctx: RankContext) -> TbTable:
     lay = ctx.layout
-    return rank_threadblocks(ctx.rank, chops, lay.pair, lay.hints[ctx.rank], lay.buffering)
+    return threadblocks(chops, lay.pair, lay.hints, lay.buffering)
 
 
-def _fusion(tbs: tuple[PlannedTb, ...], ctx: RankContext) -> tuple[FusedTb, ...]:
-    return fuse_rank(ctx.layout.coll, ctx.rank, tbs)
+def _fusion(tbs: TbTable, ctx: RankContext) -> ItemTable:
+    return fuse_tbs(ctx.layout.coll, tbs)
 
 
-def _dependencies(tbs: tuple[FusedTb, ...], ctx: RankContext) -> Gpu:
+def _dependencies(tbs: ItemTable, ctx: RankContext) -> list[GpuTable]:
     lay = ctx.layout
-    return build_gpu(lay.coll, ctx.rank, tbs, lay.scratch[ctx.rank],
-                     lay.synced[ctx.rank] if lay.synced else frozenset(), lay.ordered_sends,
-                     lay.replies[ctx.rank] if lay.replies else frozenset())
+    return build_gpus(lay.coll, ctx.ranks, tbs, lay.scratch, lay.synced, lay.ordered_sends, lay.replies)
 
 
-def _limits(gpu: Gpu, ctx: RankContext) -> Gpu:
+def _limits(gpus: list[GpuTable], ctx: RankContext) -> list[GpuTable]:
     lay = ctx.layout
-    gpu_limits(gpu, lay.dialect, 1 if lay.shard else lay.coll.nranks)
-    return gpu
+    for gpu in gpus:
+        gpu_limits(gpu, lay.dialect, 1 if lay.shard else lay.coll.nranks)
+    return gpus
 
 
 def _fail(name: str, msg: str) -> LoweringError:
@@ -176,14 +186,15 @@ def _check_plan(plan: OpPlan, opts: LowerOptions) -> None:
         raise _fail("scratch", f"scratch sizes {list(plan.scratch)[:8]} do not fit {plan.collective.nranks} ranks")
 
 
-def _check_channels(chops: list[ChannelOp], ctx: RankContext) -> None:
+def _check_channels(chops: ChannelOps, ctx: RankContext) -> None:
     top = LIMITS[ctx.layout.dialect].max_channels
     for c in chops:
         if c.op.rank != ctx.rank or not 0 <= c.chan < top:
             raise _fail("channels", f"rank {ctx.rank}: {show_op(c.op)} on channel {c.chan} (0..{top - 1})")
 
 
-def _check_threadblocks(tbs: tuple[PlannedTb, ...], ctx: RankContext) -> None:
+def _check_threadblocks(table: TbTable, ctx: RankContext) -> None:
+    tbs = table.views()
     seen: set[tuple[int, ...]] = set()
     for k, t in enumerate(tbs):
         where = f"rank {ctx.rank} tb {k}"
@@ -200,15 +211,19 @@ def _check_threadblocks(tbs: tuple[PlannedTb, ...], ctx: RankContext) -> None:
             raise _fail("threadblocks", f"{where}: an op placed twice")
 
 
-def _check_fusion(tbs: tuple[FusedTb, ...], ctx: RankContext) -> None:
+def _check_fusion(tbs: ItemTable, ctx: RankContext) -> None:
     for k, t in enumerate(tbs):
         pos = [i.position for i in t.items]
         if pos != sorted(pos) or len(set(pos)) != len(pos):
             raise _fail("fusion", f"rank {ctx.rank} tb {k}: items out of logical order")
 
 
-def _check_gpu(name: str) -> Callable[[Gpu, RankContext], None]:
-    def check(gpu: Gpu, ctx: RankContext) -> None:
+def _check_gpu(name: str) -> Callable[[list[GpuTable], RankContext], None]:
+    def check(tables: list[GpuTable], ctx: RankContext) -> None:
+        for table in tables:
+            one(table.to_gpu(), replace(ctx, ranks=(table.id,)))
+
+    def one(gpu: Gpu, ctx: RankContext) -> None:
         """Step numbers are positions; every dependency names an earlier-placed step of another
         tb of this rank, which carries hasdep."""
         if gpu.id != ctx.rank or [t.id for t in gpu.tbs] != list(range(len(gpu.tbs))):
@@ -242,9 +257,9 @@ PASSES: tuple[Pass, ...] = (
     Pass("fusion", "rank", "a receive and the send of the same data become one rcs/rrs/rrcs step",
          _fusion, _check_fusion, _show_rank(show_tbs, "fused")),
     Pass("dependencies", "rank", "cross-tb dependencies, nops and the rank's steps (-> Gpu)",
-         _dependencies, _check_gpu("dependencies"), lambda g, ctx: show_gpu(g)),
+         _dependencies, _check_gpu("dependencies"), lambda gs, ctx: [ln for g in gs for ln in show_gpu(g.to_gpu())]),
     Pass("limits", "rank", "the dialect's limits on the rank (the program-wide ones after all ranks)",
-         _limits, _check_gpu("limits"), lambda g, ctx: show_gpu(g)),
+         _limits, _check_gpu("limits"), lambda gs, ctx: [ln for g in gs for ln in show_gpu(g.to_gpu())]),
 )
 PASS_NAMES = tuple(p.name for p in PASSES)
 _PROGRAM_PASSES = tuple(p for p in PASSES if p.scope == "program")
@@ -268,7 +283,7 @@ class Lowered:
 @dataclass
 class _RankResult:
     rank: int
-    gpu: Gpu | None
+    gpu: GpuTable | None
     text: str | None
     nchannels: int
     worst: tuple[int, int, int]               # (steps, gpu, tb) of the longest tb
@@ -282,10 +297,10 @@ class _RankResult:
 class _Job:
     """Everything a worker needs, inherited through fork (nothing of it is pickled)."""
 
-    by_rank: list[list[RankOp]]
+    by_rank: list[OpTable]
     layout: Layout
     opts: LowerOptions
-    emit: Callable[[Gpu], str] | None
+    emit: Callable[[GpuTable], str] | None
     selected: range
     keep_gpus: bool
     order: Sequence[int] = ()        # the ranks to lower, ascending (() : every rank)
@@ -294,18 +309,44 @@ class _Job:
 _JOB: _Job | None = None
 
 
-def _lower_rank(job: _Job, rank: int) -> _RankResult:
+#: Ops the per-rank passes take at once: ranks are lowered together up to this many ops (each on
+#: its own, sharing numpy's calls), so that one rank's few ops do not pay the calls alone, and a
+#: large program's intermediate tables stay small.
+BLOCK_OPS = 1 << 15
+
+
+def _blocks(job: _Job, ranks: Sequence[int]) -> Iterator[tuple[int, ...]]:
+    """``ranks`` cut into runs lowered together: single ranks when a pass's IR is checked or
+    rendered, else runs of about :data:`BLOCK_OPS` ops."""
+    if job.opts.verify_between or job.opts.dump:
+        for r in ranks:
+            yield (r,)
+        return
+    run: list[int] = []
+    ops = 0
+    for r in ranks:
+        run.append(r)
+        ops += len(job.by_rank[r])
+        if ops >= BLOCK_OPS:
+            yield tuple(run)
+            run, ops = [], 0
+    if run:
+        yield tuple(run)
+
+
+def _lower_ranks(job: _Job, ranks: tuple[int, ...]) -> list[_RankResult]:
+    """Run the per-rank passes on ``ranks`` together; one result per rank (the seconds spent go
+    with the first)."""
     clock = time.process_time     # CPU seconds of this process (a worker's own)
-    ctx = RankContext(job.layout, rank)
+    ctx = RankContext(job.layout, ranks)
     lim = LIMITS[job.layout.dialect]
     spent = dict.fromkeys((p.name for p in _RANK_PASSES), 0.0)
     dumps: dict[str, list[str]] = {}
-    ir: Any = job.by_rank[rank]
-    worst = (0, 0, 0)
-    nchannels = 1
+    tables = [job.by_rank[r] for r in ranks]
+    ir: Any = tables[0] if len(tables) == 1 else OpTable(np.concatenate([t.cols for t in tables], axis=1))
     for p in _RANK_PASSES:
-        if p.name == "limits" and worst[0] > lim.max_steps_per_tb:
-            break          # the runner retries with more channel groups: limits would only mislead
+        if p.name == "limits":
+            break              # per rank, below
         a = clock()
         try:
             ir = p.run(ir, ctx)
@@ -313,29 +354,50 @@ def _lower_rank(job: _Job, rank: int) -> _RankResult:
                 p.check(ir, ctx)
         except CollcError as exc:
             spent[p.name] += clock() - a
-            if p.name == "limits":
-                return _RankResult(rank, None, None, nchannels, worst, None, exc, dumps, spent)
-            return _RankResult(rank, None, None, nchannels, worst, exc, None, dumps, spent)
+            return [_RankResult(ranks[0], None, None, 1, (0, 0, 0), exc, None, dumps, spent)]
         spent[p.name] += clock() - a
-        if p.name == "threadblocks":
-            nchannels = max([1] + [t.chan + 1 for t in ir])
-        if p.name == "dependencies":
-            worst = max([worst] + [(len(t.steps), ir.id, t.id) for t in ir.tbs])
         if p.name in job.opts.dump:
             dumps[p.name] = p.show(ir, ctx)
-    gpu: Gpu = ir
-    text = None
-    if job.emit is not None and rank in job.selected and worst[0] <= lim.max_steps_per_tb:
+    out: list[_RankResult] = []
+    limits = _RANK_PASSES[-1]
+    for gpu in ir:
+        rank = gpu.id
+        one = RankContext(job.layout, (rank,))
+        nchannels = int(gpu.chan.max()) + 1 if gpu.ntbs else 1
+        worst = (0, 0, 0)
+        if gpu.ntbs:
+            lens = np.diff(gpu.start)
+            most = int(lens.max())
+            worst = (most, rank, int(np.flatnonzero(lens == most)[-1]))
+        mine = spent if not out else {}
+        res = _RankResult(rank, gpu if job.keep_gpus else None, None, nchannels, worst, None, None,
+                          dumps if not out else {}, mine)
+        out.append(res)
+        if worst[0] > lim.max_steps_per_tb:
+            continue           # the runner retries with more channel groups: limits would only mislead
         a = clock()
-        text = job.emit(gpu)
-        spent["emit"] = clock() - a
-    return _RankResult(rank, gpu if job.keep_gpus else None, text, nchannels, worst, None, None, dumps, spent)
+        try:
+            limits.run([gpu], one)
+            if job.opts.verify_between:
+                limits.check([gpu], one)
+        except CollcError as exc:
+            spent["limits"] += clock() - a
+            res.gpu, res.limit_error = None, exc
+            continue
+        spent["limits"] += clock() - a
+        if limits.name in job.opts.dump:
+            res.dumps[limits.name] = limits.show([gpu], one)
+        if job.emit is not None and rank in job.selected:
+            a = clock()
+            res.text = job.emit(gpu)
+            spent["emit"] = spent.get("emit", 0.0) + clock() - a
+    return out
 
 
 def _lower_block(block: tuple[int, int]) -> list[_RankResult]:
     assert _JOB is not None, "worker started without a job"
     order = _JOB.order or range(_JOB.layout.coll.nranks)
-    return [_lower_rank(_JOB, order[i]) for i in range(*block)]
+    return [res for run in _blocks(_JOB, order[block[0]:block[1]]) for res in _lower_ranks(_JOB, run)]
 
 
 def default_jobs() -> int:
@@ -380,10 +442,13 @@ def _rank_results(job: _Job, jobs: int) -> Iterator[_RankResult]:
     on_rank = job.opts.on_rank
     every = max(1, n // 100)
     if workers(jobs, n) == 1:
-        for i, rank in enumerate(order):
-            if on_rank is not None and i % every == 0:
-                on_rank(i, n)
-            yield _lower_rank(job, rank)
+        done = told = 0
+        for run in _blocks(job, order):
+            if on_rank is not None and done >= told:
+                on_rank(done, n)
+                told = done + every
+            yield from _lower_ranks(job, run)
+            done += len(run)
         return
     size = max(1, -(-n // (jobs * 8)))
     blocks = [(lo, min(n, lo + size)) for lo in range(0, n, size)]
@@ -417,7 +482,7 @@ class Prepared:
     decisions the per-rank passes share (it does not depend on tb pairing)."""
 
     plan: OpPlan
-    by_rank: list[list[RankOp]]
+    by_rank: list[OpTable]
     hints: list[dict[tuple[int, int], int]]
     synced: list[frozenset[int]]
     replies: list[frozenset[int]]
@@ -463,8 +528,8 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions(), only: froze
     del ir, sched      # the ops hold all that later passes need (memory at 4096 ranks)
     coll = plan.collective
     a = clock()
-    decide = plan if only is None else replace(plan, ops=tuple(op for op in plan.ops if op.rank in only))
-    spread = peer_spread(decide.ops, coll.nranks)
+    decide = plan.table if only is None else plan.table.take(np.isin(plan.table.rank, sorted(only)))
+    spread = peer_spread(decide, coll.nranks)
     if spread > 1 and lanes * spread > lim.max_channels:
         raise LoweringError(f"a rank has more than 32 send or receive peers per channel: spreading them needs "
                             f"{lanes * spread} channels, above the {opts.dialect.value} limit of "
@@ -476,17 +541,15 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions(), only: froze
         per_group = max(len(h) for h in hints)      # paired tbs per rank and channel group
         groups = max(1, min(most, lim.max_tbs_per_gpu // per_group))
     else:
-        groups = estimate_groups(decide, lim.max_steps_per_tb, most)
+        groups = estimate_groups(decide, coll.nranks, lim.max_steps_per_tb, most)
     del decide
-    by_rank: list[list[RankOp]] = [[] for _ in range(coll.nranks)]
-    for op in plan.ops:
-        by_rank[op.rank].append(op)
+    by_rank = plan.by_rank()
     timings["channels"] = clock() - a     # the channel groups are the channel pass's decision
     return Prepared(plan, by_rank, hints, synced, replies, lanes, ordered, spread, groups, timings, dumps)
 
 
 def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
-                 emit: Callable[[Gpu], str] | None = None, ranks: range | None = None,
+                 emit: Callable[[GpuTable], str] | None = None, ranks: range | None = None,
                  keep_gpus: bool = True, lower_only: Sequence[int] | None = None) -> Lowered:
     """Run ``PASSES`` on ``schedule``.
 
@@ -542,7 +605,7 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                 if worst[0] > lim.max_steps_per_tb:
                     break             # more channel groups are needed: the rest would be redone anyway
                 if res.gpu is not None:
-                    gpus.append(res.gpu)
+                    gpus.append(res.gpu.to_gpu())
                 if res.text is not None:
                     texts[res.rank] = res.text
             if worst[0] <= lim.max_steps_per_tb:
@@ -571,7 +634,7 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                    workers(jobs, coll.nranks if lower_only is None else len(lower_only)))
 
 
-def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
+def estimate_groups(ops: OpTable, nranks: int, max_steps: int, most: int) -> int:
     """Smallest power-of-two channel-group count whose busiest connection fits in one tb
     (at most ``most``, the groups that the dialect's channels allow for the lanes).
 
@@ -580,17 +643,15 @@ def estimate_groups(plan: OpPlan, max_steps: int, most: int) -> int:
     """
     if most <= 1:
         return 1          # no choice to make
-    send, recv = Kind.SEND, Kind.RECV
-    remote = [op for op in plan.ops if op.kind is send or op.kind is recv]
-    if not remote:
+    remote = ops.take(ops.kind <= RECV)
+    if not len(remote):
         return 1
     # a connection's id: any number unique to (rank, peer, lane, direction) will do
-    n = plan.collective.nranks
-    lanes = 1 + max(op.lane for op in remote)
-    ids = np.fromiter((((op.rank * n + op.peer) * lanes + op.lane) * 2 + (op.kind is send) for op in remote),
-                      dtype=np.int64, count=len(remote))
-    ids = np.unique(ids, return_inverse=True)[1].astype(np.int64)
-    chunks = np.fromiter((op.chunk for op in remote), dtype=np.int64, count=len(remote))
+    n = nranks
+    lanes = 1 + int(remote.lane.max())
+    ids = ((remote.rank * n + remote.peer) * lanes + remote.lane) * 2 + (remote.kind == SEND)
+    ids = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    chunks = remote.chunk
     groups = 1
     while groups < most:
         if np.bincount(ids * groups + chunks % groups).max() <= connection_steps_per_tb(max_steps):
@@ -603,7 +664,7 @@ def enforce_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None
     """Raise LoweringError naming the first limit the program breaks, with gpu and tb."""
     program_limits(prog, dialect, shard)
     for g in prog.gpus:
-        gpu_limits(g, dialect, 1 if shard else prog.ngpus)
+        gpu_limits(GpuTable.from_gpu(g), dialect, 1 if shard else prog.ngpus)
 
 
 def program_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None:
@@ -617,37 +678,45 @@ def program_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None
                             f"(the real parser overflows beyond); use --shard-per-rank")
 
 
-def gpu_limits(g: Gpu, dialect: Dialect, gpus_per_file: int) -> None:
+def gpu_limits(g: GpuTable, dialect: Dialect, gpus_per_file: int) -> None:
     """The limits on one rank: tbs, parser nodes, offsets, depid, cnt, tbs per channel."""
     lim = LIMITS[dialect]
     shard = gpus_per_file == 1
-    if len(g.tbs) > lim.max_tbs_per_gpu:
-        raise LoweringError(f"gpu {g.id}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
+    ntbs = g.ntbs
+    if ntbs > lim.max_tbs_per_gpu:
+        raise LoweringError(f"gpu {g.id}: {ntbs} tbs exceed the {dialect.value} limit of "
                             f"{lim.max_tbs_per_gpu} per GPU")
-    nsteps = sum(len(t.steps) for t in g.tbs)
-    nodes = parser_nodes(gpus_per_file, len(g.tbs), nsteps)
+    nsteps = len(g.type)
+    nodes = parser_nodes(gpus_per_file, ntbs, nsteps)
     if nodes > lim.max_nodes_per_rank:
         hint = ("; one file per rank (--shard-per-rank) would fit"
-                if not shard and parser_nodes(1, len(g.tbs), nsteps) <= lim.max_nodes_per_rank else "")
-        raise NodeBudgetError(f"gpu {g.id}: {nodes} parser nodes (<algo>, {gpus_per_file} <gpu>, {len(g.tbs)} "
+                if not shard and parser_nodes(1, ntbs, nsteps) <= lim.max_nodes_per_rank else "")
+        raise NodeBudgetError(f"gpu {g.id}: {nodes} parser nodes (<algo>, {gpus_per_file} <gpu>, {ntbs} "
                             f"<tb>, {nsteps} <step>); the runtime's parser loads at most "
                             f"{lim.max_nodes_per_rank} per rank{hint}")
     if g.s_chunks > lim.max_offset or g.i_chunks > lim.max_offset + 1 or g.o_chunks > lim.max_offset + 1:
         raise LoweringError(f"gpu {g.id}: buffers of {max(g.i_chunks, g.o_chunks, g.s_chunks)} chunks exceed "
                             f"the int16 offset limit {lim.max_offset}")
+    # tb by tb: a dependency on a tb id above the int8 range, then a step's cnt
+    targets = np.unique(g.depid[g.depid >= 0])
+    high = targets[targets > lim.max_depid]
+    big = np.flatnonzero(g.cnt > lim.max_cnt)
+    tb_of_big = np.searchsorted(g.start, big, "right") - 1
+    if len(high) and (not len(big) or int(high[0]) <= int(tb_of_big[0])):
+        raise LoweringError(f"gpu {g.id} tb {int(high[0])}: a dependency targets tb id above {lim.max_depid} "
+                            f"(depid is an int8 in the runtime; {len(targets)} tbs of this rank are "
+                            f"dependency targets): use fewer --instances or --chunks")
+    if len(big):
+        t, row = int(tb_of_big[0]), int(big[0])
+        raise LoweringError(f"gpu {g.id} tb {t} step {row - int(g.start[t])}: cnt {int(g.cnt[row])} exceeds "
+                            f"{lim.max_cnt}")
+    # tbs per (channel, direction), in the order of their first tb (send before receive)
     per_chan: dict[tuple[int, str], int] = {}
-    for t in g.tbs:
-        for role, peer in (("send", t.send), ("recv", t.recv)):
-            if peer >= 0:
-                per_chan[(t.chan, role)] = per_chan.get((t.chan, role), 0) + 1
-        if t.id > lim.max_depid and any(s.depid == t.id for u in g.tbs for s in u.steps):
-            targets = len({s.depid for u in g.tbs for s in u.steps if s.depid >= 0})
-            raise LoweringError(f"gpu {g.id} tb {t.id}: a dependency targets tb id above {lim.max_depid} "
-                                f"(depid is an int8 in the runtime; {targets} tbs of this rank are "
-                                f"dependency targets): use fewer --instances or --chunks")
-        for s in t.steps:
-            if s.cnt > lim.max_cnt:
-                raise LoweringError(f"gpu {g.id} tb {t.id} step {s.s}: cnt {s.cnt} exceeds {lim.max_cnt}")
+    for send, recv, chan in zip(g.send.tolist(), g.recv.tolist(), g.chan.tolist()):
+        if send >= 0:
+            per_chan[(chan, "send")] = per_chan.get((chan, "send"), 0) + 1
+        if recv >= 0:
+            per_chan[(chan, "recv")] = per_chan.get((chan, "recv"), 0) + 1
     for (chan, role), count in per_chan.items():
         if count > lim.max_tbs_per_channel:
             raise LoweringError(f"gpu {g.id}: chan {chan} has {count} {role} tbs, above "

@@ -24,11 +24,18 @@ require.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
+from functools import partial
+from itertools import chain
+from operator import attrgetter
 from typing import Any, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
+from collc.compiler.optable import BUF_CODE, Ints, OpTable
 from collc.errors import LoweringError
 from collc.ir.collective import Buffer, Collective
 from collc.ir.schedule import Op, Schedule, Transfer
@@ -44,8 +51,11 @@ class Kind(str, Enum):
     REDUCE = "re"
 
 
-# the members as module constants: ``Kind.X`` is a class attribute lookup (~0.25 us), paid per op
 _SEND, _RECV, _COPY, _REDUCE = Kind.SEND, Kind.RECV, Kind.COPY, Kind.REDUCE
+KINDS = (_SEND, _RECV, _COPY, _REDUCE)     # the kind codes of ``collc.compiler.optable``
+# the codes as written into the rows
+_CS, _CR, _CC, _CRE = 0, 1, 2, 3
+_SCRATCH = BUF_CODE["s"]
 
 
 class _RankOpFields(NamedTuple):
@@ -71,9 +81,9 @@ class _RankOpFields(NamedTuple):
 
 
 class RankOp(_RankOpFields):
-    """One rank's op, immutable.  A named tuple rather than a frozen dataclass: lowering builds
-    one per message end (10^6 at 1024 ranks) and a tuple is several times cheaper to build.
-    Built from its first 14 fields; ``pos``, ``rd`` and ``wr`` are derived from them."""
+    """One rank's op, immutable: the readable view of one row of the op table
+    (:meth:`collc.compiler.optable.OpTable.ops`), for dumps and tests; the passes read the
+    columns.  Built from its first 14 fields; ``pos``, ``rd`` and ``wr`` are derived from them."""
 
     __slots__ = ()
 
@@ -113,149 +123,238 @@ def expand_slots(intervals: tuple[Interval, ...]) -> list[Slot]:
 @dataclass(frozen=True)
 class OpPlan:
     collective: Collective
-    ops: tuple[RankOp, ...]
+    table: OpTable             # every rank's ops, rank by rank, each rank's in plan order
     scratch: tuple[int, ...]   # scratch chunks per rank
     name: str
+    _ops: list[tuple[RankOp, ...]] = field(default_factory=list, init=False, compare=False, repr=False)
+
+    @property
+    def ops(self) -> tuple[RankOp, ...]:
+        """The ops as :class:`RankOp` in plan order -- transfer by transfer, each transfer's
+        gathers, send, receive and scatters -- (built on first use: the passes read ``table``)."""
+        if not self._ops:
+            t = self.table
+            self._ops.append(tuple(t.take(np.lexsort((t.sub, t.phase, t.number, t.step))).ops()))
+        return self._ops[0]
+
+    def by_rank(self) -> list[OpTable]:
+        """Each rank's rows, in plan order (views of the table)."""
+        rank = self.table.rank
+        if len(rank) > 1 and bool((rank[1:] < rank[:-1]).any()):
+            raise LoweringError("an op table out of rank order (expand writes it rank by rank)")
+        bounds = np.searchsorted(rank, np.arange(self.collective.nranks + 1)).tolist()
+        return [self.table.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _runs(idx: range | tuple[int, ...]) -> list[tuple[int, int]]:
-    """(start, length) runs of consecutive indices, in list order."""
-    out: list[tuple[int, int]] = []
+def _phys_runs(pb: int, base: int, idx: range | tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """The (buffer, first slot, length) runs of ``idx`` in physical buffer ``pb`` at ``base``."""
+    if type(idx) is range:
+        return [(pb, base + idx.start, len(idx))]
+    out: list[tuple[int, int, int]] = []
     for x in idx:
-        if out and out[-1][0] + out[-1][1] == x:
-            out[-1] = (out[-1][0], out[-1][1] + 1)
+        i = base + x
+        if out and out[-1][1] + out[-1][2] == i:
+            out[-1] = (pb, out[-1][1], out[-1][2] + 1)
         else:
-            out.append((x, 1))
+            out.append((pb, i, 1))
     return out
 
 
-class _Intervals:
-    """Half-open slot intervals per (rank, buffer), merged lazily for overlap queries
-    (given whole: ``expand`` gathers a step's intervals in a dict before any query, which
-    costs no method call per transfer)."""
+#: Order of an op among its transfer's (plan order): gathers, the send, the receive, scatters.
+_SEQ_SEND, _SEQ_RECV, _SEQ_SCATTER = 1 << 40, 2 << 40, 3 << 40
 
-    def __init__(self, raw: dict[tuple[int, str], list[tuple[int, int]]]) -> None:
-        self._raw = raw
-        self._merged: dict[tuple[int, str], tuple[list[int], list[int]]] = {}
 
-    def overlaps(self, rank: int, buf: str, lo: int, hi: int) -> bool:
-        key = (rank, buf)
-        raw = self._raw.get(key)
-        if raw is None:
-            return False
-        if len(raw) == 1:
-            a, b = raw[0]
-            return a < hi and lo < b
-        if key not in self._merged:
-            starts: list[int] = []
-            ends: list[int] = []
-            for a, b in sorted(self._raw[key]):
-                if ends and a <= ends[-1]:
-                    ends[-1] = max(ends[-1], b)
-                else:
-                    starts.append(a)
-                    ends.append(b)
-            self._merged[key] = (starts, ends)
-        starts, ends = self._merged[key]
-        i = bisect_right(starts, lo) - 1
-        if i >= 0 and ends[i] > lo:
-            return True
-        return i + 1 < len(starts) and starts[i + 1] < hi
+def _overlaps(keys: Ints, lo: Ints, hi: Ints, qkey: Ints, qlo: Ints, qhi: Ints) -> npt.NDArray[np.bool_]:
+    """Per query: whether ``[qlo, qhi)`` overlaps an interval ``[lo, hi)`` of the same key."""
+    if not len(keys):
+        return np.zeros(len(qkey), dtype=bool)
+    shift = 1 << 32                         # slots and keys fit 31 bits each (check_program_size)
+    order = np.lexsort((lo, keys))
+    comp = keys[order] * shift + lo[order]
+    top = np.maximum.accumulate(keys[order] * shift + hi[order])     # per key, the highest end so far
+    j = np.searchsorted(comp, qkey * shift + qhi, "left") - 1          # the last interval starting below qhi
+    ok = j >= 0
+    j = np.maximum(j, 0)
+    hit: npt.NDArray[np.bool_] = ok & (comp[j] // shift == qkey) & (top[j] - qkey * shift > qlo)
+    return hit
 
 
 def expand(schedule: Schedule) -> OpPlan:
     coll = schedule.collective
     n = coll.nranks
+    ts = schedule.transfers
+    count = len(ts)
+
+    def col(values: Iterable[int]) -> Ints:
+        return np.fromiter(values, dtype=np.int64, count=count)
+
+    def pull(names: tuple[str, ...], to: Callable[[Any], int] = int) -> list[Ints]:
+        """Attributes of every transfer, pulled in one pass (a million transfers on 32x32)."""
+        flat = np.fromiter(map(to, chain.from_iterable(map(attrgetter(*names), ts))), dtype=np.int64,
+                           count=count * len(names))
+        return list(flat.reshape(count, len(names)).T)
+
+    step, src, dst, lane = pull(("step", "src", "dst", "lane"))
+    code = {b: BUF_CODE[b.value] for b in Buffer}
+    sbuf, dbuf = pull(("src_buf", "dst_buf"), code.__getitem__)
+    reduce = col(map({Op.COPY: 0, Op.REDUCE: 1}.__getitem__, map(attrgetter("op"), ts))) > 0
+    sidx = list(map(attrgetter("src_idx"), ts))
+    didx = list(map(attrgetter("dst_idx"), ts))
+    size = col(map(len, sidx))
+    chunk = col(x[0] for x in sidx)
+    number = np.arange(count, dtype=np.int64) - np.searchsorted(step, step)       # index within its step
+    # where each rank's logical buffers live (in-place aliasing)
+    abuf = np.zeros((n, len(BUF_CODE)), dtype=np.int64)
+    abase = np.zeros((n, len(BUF_CODE)), dtype=np.int64)
+    for r in range(n):
+        for b in Buffer:
+            pb, base = coll.alias(r, b)
+            abuf[r, code[b]], abase[r, code[b]] = BUF_CODE[pb.value], base
+    ps_buf, pd_buf = abuf[src, sbuf], abuf[dst, dbuf]
+    ps_off = abase[src, sbuf] + np.fromiter((x[0] for x in sidx), dtype=np.int64, count=count)
+    pd_off = abase[dst, dbuf] + np.fromiter((x[0] for x in didx), dtype=np.int64, count=count)
+    # index lists that are not ranges: their physical runs, worked out one by one
+    s_runs = {k: _phys_runs(int(ps_buf[k]), int(abase[src[k], sbuf[k]]), sidx[k])
+              for k in np.flatnonzero([type(x) is not range for x in sidx]).tolist()}
+    d_runs = {k: _phys_runs(int(pd_buf[k]), int(abase[dst[k], dbuf[k]]), didx[k])
+              for k in np.flatnonzero([type(x) is not range for x in didx]).tolist()}
+    multi_s = np.zeros(count, dtype=bool)
+    multi_s[[k for k, r in s_runs.items() if len(r) > 1]] = True
+    multi_d = np.zeros(count, dtype=bool)
+    multi_d[[k for k, r in d_runs.items() if len(r) > 1]] = True
+    local = src == dst
+    remote = ~local
+    # the slots each step reads, per (step, rank, buffer): a receive that would write one of them
+    # lands in scratch (an exchange: both sides' sends stay independent of their receives)
+    rkey = [(step * n + src) * 3 + ps_buf]
+    rlo, rhi = [ps_off], [ps_off + size]
+    more = [(k, b, i, c) for k in np.flatnonzero(multi_s).tolist() for b, i, c in s_runs[k]]
+    if more:
+        mk, mb, mi, mc = (np.array(x, dtype=np.int64) for x in zip(*more))
+        keep = ~multi_s
+        rkey, rlo, rhi = [rkey[0][keep], (step[mk] * n + src[mk]) * 3 + mb], [rlo[0][keep], mi], [rhi[0][keep], mi + mc]
+    into_scratch = remote & ~multi_d & _overlaps(np.concatenate(rkey), np.concatenate(rlo), np.concatenate(rhi),
+                                                 (step * n + dst) * 3 + pd_buf, pd_off, pd_off + size)
+    # scratch, fresh per use, in transfer order on each rank: a gather on the sender, a landing
+    # place on the receiver
+    a_src = remote & multi_s
+    a_dst = remote & (multi_d | into_scratch)
+    ev = np.concatenate([np.flatnonzero(a_src), np.flatnonzero(a_dst)])
+    ev_rank = np.concatenate([src[a_src], dst[a_dst]])
+    order = np.lexsort((ev, ev_rank))
+    ev, ev_rank = ev[order], ev_rank[order]
+    ev_size = size[ev]
+    total = np.cumsum(ev_size)
+    first = np.searchsorted(ev_rank, ev_rank)
+    at = schedule.scratch_chunks + total - ev_size - (total[first] - ev_size[first])    # exclusive, per rank
+    s_alloc = np.zeros(count, dtype=np.int64)
+    d_alloc = np.zeros(count, dtype=np.int64)
+    is_src = np.concatenate([np.ones(int(a_src.sum()), bool), np.zeros(int(a_dst.sum()), bool)])[order]
+    s_alloc[ev[is_src]] = at[is_src]
+    d_alloc[ev[~is_src]] = at[~is_src]
     scratch_top = [schedule.scratch_chunks] * n
-    ops: list[RankOp] = []
+    if len(ev):
+        last = np.append(np.flatnonzero(ev_rank[1:] != ev_rank[:-1]), len(ev) - 1)
+        for r, top in zip(ev_rank[last].tolist(), (at[last] + ev_size[last]).tolist()):
+            scratch_top[r] = top
+    # rows as columns (collc.compiler.optable.FIELDS but pos), each with its transfer and its
+    # place among the transfer's ops
+    parts: list[tuple[Ints, Ints, list[Ints]]] = []
 
-    def alloc(rank: int, size: int) -> int:
-        base = scratch_top[rank]
-        scratch_top[rank] += size
-        return base
+    def rows(which: Ints, seq: int, fields: list[Ints | int]) -> None:
+        k = np.flatnonzero(which)
+        parts.append((k, np.full(len(k), seq, dtype=np.int64),
+                      [f[k] if isinstance(f, np.ndarray) else np.full(len(k), f, dtype=np.int64) for f in fields]))
 
-    aliases = [{b: (pb.value, base) for b in Buffer for pb, base in [coll.alias(r, b)]} for r in range(n)]
+    red = reduce.astype(np.int64)
+    sends = remote & ~multi_s
+    rows(sends, _SEQ_SEND, [src, step, 1, _CS, dst, lane, ps_buf, ps_off, ps_buf, ps_off, size, 0, number, -1, chunk])
+    recvs = remote & ~multi_d & ~into_scratch
+    rows(recvs, _SEQ_RECV, [dst, step, 2, _CR, src, lane, pd_buf, pd_off, pd_buf, pd_off, size, red, number, -1,
+                            chunk])
+    landed = remote & ~multi_d & into_scratch
+    rows(landed, _SEQ_RECV, [dst, step, 2, _CR, src, lane, _SCRATCH, d_alloc, _SCRATCH, d_alloc, size, 0, number, -1,
+                             chunk])
+    rows(landed, _SEQ_SCATTER, [dst, step, 3, np.where(reduce, _CRE, _CC), -1, lane, _SCRATCH, d_alloc, pd_buf,
+                                pd_off, size, 0, number, d_alloc, chunk])
+    # the rest one transfer at a time: gathers and scatters of index lists in several runs, and
+    # local copies (which must not race their step)
+    extra: list[tuple[int, ...]] = []
+    seqs: list[int] = []
+    tix: list[int] = []
 
-    def phys_runs(rank: int, buf: Buffer, idx: range | tuple[int, ...]) -> list[tuple[str, int, int]]:
-        pb, base = aliases[rank][buf]
-        if isinstance(idx, range):
-            return [(pb, base + idx.start, len(idx))]
-        out: list[tuple[str, int, int]] = []
-        for x in idx:
-            i = base + x
-            if out and out[-1][1] + out[-1][2] == i:
-                out[-1] = (pb, out[-1][1], out[-1][2] + 1)
-            else:
-                out.append((pb, i, 1))
-        return out
+    def add(k: int, seq: int, row: tuple[int, ...]) -> None:
+        tix.append(k)
+        seqs.append(seq)
+        extra.append(row)
+    for k in np.flatnonzero(remote & (multi_s | multi_d)).tolist():
+        t = ts[k]
+        st, nm, ln, ch, cnt = t.step, int(number[k]), t.lane, int(chunk[k]), len(t.src_idx)
+        if multi_s[k]:
+            pos = base = int(s_alloc[k])
+            for j, (rb, ri, rc) in enumerate(s_runs[k]):
+                add(k, j, (t.src, st, 0, _CC, -1, ln, rb, ri, _SCRATCH, pos, rc, 0, nm, pos, ch))
+                pos += rc
+            add(k, _SEQ_SEND, (t.src, st, 1, _CS, t.dst, ln, _SCRATCH, base, _SCRATCH, base, cnt, 0, nm, -1, ch))
+        if multi_d[k]:
+            pos = base = int(d_alloc[k])
+            add(k, _SEQ_RECV, (t.dst, st, 2, _CR, t.src, ln, _SCRATCH, base, _SCRATCH, base, cnt, 0, nm, -1, ch))
+            kind = _CRE if reduce[k] else _CC
+            for j, (rb, ri, rc) in enumerate(d_runs[k]):
+                add(k, _SEQ_SCATTER + j, (t.dst, st, 3, kind, -1, ln, _SCRATCH, pos, rb, ri, rc, 0, nm, pos, ch))
+                pos += rc
+    if local.any():
+        _locals(schedule, ts, local, step, number, chunk, s_runs, d_runs, ps_buf, ps_off, pd_buf, pd_off, size, add)
+    if extra:
+        parts.append((np.array(tix, dtype=np.int64), np.array(seqs, dtype=np.int64),
+                      list(np.array(extra, dtype=np.int64).reshape(len(extra), -1).T)))
+    # rank by rank, each rank's rows in plan order (transfer by transfer): by_rank takes views
+    order = np.lexsort((np.concatenate([p[1] for p in parts]), np.concatenate([p[0] for p in parts]),
+                        np.concatenate([p[2][0] for p in parts])))
+    cols = np.empty((len(parts[0][2]), len(order)), dtype=np.int64)
+    for f in range(len(cols)):          # a field at a time: a million ops make 100 MB a copy
+        cols[f] = np.concatenate([p[2][f] for p in parts])[order]
+        for p in parts:
+            p[2][f] = p[2][f][:0]
+    return OpPlan(coll, OpTable.from_columns(cols), tuple(scratch_top), schedule.provenance.algorithm)
 
-    reduce_op = Op.REDUCE
-    for step_no, transfers in enumerate(schedule.steps):
-        # slots read by this step's transfers, per rank, as merged intervals; each transfer's
-        # physical runs are computed once (a range is one run)
-        read_ivs: dict[tuple[int, str], list[tuple[int, int]]] = {}
-        runs: list[tuple[list[tuple[str, int, int]], list[tuple[str, int, int]]]] = []
-        local: set[int] = set()      # ranks with a local copy or reduce in this step
-        for t in transfers:
-            src = t.src
-            srcs = phys_runs(src, t.src_buf, t.src_idx)
-            runs.append((srcs, phys_runs(t.dst, t.dst_buf, t.dst_idx)))
-            for b, i, c in srcs:
-                read_ivs.setdefault((src, b), []).append((i, i + c))
-            if src == t.dst:
-                local.add(src)
-        reads = _Intervals(read_ivs)
+
+def _locals(schedule: Schedule, ts: Sequence[Transfer], local: npt.NDArray[np.bool_], step: Ints, number: Ints,
+            chunk: Ints, s_runs: dict[int, list[tuple[int, int, int]]], d_runs: dict[int, list[tuple[int, int, int]]],
+            ps_buf: Ints, ps_off: Ints, pd_buf: Ints, pd_off: Ints, size: Ints,
+            add: Callable[[int, int, tuple[int, ...]], None]) -> None:
+    """The local copies and reduces, step by step: each checked against the slots its step's
+    other transfers read and write on its rank."""
+    def runs(k: int, dst_side: bool) -> list[tuple[int, int, int]]:
+        got = (d_runs if dst_side else s_runs).get(k)
+        if got is not None:
+            return got
+        if dst_side:
+            return [(int(pd_buf[k]), int(pd_off[k]), int(size[k]))]
+        return [(int(ps_buf[k]), int(ps_off[k]), int(size[k]))]
+
+    bounds = np.searchsorted(step, np.arange(schedule.nsteps + 1)).tolist()
+    for s in np.unique(step[local]).tolist():
+        lo, hi = bounds[s], bounds[s + 1]
+        ranks = set(ts[k].src for k in range(lo, hi) if local[k])
         # the slots of the step on those ranks only: a local op is checked against its own rank's
-        read_now: dict[int, set[Slot]] = {}
-        written_now: dict[int, set[Slot]] = {}
-        if local:
-            for (srcs, dsts), t in zip(runs, transfers):
-                for rank, rr, now in ((t.src, srcs, read_now), (t.dst, dsts, written_now)):
-                    if rank in local:
-                        now.setdefault(rank, set()).update((b, i + j) for b, i, c in rr for j in range(c))
-        for number, t in enumerate(transfers):
-            key = (step_no, number)
-            chunk = t.src_idx[0]
-            srcs, dsts = runs[number]
-            src, dst, lane = t.src, t.dst, t.lane
-            if src == dst:
-                _local(t, step_no, srcs, dsts, read_now, written_now, ops, key, chunk)
-                continue
-            count = len(t.src_idx)
-            # sender side
-            if len(srcs) == 1:
-                sbuf, soff, _ = srcs[0]
-            else:
-                sbuf, soff = "s", alloc(src, count)
-                pos = soff
-                for b, i, c in srcs:
-                    ops.append(RankOp(src, step_no, 0, _COPY, -1, lane, b, i, "s", pos, c, False,
-                                      key + (pos,), chunk))
-                    pos += c
-            ops.append(RankOp(src, step_no, 1, _SEND, dst, lane, sbuf, soff, sbuf, soff, count,
-                              False, key, chunk))
-            # receiver side
-            reduce = t.op is reduce_op
-            b, i, c = dsts[0]
-            if len(dsts) == 1 and not reads.overlaps(dst, b, i, i + c):
-                ops.append(RankOp(dst, step_no, 2, _RECV, src, lane, b, i, b, i, count, reduce,
-                                  key, chunk))
-                continue
-            base = alloc(dst, count)
-            ops.append(RankOp(dst, step_no, 2, _RECV, src, lane, "s", base, "s", base, count,
-                              False, key, chunk))
-            pos = base
-            for b, i, c in dsts:
-                kind = _REDUCE if reduce else _COPY
-                ops.append(RankOp(dst, step_no, 3, kind, -1, lane, "s", pos, b, i, c, False,
-                                  key + (pos,), chunk))
-                pos += c
-    return OpPlan(coll, tuple(ops), tuple(scratch_top), schedule.provenance.algorithm)
+        read_now: dict[int, set[tuple[int, int]]] = {}
+        written_now: dict[int, set[tuple[int, int]]] = {}
+        for k in range(lo, hi):
+            t = ts[k]
+            for rank, dst_side, now in ((t.src, False, read_now), (t.dst, True, written_now)):
+                if rank in ranks:
+                    now.setdefault(rank, set()).update((b, i + j) for b, i, c in runs(k, dst_side) for j in range(c))
+        for k in range(lo, hi):
+            if local[k]:
+                _local(ts[k], s, int(number[k]), runs(k, False), runs(k, True), read_now, written_now,
+                       partial(add, k), int(chunk[k]))
 
 
-def _local(t: Transfer, step_no: int, srcs: list[tuple[str, int, int]], dsts: list[tuple[str, int, int]],
-           read_now: dict[int, set[Slot]], written_now: dict[int, set[Slot]], ops: list[RankOp],
-           key: tuple[int, ...], chunk: int) -> None:
+def _local(t: Transfer, step_no: int, number: int, srcs: list[tuple[int, int, int]],
+           dsts: list[tuple[int, int, int]], read_now: dict[int, set[tuple[int, int]]],
+           written_now: dict[int, set[tuple[int, int]]], emit: Callable[[int, tuple[int, ...]], None],
+           chunk: int) -> None:
     """A local copy or reduce reads and writes in one op: it must not race its own step."""
     mine_r = {(b, i + j) for b, i, c in srcs for j in range(c)}
     mine_w = {(b, i + j) for b, i, c in dsts for j in range(c)}
@@ -270,12 +369,11 @@ def _local(t: Transfer, step_no: int, srcs: list[tuple[str, int, int]], dsts: li
     flat_s = [(b, i + j) for b, i, c in srcs for j in range(c)]
     flat_d = [(b, i + j) for b, i, c in dsts for j in range(c)]
     start = 0
-    kind = Kind.REDUCE if t.op is Op.REDUCE else Kind.COPY
+    kind = _CRE if t.op is Op.REDUCE else _CC
     for k in range(1, len(flat_s) + 1):
         end_run = k == len(flat_s) or flat_s[k][0] != flat_s[k - 1][0] or flat_s[k][1] != flat_s[k - 1][1] + 1 \
             or flat_d[k][0] != flat_d[k - 1][0] or flat_d[k][1] != flat_d[k - 1][1] + 1
         if end_run:
             (sb, so), (db, do) = flat_s[start], flat_d[start]
-            ops.append(RankOp(t.src, step_no, 0, kind, -1, t.lane, sb, so, db, do, k - start, False,
-                              key + (start,), chunk))
+            emit(start, (t.src, step_no, 0, kind, -1, t.lane, sb, so, db, do, k - start, 0, number, start, chunk))
             start = k

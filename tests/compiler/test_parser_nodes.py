@@ -132,7 +132,7 @@ def test_multitree_29x29_auto_layout_follows_the_file() -> None:
 
 def test_dependency_targets_are_renumbered_below_the_int8_depid() -> None:
     """200 tbs, tb 199 a dependency target of tb 0: the target becomes tb 0, the rest follow."""
-    from collc.compiler.msccl.dependencies import _targets_first
+    from collc.compiler.msccl.dependencies import GpuTable, _targets_first
 
     def tb(i: int, steps: tuple[Step, ...] = ()) -> Threadblock:
         return Threadblock(i, -1, -1, 0, steps or (Step(0, StepType.COPY, "i", 0, "s", i, 1, -1, -1, 0),))
@@ -140,7 +140,7 @@ def test_dependency_targets_are_renumbered_below_the_int8_depid() -> None:
     tbs = [tb(i) for i in range(200)]
     tbs[0] = tb(0, (Step(0, StepType.COPY, "s", 199, "o", 0, 1, 199, 0, 0),))
     tbs[199] = tb(199, (Step(0, StepType.COPY, "i", 0, "s", 199, 1, -1, -1, 1),))
-    out = _targets_first(tbs)
+    out = _targets_first(GpuTable.from_gpu(Gpu(0, 1, 1, 200, tuple(tbs)))).to_gpu().tbs
     assert [t.id for t in out] == list(range(200))
     assert out[0].steps == tbs[199].steps                  # the old tb 199
     assert out[1].steps[0].depid == 0 and out[1].steps[0].srcoff == 199   # the old tb 0 names it

@@ -67,15 +67,15 @@ def _pass_chain(case: Case) -> dict[str, tuple[list[str], list[str]]]:
     s = case.schedule()
     split = split_chunks(s, case.chunks, 1)
     plan = expand(split)
-    rank0 = [op for op in plan.ops if op.rank == 0]
+    rank0 = plan.by_rank()[0]
     chops = channel_ops(rank0, 1)
     tbs = rank_threadblocks(0, chops, True)
     fused = fuse_rank(plan.collective, 0, tbs)
-    gpu = build_gpu(plan.collective, 0, fused, plan.scratch[0])
+    gpu = build_gpu(plan.collective, 0, fused, plan.scratch[0]).to_gpu()
     return {
         "pipelining": (show_schedule(s), show_schedule(split)),
         "scratch": (show_schedule(split), show_plan(plan)),
-        "channels": (["plan rank 0"] + ["  " + _op(o) for o in rank0], ["channels rank 0"] + show_chops(chops)),
+        "channels": (["plan rank 0"] + ["  " + _op(o) for o in rank0.ops()], ["channels rank 0"] + show_chops(chops)),
         "threadblocks": (["channels rank 0"] + show_chops(chops), ["tbs rank 0"] + show_tbs(tbs)),
         "fusion": (["tbs rank 0"] + show_tbs(tbs), ["fused rank 0"] + show_tbs(fused)),
         "dependencies": (["fused rank 0"] + show_tbs(fused), ["program rank 0"] + show_gpu(gpu)),

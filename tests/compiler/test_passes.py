@@ -252,7 +252,7 @@ def test_threadblocks_have_one_peer_per_direction(name: str, pair: bool, groups:
 def test_channels_follow_lanes_and_groups() -> None:
     s = split_chunks(SCHEDULES["ring-allreduce-ring4"](), 2, 2)
     plan = expand(s)
-    chops = assign_channels(plan, 2)
+    chops = [c for rank in assign_channels(plan, 2) for c in rank]
     assert {c.chan for c in chops} == {0, 1, 2, 3}
     assert all(c.chan // 2 == c.op.lane for c in chops)
     assert tb_plan(s, 2).nchannels == 4
@@ -271,9 +271,9 @@ def test_tb_pair_hints_decide_the_pairing() -> None:
     s = replace(base, tb_pairs=((0, 0, 3, 2), (1, 0, 0, 2)))
     plan = expand(s)
     chops = assign_channels(plan, 1)
-    r0 = rank_threadblocks(0, [c for c in chops if c.op.rank == 0], True, {(0, 3): 2})
+    r0 = rank_threadblocks(0, chops[0], True, {(0, 3): 2})
     assert sorted((t.send, t.recv) for t in r0) == [(-1, 3), (1, -1)]
-    r1 = rank_threadblocks(1, [c for c in chops if c.op.rank == 1], True, {(0, 0): 2})
+    r1 = rank_threadblocks(1, chops[1], True, {(0, 0): 2})
     assert [(t.send, t.recv) for t in r1] == [(2, 0)]
     assert lower(s, LowerOptions()).gpus[0].tbs != lower(base).gpus[0].tbs
 

@@ -47,8 +47,8 @@ def test_invariants_hold_between_every_pass(alg: str, spec: str, kind: CollKind,
 def test_a_broken_plan_is_caught_after_its_pass() -> None:
     s = build_schedule("ring", parse_spec("ring:4"), CollKind.ALLGATHER, False)
     plan = expand(s)
-    lost = next(k for k, op in enumerate(plan.ops) if op.kind is Kind.RECV)
-    broken = replace(plan, ops=plan.ops[:lost] + plan.ops[lost + 1:])
+    lost = next(k for k, op in enumerate(plan.table.ops()) if op.kind is Kind.RECV)
+    broken = replace(plan, table=plan.table.take([k for k in range(len(plan.table)) if k != lost]))
     scratch = next(p for p in PASSES if p.name == "scratch")
     with pytest.raises(LoweringError, match="after pass scratch: 1 messages without both ends"):
         scratch.check(broken, LowerOptions())

@@ -1,4 +1,4 @@
-"""Pass: instruction fusion (TbPlan -> FusedPlan).
+"""Pass: instruction fusion (a rank's tbs -> its items, the future XML steps).
 
 Inside one tb, a receive immediately followed by a send of exactly the slots it
 just wrote becomes one step that forwards piece by piece: ``rcs`` (copy),
@@ -7,25 +7,44 @@ access on this rank overwrites it, or it is scratch / not an output).  Fusion is
 skipped when any other op of the rank touches those slots between the two.
 Guarantees: the fused program reads and writes the same values at the same
 logical positions, so the Schedule's semantics are unchanged.
+
+The pass works on columns (:mod:`collc.compiler.optable`): the candidates, the rank's
+accesses per slot segment and both tests (nothing else touches the slots between the
+receive and the send; what the slots hold is dead after the send) are numpy searches over
+the accesses sorted by (segment, position).  :class:`Item` and :class:`FusedTb` are the
+readable views (dumps, tests).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
 from collc.compiler.msccl.program import StepType
-from collc.compiler.scratch import Interval, Kind, RankOp
-from collc.compiler.segments import Partition
-from collc.compiler.msccl.threadblocks import PlannedTb, TbPlan, order_key
+from collc.compiler.msccl.threadblocks import TbPlan, TbTable
+from collc.compiler.optable import BUF_CODE, BUFS, COPY, RECV, REDUCE, SEND, Ints, OpTable, segments
+from collc.compiler.scratch import RankOp
 from collc.ir.collective import Buffer, Collective
+
+#: Step types by code (the ``type`` column of items and steps).
+TYPES = tuple(StepType)
+_CODE = {t: k for k, t in enumerate(TYPES)}
+S, R, RCS, RRS, RRC, RRCS, CPY, RE, NOP = (_CODE[t] for t in (
+    StepType.SEND, StepType.RECV, StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY,
+    StepType.RECV_REDUCE_COPY_SEND, StepType.COPY, StepType.REDUCE, StepType.NOP))
+# what a step of each type reads and writes: its src interval, its dst interval, its dst interval
+READ_SRC = np.array([t in (StepType.SEND, StepType.COPY, StepType.REDUCE) for t in TYPES])
+READ_DST = np.array([t in (StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY, StepType.RECV_REDUCE_COPY_SEND,
+                           StepType.REDUCE) for t in TYPES])
+WRITE_DST = np.array([t.writes_dst for t in TYPES])
+BIG = 1 << 40          # a slot's coordinate: (rank * 3 + buffer) * BIG + offset
 
 
 class Item(NamedTuple):
-    """One future XML step: an op, possibly fused with the send that follows it (immutable;
-    a named tuple because lowering builds one per op and tuples are the cheapest to build)."""
+    """One future XML step (the readable view of one row of an :class:`ItemTable`)."""
 
     type: StepType
     op: RankOp
@@ -34,12 +53,10 @@ class Item(NamedTuple):
     dstbuf: str
     dstoff: int
     cnt: int
-    reads: tuple[Interval, ...]     # (buffer, lo, hi) intervals, as RankOp keeps them
-    writes: tuple[Interval, ...]
 
     @property
     def position(self) -> tuple[int, ...]:
-        return order_key(self.op)
+        return self.op.pos
 
 
 @dataclass(frozen=True)
@@ -50,146 +67,177 @@ class FusedTb:
     items: tuple[Item, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class ItemTable:
+    """One rank's tbs after fusion: the fusion pass's output.  Item ``j`` is the op ``op`` row
+    ``j`` (the receive of a fused pair) as a step of type ``type`` (a code of :data:`TYPES`)
+    on ``(srcbuf, srcoff)``, ``(dstbuf, dstoff)``, ``cnt``; tb ``k``'s items are rows
+    ``start[k]:start[k+1]``."""
+
+    op: OpTable
+    type: Ints
+    srcbuf: Ints
+    srcoff: Ints
+    dstbuf: Ints
+    dstoff: Ints
+    rank: Ints
+    send: Ints
+    recv: Ints
+    chan: Ints
+    start: Ints
+
+    @property
+    def cnt(self) -> Ints:
+        return self.op.cnt
+
+    def __len__(self) -> int:
+        return len(self.send)
+
+    def __iter__(self) -> Iterator[FusedTb]:
+        ops = self.op.ops()
+        rows = zip(ops, self.type.tolist(), self.srcbuf.tolist(), self.srcoff.tolist(), self.dstbuf.tolist(),
+                   self.dstoff.tolist(), self.cnt.tolist())
+        items = [Item(TYPES[ty], op, BUFS[sb], so, BUFS[db], do, c) for op, ty, sb, so, db, do, c in rows]
+        out = []
+        for k, (s, r, c) in enumerate(zip(self.send.tolist(), self.recv.tolist(), self.chan.tolist())):
+            out.append(FusedTb(s, r, c, tuple(items[int(self.start[k]):int(self.start[k + 1])])))
+        return iter(out)
+
+
 @dataclass(frozen=True)
 class FusedPlan:
     base: TbPlan
-    tbs: tuple[tuple[FusedTb, ...], ...]
-
-
-# enum members and the tuple constructor as module constants: ``StepType.X`` is a class
-# attribute lookup (~0.25 us) and a named tuple's own constructor a Python call, paid per op
-_SEND, _RECV, _REDUCE = Kind.SEND, Kind.RECV, Kind.REDUCE
-_S, _R, _RRC, _RE, _CPY = StepType.SEND, StepType.RECV, StepType.RECV_REDUCE_COPY, StepType.REDUCE, StepType.COPY
-_RCS, _RRS, _RRCS = StepType.RECV_COPY_SEND, StepType.RECV_REDUCE_SEND, StepType.RECV_REDUCE_COPY_SEND
-_new = tuple.__new__
-
-
-def _single(op: RankOp) -> Item:
-    kind = op.kind
-    if kind is _SEND:
-        return _new(Item, (_S, op, op.srcbuf, op.srcoff, op.srcbuf, op.srcoff, op.cnt, op.rd, ()))
-    if kind is _RECV:
-        return _new(Item, (_RRC if op.reduce else _R, op, op.dstbuf, op.dstoff, op.dstbuf, op.dstoff, op.cnt,
-                           op.rd, op.wr))
-    return _new(Item, (_RE if kind is _REDUCE else _CPY, op, op.srcbuf, op.srcoff, op.dstbuf, op.dstoff, op.cnt,
-                       op.rd, op.wr))
+    tbs: tuple[ItemTable, ...]
 
 
 def fuse(plan: TbPlan) -> FusedPlan:
     coll = plan.plan.collective
-    return FusedPlan(plan, tuple(fuse_rank(coll, rank, tbs) for rank, tbs in enumerate(plan.tbs)))
+    return FusedPlan(plan, tuple(fuse_tbs(coll, tbs) for tbs in plan.tbs))
 
 
-def fuse_rank(coll: Collective, rank: int, tbs: tuple[PlannedTb, ...]) -> tuple[FusedTb, ...]:
-    """Fusion of one rank's tbs (the pass works rank by rank)."""
-    # candidate pairs, per tb the index of the receive of each: a receive followed by a send of
-    # exactly the slots it wrote
-    at: list[list[int]] = []
-    tb_ops: list[list[RankOp]] = []
-    cands: list[RankOp] = []
-    for tb in tbs:
-        ks: list[int] = []
-        ops = [c.op for c in tb.ops]
-        tb_ops.append(ops)
-        for k in range(len(ops) - 1):
-            cur = ops[k]
-            if cur.kind is _RECV:
-                nxt = ops[k + 1]
-                if (nxt.kind is _SEND and cur.dstoff == nxt.srcoff and cur.cnt == nxt.cnt
-                        and cur.dstbuf == nxt.srcbuf):
-                    ks.append(k)
-                    cands.append(cur)
-        at.append(ks)
-    # the access timeline is needed only for slots that a candidate pair moves
-    tl = _Timeline(tb_ops, cands) if cands else None
-    pb, base = coll.alias(rank, Buffer.OUTPUT)
-    outs = coll.obligated_outputs(rank)
-    out_iv = (pb.value, base + outs.start, base + outs.stop)
-    fused_tbs: list[FusedTb] = []
-    for tb, ops, ks in zip(tbs, tb_ops, at):
-        if not ks or tl is None:
-            items = [_single(op) for op in ops]
-        else:
-            items = []
-            fuse_at = set(ks)
-            k, n = 0, len(ops)
-            while k < n:
-                cur = ops[k]
-                if k in fuse_at and tl.quiet_between(cur, ops[k + 1]):
-                    items.append(_fused(cur, ops[k + 1], tl, out_iv))
-                    k += 2
-                    continue
-                items.append(_single(cur))
-                k += 1
-        fused_tbs.append(FusedTb(tb.send, tb.recv, tb.chan, tuple(items)))
-    return tuple(fused_tbs)
+def single_types(t: OpTable) -> Ints:
+    """The step type of each op alone."""
+    kind = t.kind
+    out = np.full(len(t), S, dtype=np.int64)
+    out[kind == RECV] = np.where(t.reduce[kind == RECV] > 0, RRC, R)
+    out[kind == COPY] = CPY
+    out[kind == REDUCE] = RE
+    return out
 
 
-class _Timeline:
-    """Accesses of one rank to the slots that candidate receives write, per segment:
-    sorted positions and whether each access is a pure write (writes without reading)."""
-
-    def __init__(self, tb_ops: list[list[RankOp]], cands: list[RankOp]) -> None:
-        self.part = part = Partition({iv for ops in tb_ops for op in ops for ivs in (op.rd, op.wr) for iv in ivs})
-        segs = part.table        # every interval of an op is one the partition was built from
-        wanted = bytearray(len(part))
-        for cand in cands:
-            for iv in cand.wr:
-                for g in segs[iv]:
-                    wanted[g] = 1
-        # per interval: its wanted segments (most intervals have none, and many repeat)
-        hits = {iv: tuple(g for g in r if wanted[g]) for iv, r in segs.items()}
-        acc: defaultdict[int, list[tuple[tuple[int, ...], bool]]] = defaultdict(list)
-        for ops in tb_ops:
-            for op in ops:
-                rd, wr, pos = op.rd, op.wr, op.pos
-                read: set[int] | tuple[int, ...] = ()
-                if rd:
-                    read = hits[rd[0]] if len(rd) == 1 else {g for iv in rd for g in hits[iv]}
-                    for g in read:
-                        acc[g].append((pos, False))
-                for iv in wr:
-                    for g in hits[iv]:
-                        if g not in read:
-                            acc[g].append((pos, True))
-        self.positions: dict[int, tuple[tuple[int, ...], ...]] = {}
-        self.pure_write: dict[int, tuple[bool, ...]] = {}
-        for g, lst in acc.items():
-            lst.sort()
-            self.positions[g], self.pure_write[g] = zip(*lst)
-
-    def quiet_between(self, recv: RankOp, send: RankOp) -> bool:
-        """No other access to the received slots between the receive and the send."""
-        lo, hi = recv.pos, send.pos
-        segs = self.part.table
-        for iv in recv.wr:
-            for g in segs[iv]:
-                positions = self.positions[g]
-                i = bisect_right(positions, lo)
-                if i < len(positions) and positions[i] < hi:
-                    return False
-        return True
-
-    def dead_after(self, recv: RankOp, after: tuple[int, ...], out_iv: Interval) -> bool:
-        """Every received slot is next overwritten, or never read again and not an output."""
-        for iv in recv.wr:
-            for g in self.part.segments(iv):
-                positions = self.positions[g]
-                i = bisect_right(positions, after)
-                if i < len(positions):
-                    if not self.pure_write[g][i]:
-                        return False
-                else:
-                    b, lo, hi = self.part.bounds(g)
-                    if b == out_iv[0] and lo < out_iv[2] and out_iv[1] < hi:   # holds output
-                        return False
-        return True
+def coords(rank: Ints, buf: Ints, off: Ints) -> Ints:
+    """Slot coordinates: every (rank, buffer) its own range."""
+    return (rank * len(BUFS) + buf) * BIG + off
 
 
-def _fused(recv: RankOp, send: RankOp, tl: _Timeline, out_iv: Interval) -> Item:
-    if not recv.reduce:
-        return _new(Item, (_RCS, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt, (), recv.wr))
-    if tl.dead_after(recv, order_key(send), out_iv):
-        return _new(Item, (_RRS, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt, recv.wr, ()))
-    return _new(Item, (_RRCS, recv, recv.dstbuf, recv.dstoff, recv.dstbuf, recv.dstoff, recv.cnt, recv.wr,
-                       recv.wr))
+def intervals(rank: Ints, types: Ints, srcbuf: Ints, srcoff: Ints, dstbuf: Ints, dstoff: Ints, cnt: Ints
+              ) -> tuple[Ints, Ints, Ints, Ints]:
+    """The slot intervals that steps of ``types`` on these operands access, as coordinates
+    ``[lo, hi)``: their step (row), lo, hi, and whether the access reads (else it only writes)."""
+    src = coords(rank, srcbuf, srcoff)
+    dst = coords(rank, dstbuf, dstoff)
+    rows = np.arange(len(types), dtype=np.int64)
+    rs, rd, w = READ_SRC[types], READ_DST[types], WRITE_DST[types]
+    row = np.concatenate([rows[rs], rows[rd], rows[w]])
+    lo = np.concatenate([src[rs], dst[rd], dst[w]])
+    hi = lo + np.concatenate([cnt[rs], cnt[rd], cnt[w]])
+    reads = np.concatenate([np.ones(int(rs.sum()) + int(rd.sum()), dtype=bool), np.zeros(int(w.sum()), dtype=bool)])
+    return row, lo, hi, reads
+
+
+class Accesses:
+    """One rank's accesses to slot segments (the buffers cut at every interval end), one per
+    (step, segment), sorted by (segment, position): ``code`` is ``segment * n + position``;
+    ``reads``: the step reads some slot of the segment (else it only writes it); ``writes``:
+    it writes some."""
+
+    def __init__(self, row: Ints, lo: Ints, hi: Ints, reads: Ints, pos: Ints) -> None:
+        self.cuts = np.unique(np.concatenate([lo, hi]))
+        self.n = n = int(pos.max()) + 1 if len(pos) else 1
+        seg, owner = segments(lo, hi, self.cuts)
+        row = row[owner]
+        code = seg * n + pos[row]
+        order = np.argsort(code, kind="stable")
+        code, rd = code[order], reads[owner][order]
+        if not len(code):
+            self.code, self.reads, self.writes, self.row = code, rd, rd, code
+            return
+        change = np.empty(len(code), dtype=bool)
+        change[0] = True
+        np.not_equal(code[1:], code[:-1], out=change[1:])
+        first = np.flatnonzero(change)
+        self.code = code[first]
+        self.row = row[order][first]        # the step of each access
+        self.reads = np.logical_or.reduceat(rd, first)
+        self.writes = np.logical_or.reduceat(~rd, first)
+
+    def segs(self, lo: Ints, hi: Ints) -> tuple[Ints, Ints]:
+        return segments(lo, hi, self.cuts)
+
+
+def fuse_rank(coll: Collective, rank: int, tbs: TbTable) -> ItemTable:
+    """Fusion of one rank's tbs."""
+    return fuse_tbs(coll, tbs)
+
+
+def fuse_tbs(coll: Collective, tbs: TbTable) -> ItemTable:
+    """Fusion of the tbs of one or more ranks (each rank's on its own: a candidate's slots are its
+    rank's, and coordinates keep the ranks apart)."""
+    t = tbs.table
+    n = len(t)
+    kind = t.kind
+    tb_of = np.repeat(np.arange(len(tbs), dtype=np.int64), np.diff(tbs.start))
+    posrank = t.pos
+    types = single_types(t)
+    # candidate pairs: a receive followed in its tb by a send of exactly the slots it wrote
+    k = np.flatnonzero((kind[:-1] == RECV) & (kind[1:] == SEND) & (tb_of[:-1] == tb_of[1:])
+                       & (t.dstoff[:-1] == t.srcoff[1:]) & (t.cnt[:-1] == t.cnt[1:]) & (t.dstbuf[:-1] == t.srcbuf[1:]))
+    keep = np.ones(n, dtype=bool)
+    if len(k):
+        row, lo, hi, reads = intervals(t.rank, types, t.srcbuf, t.srcoff, t.dstbuf, t.dstoff, t.cnt)
+        acc = Accesses(row, lo, hi, reads, posrank)
+        m = acc.n
+        start = coords(t.rank[k], t.dstbuf[k], t.dstoff[k])
+        seg, owner = acc.segs(start, start + t.cnt[k])
+        a, b = posrank[k][owner], posrank[k + 1][owner]
+        # nothing else accesses the received slots between the receive and the send
+        between = np.searchsorted(acc.code, seg * m + b, "left") - np.searchsorted(acc.code, seg * m + a, "right")
+        quiet = np.bincount(owner, weights=between.astype(np.float64), minlength=len(k)) == 0
+        k = k[quiet]
+        red = t.reduce[k] > 0
+        types[k] = RCS
+        rk = k[red]
+        if len(rk):
+            # the result is dead after the send: every received slot is next overwritten, or never
+            # read again and not an output
+            # per rank of the block: its obligated output slots as coordinates
+            ranks = np.unique(t.rank[rk])
+            out_lo = np.empty(len(ranks), dtype=np.int64)
+            out_hi = np.empty(len(ranks), dtype=np.int64)
+            for j, r in enumerate(ranks.tolist()):
+                pb, base = coll.alias(r, Buffer.OUTPUT)
+                outs = coll.obligated_outputs(r)
+                out_lo[j] = (r * len(BUFS) + BUF_CODE[pb.value]) * BIG + base + outs.start
+                out_hi[j] = out_lo[j] + len(outs)
+            start = coords(t.rank[rk], t.dstbuf[rk], t.dstoff[rk])
+            seg, owner = acc.segs(start, start + t.cnt[rk])
+            at = np.searchsorted(acc.code, seg * m + posrank[rk + 1][owner], "right")
+            later = at < len(acc.code)
+            later[later] = acc.code[at[later]] // m == seg[later]
+            live = np.zeros(len(seg), dtype=bool)
+            live[later] = acc.reads[at[later]]
+            slo, shi = acc.cuts[seg], acc.cuts[seg + 1]
+            which = np.searchsorted(ranks, t.rank[rk][owner])
+            live[~later] = ((slo < out_hi[which]) & (out_lo[which] < shi))[~later]
+            dead = np.bincount(owner, weights=live.astype(np.float64), minlength=len(rk)) == 0
+            types[rk] = np.where(dead, RRS, RRCS)
+        keep[k + 1] = False
+    rows = np.flatnonzero(keep)
+    ty = types[rows]
+    sends = ty == S
+    whole = (ty == CPY) | (ty == RE) | sends       # src operand its own, else the dst one
+    start_items = np.searchsorted(rows, tbs.start)
+    return ItemTable(t.take(rows), ty, np.where(whole, t.srcbuf[rows], t.dstbuf[rows]),
+                     np.where(whole, t.srcoff[rows], t.dstoff[rows]), np.where(sends, t.srcbuf[rows], t.dstbuf[rows]),
+                     np.where(sends, t.srcoff[rows], t.dstoff[rows]), tbs.rank, tbs.send, tbs.recv, tbs.chan,
+                     start_items.astype(np.int64))

@@ -1,4 +1,4 @@
-"""Passes: channel assignment and threadblock assignment (OpPlan -> TbPlan).
+"""Passes: channel assignment and threadblock assignment (a rank's op columns -> its tbs).
 
 ``assign_channels`` gives every message a channel ``lane * groups + chunk % groups``:
 a chunk keeps its channel along its whole path, so a chunk's hops through one rank
@@ -46,48 +46,98 @@ all of which the paired tb would hold, so the rule needs nothing outside the ran
 Guarantees: each tb has one send peer and one receive peer, each (peer, chan,
 direction) is used by at most one tb per rank, ops in a tb are sorted by
 (step, phase, transfer).
+
+Both passes work on the rank's op columns (:mod:`collc.compiler.optable`): a channel and a
+tb per op come out of numpy; only the pairing's choices (a few per peer and channel) are
+made in Python.  :class:`PlannedTb` and :class:`ChannelOp` are the readable views (dumps,
+tests), built on demand.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import NamedTuple
+
+import numpy as np
 
 from collc.compiler.buffering import SizeModel, size_model
 from collc.compiler.msccl.program import Proto
-from collc.compiler.scratch import Kind, OpPlan, RankOp
+from collc.compiler.optable import COPY, RECV, SEND, Ints, OpTable, encode
+from collc.compiler.scratch import OpPlan, RankOp
 
 
 class ChannelOp(NamedTuple):
-    """An op with its channel (immutable; a named tuple: one is built per op)."""
+    """An op with its channel (the readable view of one row of :class:`ChannelOps`)."""
 
     op: RankOp
     chan: int
 
 
+@dataclass(frozen=True, eq=False)
+class ChannelOps:
+    """One rank's ops (plan order) and the channel of each: the channels pass's output."""
+
+    table: OpTable
+    chan: Ints
+
+    def __iter__(self) -> Iterator[ChannelOp]:
+        return iter([ChannelOp(op, c) for op, c in zip(self.table.ops(), self.chan.tolist())])
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
 @dataclass(frozen=True)
 class PlannedTb:
+    """The readable view of one tb of a :class:`TbTable`."""
+
     send: int
     recv: int
     chan: int
     ops: tuple[ChannelOp, ...]
 
 
+@dataclass(frozen=True, eq=False)
+class TbTable:
+    """One rank's tbs: the threadblocks pass's output.  ``table`` holds the rank's ops tb by
+    tb (tb ``k``'s are rows ``start[k]:start[k+1]``, in logical order); ``send``, ``recv``,
+    ``chan`` are per tb, in tb order (the ranks' tbs one rank after the other: ``rank``)."""
+
+    table: OpTable
+    rank: Ints
+    send: Ints
+    recv: Ints
+    chan: Ints
+    start: Ints
+
+    def __len__(self) -> int:
+        return len(self.send)
+
+    def __iter__(self) -> Iterator[PlannedTb]:
+        return iter(self.views())
+
+    def views(self) -> list[PlannedTb]:
+        ops = self.table.ops()
+        out = []
+        for k, (s, r, c) in enumerate(zip(self.send.tolist(), self.recv.tolist(), self.chan.tolist())):
+            a, b = int(self.start[k]), int(self.start[k + 1])
+            out.append(PlannedTb(s, r, c, tuple(ChannelOp(op, c) for op in ops[a:b])))
+        return out
+
+    @property
+    def nchannels(self) -> int:
+        return int(self.chan.max()) + 1 if len(self.chan) else 1
+
+
 @dataclass(frozen=True)
 class TbPlan:
+    """Every rank's tbs (the whole-program form the tests use)."""
+
     plan: OpPlan
-    tbs: tuple[tuple[PlannedTb, ...], ...]   # per rank
+    tbs: tuple[TbTable, ...]   # per rank
     nchannels: int
 
-
-# module constants for the per-op loops: ``Kind.X`` is a class attribute lookup (~0.25 us) and a
-# named tuple's own constructor a Python call
-_SEND, _RECV = Kind.SEND, Kind.RECV
-_new = tuple.__new__
-_pos = attrgetter("op.pos")      # a ChannelOp's logical position (its sort key)
 
 LOCAL_TB_OPS = 32  # local ops per local-only tb, leaving room for dependency nops
 
@@ -100,118 +150,150 @@ def order_key(op: RankOp) -> tuple[int, ...]:
 PEERS_PER_CHANNEL = 32
 
 
-def assign_channels(plan: OpPlan, groups: int, spread: int = 1) -> list[ChannelOp]:
-    return channel_ops(plan.ops, groups, spread, plan.collective.nranks)
+def assign_channels(plan: OpPlan, groups: int, spread: int = 1) -> list[ChannelOps]:
+    """Every rank's channel-assigned ops, rank by rank."""
+    return [channel_ops(t, groups, spread, plan.collective.nranks) for t in plan.by_rank()]
 
 
-def peer_spread(ops: Iterable[RankOp], nranks: int) -> int:
+def peer_spread(ops: OpTable, nranks: int) -> int:
     """Channels each channel group is split into so that no rank has more than
     :data:`PEERS_PER_CHANNEL` send or receive peers on one channel (1 when none has)."""
-    # distinct (rank, lane, direction, peer), then peers per (rank, lane, direction)
-    links = {(op.rank, op.lane, op.kind is _SEND, op.peer) for op in ops if op.kind is _SEND or op.kind is _RECV}
-    per_side: dict[tuple[int, int, bool], int] = defaultdict(int)
-    for rank, lane, sending, _ in links:
-        per_side[(rank, lane, sending)] += 1
-    if max(per_side.values(), default=0) <= PEERS_PER_CHANNEL:
+    remote = ops.kind <= RECV
+    if not remote.any():
+        return 1
+    rank, lane, kind, peer = ops.rank[remote], ops.lane[remote], ops.kind[remote], ops.peer[remote]
+    side = (rank * (int(lane.max()) + 1) + lane) * 2 + kind          # (rank, lane, direction)
+    links = np.unique(side * (nranks + 1) + peer)                     # distinct (side, peer)
+    per_side = np.unique(links // (nranks + 1), return_counts=True)[1]
+    if int(per_side.max()) <= PEERS_PER_CHANNEL:
         return 1
     return -(-(nranks - 1) // PEERS_PER_CHANNEL)
 
 
-def channel_ops(ops: Iterable[RankOp], groups: int, spread: int = 1, nranks: int = 1) -> list[ChannelOp]:
-    if spread == 1:
-        if groups == 1:
-            return [_new(ChannelOp, (op, op.lane)) for op in ops]
-        return [_new(ChannelOp, (op, op.lane * groups + op.chunk % groups)) for op in ops]
-    out = []
-    for op in ops:
-        base = (op.lane * groups + op.chunk % groups) * spread
-        if op.kind is _SEND:
-            base += ((op.peer - op.rank) % nranks - 1) // PEERS_PER_CHANNEL
-        elif op.kind is _RECV:
-            base += ((op.rank - op.peer) % nranks - 1) // PEERS_PER_CHANNEL
-        out.append(_new(ChannelOp, (op, base)))
-    return out
+def channel_ops(ops: OpTable, groups: int, spread: int = 1, nranks: int = 1) -> ChannelOps:
+    chan = ops.lane * groups + ops.chunk % groups if groups > 1 else ops.lane.copy()
+    if spread > 1:
+        kind = ops.kind
+        d = np.where(kind == SEND, ops.peer - ops.rank, ops.rank - ops.peer) % max(nranks, 1)
+        chan = chan * spread + np.where(kind <= RECV, (d - 1) // PEERS_PER_CHANNEL, 0)
+    return ChannelOps(ops, chan.astype(np.int64))
 
 
-def assign_threadblocks(plan: OpPlan, chops: list[ChannelOp], pair: bool = True,
+def assign_threadblocks(plan: OpPlan, chops: list[ChannelOps], pair: bool = True,
                         model: SizeModel | None = None) -> TbPlan:
-    n = plan.collective.nranks
-    by_rank: list[list[ChannelOp]] = [[] for _ in range(n)]
-    for c in chops:
-        by_rank[c.op.rank].append(c)
-    out = tuple(rank_threadblocks(rank, by_rank[rank], pair, model=model) for rank in range(n))
-    return TbPlan(plan, out, max([1] + [t.chan + 1 for tbs in out for t in tbs]))
+    out = tuple(rank_threadblocks(rank, c, pair, model=model) for rank, c in enumerate(chops))
+    return TbPlan(plan, out, max([1] + [t.nchannels for t in out]))
 
 
-def rank_threadblocks(rank: int, chops: list[ChannelOp], pair: bool = True,
+class _Groups:
+    """The ops of one kind (sends or receives) grouped by (rank, peer, channel), as the pairing
+    reads them; ``first``: each group's first op (plan order)."""
+
+    def __init__(self, t: OpTable, rows: Ints, chan: Ints, npeer: int, nchan: int) -> None:
+        self.rows = rows                              # op rows (plan order)
+        self.npeer, self.nchan = npeer, nchan
+        key = (t.rank[rows] * npeer + t.peer[rows] + 1) * nchan + chan[rows]
+        uniq, self.first, inv = np.unique(key, return_index=True, return_inverse=True)
+        self.inv = inv.reshape(-1)
+        self.keys: list[int] = uniq.tolist()
+        self.index = {k: i for i, k in enumerate(self.keys)}
+
+    def code(self, rank: int, peer: int, chan: int) -> int:
+        return (rank * self.npeer + peer + 1) * self.nchan + chan
+
+    def triples(self) -> list[tuple[int, int, int]]:
+        """(rank, peer, chan) of each group, in key order."""
+        p, c = self.npeer, self.nchan
+        return [(k // c // p, k // c % p - 1, k % c) for k in self.keys]
+
+
+Hints = Sequence[dict[tuple[int, int], int]] | Mapping[int, dict[tuple[int, int], int]]
+
+
+def rank_threadblocks(rank: int, chops: ChannelOps, pair: bool = True,
                       hints: dict[tuple[int, int], int] | None = None,
-                      model: SizeModel | None = None) -> tuple[PlannedTb, ...]:
-    """The tbs of one rank from its channel-assigned ops (the pass works rank by rank).
+                      model: SizeModel | None = None) -> TbTable:
+    """The tbs of one rank from its channel-assigned ops (:func:`threadblocks` of one rank)."""
+    return threadblocks(chops, pair, {rank: hints or {}}, model)
 
-    ``hints`` (the schedule's ``tb_pairs`` of this rank, ``(lane, recv peer) -> send
-    peer``), when given and ``pair`` is set, decide the pairing instead of the greedy
+
+def threadblocks(chops: ChannelOps, pair: bool = True, hints: Hints | None = None,
+                 model: SizeModel | None = None) -> TbTable:
+    """The tbs of the ranks whose channel-assigned ops ``chops`` holds, rank by rank (each rank's
+    tbs depend on its own ops alone; several ranks at once share the numpy calls).
+
+    ``hints[rank]`` (the schedule's ``tb_pairs`` of that rank, ``(lane, recv peer) -> send
+    peer``), when not empty and ``pair`` is set, decide the rank's pairing instead of the greedy
     matching.  ``model`` is the slicing at the window's top size; only pairs whose sends
     fit their connection at every step the tb receives are made (:func:`safe_pair`).
     None: the tightest model, one-chunk Simple pieces (``maxBytes="0"``).
     """
-    # a message's local gather/scatter copies follow the message's channel
-    msg_chan: dict[tuple[int, ...], int] = {}
-    send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    rest: list[ChannelOp] = []
-    for c in chops:
-        op = c.op
-        if op.kind is _SEND:
-            msg_chan[op.key] = c.chan
-            send_ops[(op.peer, c.chan)].append(c)
-        elif op.kind is _RECV:
-            msg_chan[op.key] = c.chan
-            recv_ops[(op.peer, c.chan)].append(c)
-        else:
-            rest.append(c)
-    local: list[ChannelOp] = []
-    attached: dict[tuple[str, int, int], list[ChannelOp]] = defaultdict(list)
-    for c in rest:
-        op = c.op
-        chan = msg_chan.get(op.key[:2])
-        if chan is not None:
-            role = "send" if op.phase == 0 else "recv"
-            attached[(role, op.key[0], op.key[1])].append(_new(ChannelOp, (op, chan)))
-        else:
-            local.append(_new(ChannelOp, (op, 0)))
-    if not pair:
-        pairs: dict[tuple[int, int], int] = {}
-    else:
-        safe = _Safety(send_ops, recv_ops, model or TIGHTEST)
-        pairs = _hinted_pairs(send_ops, recv_ops, hints, safe) if hints else _pair_peers(send_ops, recv_ops, safe)
-    tbs: list[PlannedTb] = []
-    used_send: set[tuple[int, int]] = set()
-    for (rpeer, chan), spair in sorted(pairs.items()):
-        used_send.add((spair, chan))
-        tbs.append(_tb(spair, rpeer, chan, send_ops[(spair, chan)] + recv_ops[(rpeer, chan)], attached))
-    for (rpeer, chan), ops in sorted(recv_ops.items()):
-        if (rpeer, chan) not in pairs:
-            tbs.append(_tb(-1, rpeer, chan, ops, attached))
-    for (speer, chan), ops in sorted(send_ops.items()):
-        if (speer, chan) not in used_send:
-            tbs.append(_tb(speer, -1, chan, ops, attached))
-    local.sort(key=_pos)
-    for start in range(0, len(local), LOCAL_TB_OPS):  # several local tbs if there are many
-        tbs.append(PlannedTb(-1, -1, 0, tuple(local[start:start + LOCAL_TB_OPS])))
-    tbs.sort(key=lambda t: (t.chan, t.send, t.recv, t.ops[0].op.pos if t.ops else ()))
-    return tuple(tbs)
-
-
-def _tb(send: int, recv: int, chan: int, ops: list[ChannelOp],
-        attached: dict[tuple[str, int, int], list[ChannelOp]]) -> PlannedTb:
-    allops = list(ops)
-    if attached:
-        for c in ops:
-            key = c.op.key
-            more = attached.get(("send" if c.op.kind is _SEND else "recv", key[0], key[1]))
-            if more:
-                allops.extend(more)
-    return PlannedTb(send, recv, chan, tuple(sorted(allops, key=_pos)))
+    t, chan = chops.table, chops.chan
+    n = len(t)
+    kind, peer, rank = t.kind, t.peer, t.rank
+    nchan = int(chan.max()) + 1 if n else 1
+    npeer = int(peer.max()) + 2 if n else 1
+    sends = np.flatnonzero(kind == SEND)
+    recvs = np.flatnonzero(kind == RECV)
+    so = _Groups(t, sends, chan, npeer, nchan)
+    ro = _Groups(t, recvs, chan, npeer, nchan)
+    pairs: dict[tuple[int, int, int], int] = {}      # (rank, recv peer, chan) -> send peer
+    if pair and len(recvs) and len(sends):
+        safe = _Safety(t, so, ro, model or TIGHTEST)
+        hinted = {r for r in np.unique(rank).tolist() if hints is not None and hints[r]}
+        if hinted:
+            assert hints is not None
+            pairs.update(_hinted_pairs(t, so, ro, hints, hinted, safe))
+        if len(hinted) < len(np.unique(rank[recvs])):
+            pairs.update(_pair_peers(t, chan, so, ro, safe, hinted))
+    # per op: the tb's (send, recv, chan), and for local-only ops their tb among those
+    tb_send = np.full(n, -1, dtype=np.int64)
+    tb_recv = np.full(n, -1, dtype=np.int64)
+    tb_chan = np.zeros(n, dtype=np.int64)
+    local_no = np.full(n, -1, dtype=np.int64)
+    paired_send = {(r, s, c): rp for (r, rp, c), s in pairs.items()}
+    if len(sends):
+        g_recv = np.array([paired_send.get(g, -1) for g in so.triples()], dtype=np.int64)
+        tb_send[sends] = peer[sends]
+        tb_recv[sends] = g_recv[so.inv]
+        tb_chan[sends] = chan[sends]
+    if len(recvs):
+        g_send = np.array([pairs.get(g, -1) for g in ro.triples()], dtype=np.int64)
+        tb_recv[recvs] = peer[recvs]
+        tb_send[recvs] = g_send[ro.inv]
+        tb_chan[recvs] = chan[recvs]
+    local = np.flatnonzero(kind >= COPY)
+    if len(local):
+        # a message's local gather/scatter copies go into the message's tb
+        msgs = np.flatnonzero(kind <= RECV)
+        key = encode([rank, t.step, t.number])
+        mkey, lkey = key[msgs], key[local]
+        order = np.argsort(mkey, kind="stable")
+        at = np.minimum(np.searchsorted(mkey[order], lkey), max(len(msgs) - 1, 0))
+        hit = np.zeros(len(local), dtype=bool) if not len(msgs) else mkey[order][at] == lkey
+        src = msgs[order][at[hit]]
+        att = local[hit]
+        tb_send[att], tb_recv[att], tb_chan[att] = tb_send[src], tb_recv[src], tb_chan[src]
+        alone = local[~hit]
+        if len(alone):           # the rest in local-only tbs of LOCAL_TB_OPS ops per rank, in logical order
+            alone = alone[np.lexsort((t.pos[alone], rank[alone]))]
+            arank = rank[alone]
+            change = np.ones(len(alone), dtype=bool)
+            np.not_equal(arank[1:], arank[:-1], out=change[1:])
+            heads = np.flatnonzero(change)
+            nth = np.arange(len(alone), dtype=np.int64) - np.repeat(heads, np.diff(np.append(heads, len(alone))))
+            local_no[alone] = nth // LOCAL_TB_OPS
+    # tbs ordered by (rank, chan, send, recv, first op): local-only tbs are told apart by their number
+    tb_of = np.unique(encode([rank, tb_chan, tb_send + 1, tb_recv + 1, local_no + 1]),
+                      return_inverse=True)[1].reshape(-1)
+    rows = np.argsort(tb_of * (int(t.pos.max()) + 1) + t.pos) if n else tb_of
+    ordered = tb_of[rows]
+    change = np.ones(n, dtype=bool)
+    np.not_equal(ordered[1:], ordered[:-1], out=change[1:])
+    first = np.flatnonzero(change)
+    heads = rows[first]
+    return TbTable(t.take(rows), rank[heads], tb_send[heads], tb_recv[heads], tb_chan[heads],
+                   np.append(first, n).astype(np.int64))
 
 
 #: The slicing at ``maxBytes="0"`` with Simple pieces: one chunk a piece, two pieces a connection.
@@ -219,73 +301,97 @@ TIGHTEST = size_model(Proto.SIMPLE, 1, None)
 
 
 class _Safety:
-    """Which (receive peer, send peer, channel) pairs of one rank are safe: at every step at
+    """Which (receive peer, send peer, channel) pairs of a rank are safe: at every step at
     which the tb would receive from the receive peer, the sends to the send peer of that step
     (which the tb runs first) fit in the connection (module docstring, "Safe pairs")."""
 
-    def __init__(self, send_ops: dict[tuple[int, int], list[ChannelOp]],
-                 recv_ops: dict[tuple[int, int], list[ChannelOp]], model: SizeModel) -> None:
-        self.send_ops, self.recv_ops, self.model = send_ops, recv_ops, model
-        self.sent: dict[tuple[int, int], dict[int, int]] = {}    # (peer, chan) -> step -> slots
+    def __init__(self, t: OpTable, so: _Groups, ro: _Groups, model: SizeModel) -> None:
+        self.slots = model.slots
+        cnt = t.cnt[so.rows]
+        sizes = np.unique(cnt)
+        slots = np.array([model.send_slots(int(c)) for c in sizes], dtype=np.int64)[np.searchsorted(sizes, cnt)]
+        nstep = int(t.step.max()) + 1
+        # slots sent per (send group, step); only the steps where they overflow matter
+        key = so.inv * nstep + t.step[so.rows]
+        sent_keys, inv = np.unique(key, return_inverse=True)
+        sent = np.bincount(inv.reshape(-1), weights=slots)
+        self.over: dict[int, set[int]] = {}
+        for k in sent_keys[sent > self.slots].tolist():
+            self.over.setdefault(k // nstep, set()).add(k % nstep)
+        self.so, self.ro = so, ro
+        self.recv_steps = t.step[ro.rows]
+        self.steps_of: dict[int, set[int]] = {}
 
-    def __call__(self, rpeer: int, speer: int, chan: int) -> bool:
-        sent = self.sent.get((speer, chan))
-        if sent is None:
-            sent = defaultdict(int)
-            for c in self.send_ops[(speer, chan)]:
-                sent[c.op.step] += self.model.send_slots(c.op.cnt)
-            self.sent[(speer, chan)] = sent
-        slots = self.model.slots
-        return all(sent.get(c.op.step, 0) <= slots for c in self.recv_ops[(rpeer, chan)])
+    def __call__(self, rank: int, rpeer: int, speer: int, chan: int) -> bool:
+        over = self.over.get(self.so.index[self.so.code(rank, speer, chan)])
+        if not over:
+            return True
+        rg = self.ro.index[self.ro.code(rank, rpeer, chan)]
+        steps = self.steps_of.get(rg)
+        if steps is None:
+            steps = self.steps_of[rg] = set(self.recv_steps[self.ro.inv == rg].tolist())
+        return not over & steps
 
 
-def safe_pair(chops: list[ChannelOp], rpeer: int, speer: int, chan: int, model: SizeModel | None = None) -> bool:
+def safe_pair(chops: ChannelOps, rpeer: int, speer: int, chan: int, model: SizeModel | None = None) -> bool:
     """Whether pairing the receive from ``rpeer`` with the send to ``speer`` on ``chan`` is safe
     for the rank whose ops ``chops`` are (module docstring, "Safe pairs")."""
-    send_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    recv_ops: dict[tuple[int, int], list[ChannelOp]] = defaultdict(list)
-    for c in chops:
-        if c.op.kind is _SEND:
-            send_ops[(c.op.peer, c.chan)].append(c)
-        elif c.op.kind is _RECV:
-            recv_ops[(c.op.peer, c.chan)].append(c)
-    return _Safety(send_ops, recv_ops, model or TIGHTEST)(rpeer, speer, chan)
+    t, ch = chops.table, chops.chan
+    nchan, npeer = int(ch.max()) + 1, int(t.peer.max()) + 2
+    so = _Groups(t, np.flatnonzero(t.kind == SEND), ch, npeer, nchan)
+    ro = _Groups(t, np.flatnonzero(t.kind == RECV), ch, npeer, nchan)
+    return _Safety(t, so, ro, model or TIGHTEST)(int(t.rank[0]), rpeer, speer, chan)
 
 
-def _hinted_pairs(send_ops: dict[tuple[int, int], list[ChannelOp]],
-                  recv_ops: dict[tuple[int, int], list[ChannelOp]],
-                  hints: dict[tuple[int, int], int], safe: _Safety) -> dict[tuple[int, int], int]:
-    """The schedule's pairing: receive peer -> send peer per channel, where both exist and the
-    pair is safe."""
-    pairs: dict[tuple[int, int], int] = {}
-    for (rpeer, chan), ops in recv_ops.items():
-        speer = hints.get((ops[0].op.lane, rpeer))
-        if speer is not None and (speer, chan) in send_ops and safe(rpeer, speer, chan):
-            pairs[(rpeer, chan)] = speer
+def _hinted_pairs(t: OpTable, so: _Groups, ro: _Groups, hints: Hints, ranks: set[int],
+                  safe: _Safety) -> dict[tuple[int, int, int], int]:
+    """The schedule's pairing on ``ranks``: receive peer -> send peer per channel, where both
+    exist and the pair is safe."""
+    pairs: dict[tuple[int, int, int], int] = {}
+    sends = set(so.triples())
+    lanes = t.lane[ro.rows[ro.first]].tolist()        # the lane of each group's first op
+    for (rank, rpeer, chan), lane in zip(ro.triples(), lanes):
+        if rank not in ranks:
+            continue
+        speer = hints[rank].get((lane, rpeer))
+        if speer is not None and (rank, speer, chan) in sends and safe(rank, rpeer, speer, chan):
+            pairs[(rank, rpeer, chan)] = speer
     return pairs
 
 
-def _pair_peers(send_ops: dict[tuple[int, int], list[ChannelOp]],
-                recv_ops: dict[tuple[int, int], list[ChannelOp]], safe: _Safety) -> dict[tuple[int, int], int]:
-    """Greedy matching of receive peers to send peers per channel by forwarded messages, over
-    the safe pairs."""
-    sends_at: dict[tuple[int, int, str, int, int], int] = {}
-    for (peer, chan), ops in send_ops.items():
-        for c in ops:
-            o = c.op
-            sends_at[(chan, o.step, o.srcbuf, o.srcoff, o.cnt)] = peer
-    score: dict[tuple[int, int, int], int] = defaultdict(int)
-    for (rpeer, chan), ops in recv_ops.items():
-        for c in ops:
-            o = c.op
-            speer = sends_at.get((chan, o.step + 1, o.dstbuf, o.dstoff, o.cnt))
-            if speer is not None and speer != rpeer:
-                score[(chan, rpeer, speer)] += 1
-    pairs: dict[tuple[int, int], int] = {}
-    taken: set[tuple[int, int]] = set()
-    for (chan, rpeer, speer), _ in sorted(score.items(), key=lambda kv: (-kv[1], kv[0])):
-        if (rpeer, chan) in pairs or (speer, chan) in taken or not safe(rpeer, speer, chan):
+def _pair_peers(t: OpTable, chan: Ints, so: _Groups, ro: _Groups, safe: _Safety, skip: set[int]
+                ) -> dict[tuple[int, int, int], int]:
+    """Greedy matching of receive peers to send peers per rank and channel by forwarded
+    messages, over the safe pairs (not on the ranks ``skip``)."""
+    s, r = so.rows, ro.rows
+    rank = t.rank
+    # a send's slots and the slots a receive would forward at the next step, in one code
+    both = np.concatenate
+    code = encode([both([rank[s], rank[r]]), both([chan[s], chan[r]]), both([t.step[s], t.step[r] + 1]),
+                   both([t.srcbuf[s], t.dstbuf[r]]), both([t.srcoff[s], t.dstoff[r]]), both([t.cnt[s], t.cnt[r]])])
+    scode, rcode = code[:len(s)], code[len(s):]
+    # several sends of the same slots: the one met last, groups in first-appearance order
+    gfirst = so.first[so.inv]
+    seq = np.lexsort((np.arange(len(s)), gfirst))[::-1]
+    keys, last = np.unique(scode[seq], return_index=True)
+    winner = t.peer[s][seq[last]]
+    at = np.minimum(np.searchsorted(keys, rcode), len(keys) - 1)
+    found = keys[at] == rcode
+    speer = winner[at[found]]
+    rpeer = t.peer[r][found]
+    rchan = chan[r][found]
+    rrank = rank[r][found]
+    keep = speer != rpeer
+    p, c = int(t.peer.max()) + 1, int(chan.max()) + 1
+    triples, counts = np.unique(((rrank[keep] * c + rchan[keep]) * p + rpeer[keep]) * p + speer[keep],
+                                return_counts=True)
+    pairs: dict[tuple[int, int, int], int] = {}
+    taken: set[tuple[int, int, int]] = set()
+    # per rank by score, then by (chan, receive peer, send peer): the order of the codes
+    for code4 in triples[np.lexsort((triples, -counts, triples // (p * p * c)))].tolist():
+        sp, rp, ch, rk = code4 % p, code4 // p % p, code4 // (p * p) % c, code4 // (p * p * c)
+        if rk in skip or (rk, rp, ch) in pairs or (rk, sp, ch) in taken or not safe(rk, rp, sp, ch):
             continue
-        pairs[(rpeer, chan)] = speer
-        taken.add((speer, chan))
+        pairs[(rk, rp, ch)] = sp
+        taken.add((rk, sp, ch))
     return pairs
