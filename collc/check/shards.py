@@ -3,14 +3,15 @@
 A shard directory of N ranks is N files of one program (:mod:`collc.backends.shards`).  Each
 worker reads a block of ranks straight into the columns of :class:`OpStream` (no Step
 objects: a line met before is a row number in the worker's table), runs the per-gpu rules
-(:func:`collc.check.xml.structure.check_gpu` and the vectorized per-step test
-:func:`collc.check.xml.structure.suspect_tbs`) on its block, and sends back numpy arrays,
+on its block over the arrays (:func:`collc.check.xml.structure.suspect_gpus` for those of
+:func:`collc.check.xml.structure.check_gpu`, :func:`collc.check.xml.structure.suspect_tbs`
+for the per-step ones), and sends back numpy arrays,
 which pickle as raw buffers.  The parent joins them and runs the whole-program rules and the
 simulation over the arrays (:func:`collc.check.xml.checker.check_columns`).
 
 Only a directory that is clean as far as a worker can tell goes this way: every file in
 collc's own layout with no reader diagnostic, one ``<gpu>`` of its rank, the same ``<algo>``
-line everywhere, nothing found by the per-gpu rules.  Anything else (and any run the
+line everywhere, nothing flagged by the per-gpu rules.  Anything else (and any run the
 kernel does not pass) is read again as objects and checked by
 :func:`collc.check.xml.checker.check_program`, so the findings, their order and the
 verdict are the same for any number of workers (docs/building.md, "Checking a shard
@@ -31,7 +32,7 @@ from collc.check.findings import Report
 from collc.check.xml.checker import check_columns, check_parsed
 from collc.check.xml.executor import NeedsSteps
 from collc.check.xml.opstream import BAD_BUFFER, BUFFERS, TYPES, OpStream, narrow
-from collc.check.xml.structure import check_gpu, suspect_tbs
+from collc.check.xml.structure import suspect_gpus, suspect_tbs
 from collc.compiler.msccl.program import Gpu, ParsedFile, Program, Threadblock
 from collc.errors import CollcError, EmitError
 from collc.inputs import MAX_XML_BYTES, check_program_size, read_input, show
@@ -205,11 +206,6 @@ def read_block(root: Path, ranks: list[tuple[int, Path]], dialect: Dialect) -> _
                                max(s_chunks, 0), "", EmitError)
         except CollcError:
             return _UNCLEAN
-        rep = Report("", dialect)
-        check_gpu(program.ngpus, program.nchannels, gid, {"i": i_chunks, "o": o_chunks, "s": s_chunks},
-                  [(t[0], t[1], t[2], t[3], t[4]) for t in gtbs], dialect, 1, rep, lambda i: False)
-        if rep.findings:
-            return _UNCLEAN
         heads.append(text[:first + 1])
         gpus.append((gid, i_chunks, o_chunks, s_chunks))
         tbs.extend((gid, *t[:4]) for t in gtbs)
@@ -222,8 +218,11 @@ def read_block(root: Path, ranks: list[tuple[int, Path]], dialect: Dialect) -> _
     cols = [col[idx] for col in narrow([c for c in table.flush().T])]
     if program is not None:
         ops = OpStream.of_columns(head_arr, nsteps, cols)
-        suspect = suspect_tbs(replace(program, gpus=tuple(hollow)), ops, LIMITS[dialect])
-        if suspect is None or suspect.any():
+        block = replace(program, gpus=tuple(hollow))
+        # the per-gpu rules (check_gpu) and the per-step ones, over the arrays: a gpu they flag
+        # may have a finding, which the objects then explain
+        suspect = suspect_tbs(block, ops, LIMITS[dialect])
+        if suspect is None or suspect.any() or suspect_gpus(block, ops, dialect, 1).any():
             return _UNCLEAN
     return _Block(True, heads, np.array(gpus, dtype=np.int64).reshape(-1, 4), head_arr, nsteps, cols)
 

@@ -94,7 +94,12 @@ def check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool, op
     k = -1
     gpus_per_file = 1 if sharded else len(p.gpus)
     fatal = check_ranks(p.ngpus, [g.id for g in p.gpus], gpus_per_file, dialect, rep)
-    for g in p.gpus:
+    flagged = suspect_gpus(p, ops, dialect, gpus_per_file) if ops is not None else None
+    for row, g in enumerate(p.gpus):
+        if flagged is not None and suspect is not None and not flagged[row] and \
+                not suspect[k + 1:k + 1 + len(g.tbs)].any():
+            k += len(g.tbs)         # nothing to report here (suspect_gpus, suspect_tbs)
+            continue
         heads = [(t.id, t.send, t.recv, t.chan, len(t.steps)) for t in g.tbs]
         by_id = {t.id: t for t in g.tbs}
         sizes = {"i": g.i_chunks, "o": g.o_chunks, "s": g.s_chunks}
@@ -110,6 +115,63 @@ def check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool, op
 
         fatal |= check_gpu(p.ngpus, p.nchannels, g.id, sizes, heads, dialect, gpus_per_file, rep, steps_fatal)
     return not fatal
+
+
+def _repeats(*keys: np.ndarray) -> np.ndarray:
+    """Per row: does another row have the same values in every one of ``keys``?"""
+    n = len(keys[0])
+    out = np.zeros(n, dtype=bool)
+    if n < 2:
+        return out
+    order = np.lexsort(keys[::-1])
+    same = np.ones(n - 1, dtype=bool)
+    for key in keys:
+        k = key[order]
+        same &= k[1:] == k[:-1]
+    out[order[1:][same]] = True
+    out[order[:-1][same]] = True
+    return out
+
+
+def suspect_gpus(p: Program, ops: OpStream, dialect: Dialect, gpus_per_file: int) -> np.ndarray:
+    """Per gpu (by position in ``p.gpus``): may :func:`check_gpu`'s own rules (not the per-step
+    ones) report on it?  A superset, over the op stream's tb arrays: a gpu that is not flagged
+    and has no suspect tb (:func:`suspect_tbs`) gets no finding, and its rules need not run."""
+    lim = LIMITS[dialect]
+    ng = len(p.gpus)
+    ntb = np.array([len(g.tbs) for g in p.gpus], dtype=np.int64)
+    gid = np.array([g.id for g in p.gpus], dtype=np.int64)
+    least = np.array([min(g.i_chunks, g.o_chunks, g.s_chunks) for g in p.gpus], dtype=np.int64)
+    row = np.repeat(np.arange(ng, dtype=np.int64), ntb)
+    nsteps = np.diff(ops.tb_start)
+    steps = np.bincount(row, weights=nsteps, minlength=ng) if len(row) else np.zeros(ng)
+    bad = (least < 0) | (ntb > lim.max_tbs_per_gpu)
+    bad |= 1 + gpus_per_file + ntb + steps.astype(np.int64) > lim.max_nodes_per_rank
+    tid, send, recv, chan = ops.tb_id, ops.tb_send, ops.tb_recv, ops.tb_chan
+    # ids 0..n-1, each once: all inside the range and no repeat
+    tb_bad = (tid < 0) | (tid >= ntb[row]) | _repeats(row, tid)
+    for peer in (send, recv):
+        tb_bad |= (peer < -1) | (peer == gid[row]) | (peer >= p.ngpus)
+    tb_bad |= (chan < 0) | (chan >= max(p.nchannels, 1)) | (nsteps > lim.max_steps_per_tb)
+    for peer in (send, recv):
+        used = peer >= 0
+        r, c, q = row[used], chan[used], peer[used]
+        tb_bad[np.flatnonzero(used)[_repeats(r, q, c)]] = True      # two tbs on one connection
+        # distinct peers per (gpu, chan) in one direction
+        if len(r):
+            order = np.lexsort((q, c, r))
+            r, c, q = r[order], c[order], q[order]
+            new = np.ones(len(r), dtype=bool)
+            new[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1]) | (q[1:] != q[:-1])
+            r, c = r[new], c[new]
+            group = np.ones(len(r), dtype=bool)
+            group[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+            starts = np.flatnonzero(group)
+            counts = np.diff(np.append(starts, len(r)))
+            bad[r[starts][counts > lim.max_tbs_per_channel]] = True
+    bad[row[tb_bad]] = True
+    out: np.ndarray = bad
+    return out
 
 
 def check_ranks(ngpus: int, ids: Sequence[int], gpus_per_file: int, dialect: Dialect, rep: Report) -> bool:

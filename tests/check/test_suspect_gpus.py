@@ -1,0 +1,86 @@
+"""``suspect_gpus`` flags every gpu whose own rules (``check_gpu``) report something: it lets
+``check_structure`` (and the shard workers) skip the clean gpus, so a gpu it misses would lose
+findings.  Random edits of the tb headers of real programs, in every dialect."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from collc.backends.msccl_xml import read_xml
+from collc.check.findings import Report
+from collc.check.xml.opstream import OpStream
+from collc.check.xml.structure import check_gpu, suspect_gpus
+from collc.compiler.msccl.program import Gpu, Program, Threadblock
+from collc.limits import Dialect
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+
+
+def _findings(p: Program, row: int, dialect: Dialect, per_file: int) -> list[str]:
+    g = p.gpus[row]
+    rep = Report("", dialect)
+    check_gpu(p.ngpus, p.nchannels, g.id, {"i": g.i_chunks, "o": g.o_chunks, "s": g.s_chunks},
+              [(t.id, t.send, t.recv, t.chan, len(t.steps)) for t in g.tbs], dialect, per_file, rep,
+              lambda i: False)
+    return [f.message for f in rep.findings]
+
+
+def _edit(p: Program, rnd: random.Random) -> Program:
+    gpus = list(p.gpus)
+    for _ in range(rnd.randint(1, 3)):
+        row = rnd.randrange(len(gpus))
+        g = gpus[row]
+        tbs = list(g.tbs)
+        what = rnd.choice(["send", "recv", "chan", "id", "dup", "chunks", "many", "drop"])
+        if not tbs:
+            continue
+        i = rnd.randrange(len(tbs))
+        t = tbs[i]
+        near = [-2, -1, 0, 1, g.id, p.ngpus - 1, p.ngpus, rnd.randrange(p.ngpus)]
+        if what == "send":
+            tbs[i] = replace(t, send=rnd.choice(near))
+        elif what == "recv":
+            tbs[i] = replace(t, recv=rnd.choice(near))
+        elif what == "chan":
+            tbs[i] = replace(t, chan=rnd.choice([-1, 0, 1, p.nchannels - 1, p.nchannels, 40]))
+        elif what == "id":
+            tbs[i] = replace(t, id=rnd.choice([-1, 0, len(tbs) - 1, len(tbs), 3000]))
+        elif what == "dup":
+            tbs.append(replace(t, id=len(tbs)))
+        elif what == "chunks":
+            g = replace(g, s_chunks=-1)
+        elif what == "many":
+            tbs.extend(Threadblock(len(tbs) + k, rnd.randrange(p.ngpus), -1, 0, t.steps) for k in range(40))
+        else:
+            del tbs[i]
+        gpus[row] = Gpu(g.id, g.i_chunks, g.o_chunks, g.s_chunks, tuple(tbs))
+    return replace(p, gpus=tuple(gpus))
+
+
+@pytest.mark.parametrize("name", ["ring/allreduce-ring4.xml", "swing/allreduce-torus4x4.xml"])
+@pytest.mark.parametrize("dialect", list(Dialect))
+def test_every_gpu_with_a_finding_is_flagged(name: str, dialect: Dialect) -> None:
+    path = GOLDEN / name
+    if not path.exists():
+        pytest.skip(f"no golden {name}")
+    base = read_xml(path).program
+    rnd = random.Random(f"{name}{dialect.value}")
+    flagged_some = 0
+    for _ in range(150):
+        p = _edit(base, rnd)
+        for per_file in (1, len(p.gpus)):
+            flagged = suspect_gpus(p, OpStream.of(p), dialect, per_file)
+            for row in range(len(p.gpus)):
+                if _findings(p, row, dialect, per_file):
+                    assert flagged[row], (row, _findings(p, row, dialect, per_file))
+                    flagged_some += 1
+    assert flagged_some > 50
+
+
+def test_a_clean_program_has_no_flag() -> None:
+    p = read_xml(GOLDEN / "ring/allreduce-ring4.xml").program
+    assert not suspect_gpus(p, OpStream.of(p), Dialect.EXECUTOR, len(p.gpus)).any()
