@@ -40,6 +40,7 @@ from collc.limits import LIMITS, Dialect
 
 _CODE = {t.value: TYPES.index(t) for t in TYPES}
 _BUF = {b: i for i, b in enumerate(BUFFERS)}
+_I64 = np.iinfo(np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,10 +75,13 @@ class _Table:
         m = _STEP_LINE.fullmatch(line)
         if m is None or m[2] not in _STEP_TYPES:
             return None
+        values = (_CODE[m[2]], int(m[1]), _BUF.get(m[3], BAD_BUFFER), int(m[4]), _BUF.get(m[5], BAD_BUFFER),
+                  int(m[6]), int(m[7]), int(m[8]), int(m[9]), int(m[10]))
+        if max(values) > _I64.max or min(values) < _I64.min:
+            return None                 # beyond the columns: the objects' reader decides
         row = len(self.rows)
         self.rows[line] = row
-        self.pending.append((_CODE[m[2]], int(m[1]), _BUF.get(m[3], BAD_BUFFER), int(m[4]),
-                             _BUF.get(m[5], BAD_BUFFER), int(m[6]), int(m[7]), int(m[8]), int(m[9]), int(m[10])))
+        self.pending.append(values)
         return row
 
     def flush(self) -> np.ndarray:
