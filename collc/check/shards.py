@@ -257,10 +257,11 @@ def check_shard_dir(path: str | Path, dialect: Dialect, root: int | None = None,
         import multiprocessing
 
         with multiprocessing.get_context("fork").Pool(jobs, initializer=_worker_signals) as pool:
-            for block in pool.imap(_read_block_task, tasks):
-                blocks.append(block)
-                if not block.clean:
-                    break
+            # every block, then close and join: leaving the pool (terminate) while a worker still
+            # reads its task queue can deadlock on the queue's lock
+            blocks = list(pool.imap(_read_block_task, tasks))
+            pool.close()
+            pool.join()
     distinct = len({rank for rank, _ in dirs}) == n      # rank-1 and rank-01 would be one rank twice
     if distinct and all(b.clean for b in blocks) and len({h for b in blocks for h in b.heads}) == 1:
         report = _check_blocks(top, blocks, dialect, root, data_check)
