@@ -276,8 +276,14 @@ def _check_blocks(top: Path, blocks: list[_Block], dialect: Dialect,
     gpus = np.concatenate([b.gpus for b in blocks])
     tbs = np.concatenate([b.tbs for b in blocks])
     nsteps = np.concatenate([b.nsteps for b in blocks])
-    cols = narrow([np.concatenate([b.cols[k] for b in blocks]) for k in range(10)])
-    del blocks
+    joined: list[np.ndarray] = []
+    for k in range(10):         # a column at a time, each block's part dropped once joined (peak memory)
+        joined.append(np.concatenate([b.cols[k] for b in blocks]))
+        for b in blocks:
+            b.cols[k] = joined[-1][:0]
+    cols = narrow(joined)
+    del joined
+    blocks.clear()              # the caller's list too
     check_program_size(head.program.ngpus, head.program.nchunksperloop,
                        int(np.maximum(gpus[:, 1:], 0).sum()), show(top), EmitError)
     ops = OpStream.of_columns(tbs, nsteps, cols)

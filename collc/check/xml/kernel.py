@@ -607,7 +607,7 @@ def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
     # narrow per-step arrays (5 million steps at 4096 ranks); a flag never reaches 2^31, so
     # clipping ``deps`` there keeps every comparison with it
     return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, nkeys, nconn, flags.astype(np.uint8),
-                   ops.op.astype(np.int8), cnt.astype(np.int32), dep.astype(np.int32),
+                   ops.op.astype(np.int8, copy=False), cnt.astype(np.int32, copy=False), dep.astype(np.int32),
                    np.clip(deps, _I32.min, _I32.max).astype(np.int32), (ops.hasdep != 0).astype(np.int8), gpu_row)
 
 
