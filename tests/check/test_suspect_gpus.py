@@ -1,6 +1,7 @@
 """``suspect_gpus`` flags every gpu whose own rules (``check_gpu``) report something: it lets
 ``check_structure`` (and the shard workers) skip the clean gpus, so a gpu it misses would lose
-findings.  Random edits of the tb headers of real programs, in every dialect."""
+findings.  Random edits of the tb headers of real programs, in every dialect.  Also the shard
+check's other rule over the arrays, ``checker.input_write``."""
 
 from __future__ import annotations
 
@@ -84,3 +85,34 @@ def test_every_gpu_with_a_finding_is_flagged(name: str, dialect: Dialect) -> Non
 def test_a_clean_program_has_no_flag() -> None:
     p = read_xml(GOLDEN / "ring/allreduce-ring4.xml").program
     assert not suspect_gpus(p, OpStream.of(p), Dialect.EXECUTOR, len(p.gpus)).any()
+
+
+def test_input_write_over_the_arrays_says_what_the_objects_say() -> None:
+    """``checker.input_write`` (the shard check's) gives ``check_input_writes``'s finding."""
+    from collc.check.data import check_input_writes
+    from collc.check.xml.checker import input_write
+    from collc.compiler.msccl.program import WRITES_DST
+
+    base = read_xml(GOLDEN / "ring/allgather-ring4-outofplace.xml").program
+    rnd = random.Random(7)
+    places = [(g, t, s) for g, gpu in enumerate(base.gpus) for t, tb in enumerate(gpu.tbs)
+              for s, st in enumerate(tb.steps) if st.type in WRITES_DST]
+    assert places
+    seen = 0
+    for _ in range(30):
+        gpus = list(base.gpus)
+        for g, t, s in rnd.sample(places, rnd.randint(0, 2)):
+            tb = gpus[g].tbs[t]
+            steps = list(tb.steps)
+            steps[s] = replace(steps[s], dstbuf="i")
+            tbs = list(gpus[g].tbs)
+            tbs[t] = replace(tb, steps=tuple(steps))
+            gpus[g] = replace(gpus[g], tbs=tuple(tbs))
+        p = replace(base, gpus=tuple(gpus))
+        rep = Report("", Dialect.EXECUTOR)
+        check_input_writes(p, rep)
+        want = [f.message for f in rep.findings]
+        got = input_write(OpStream.of(p))
+        assert want == ([got] if got is not None else [])
+        seen += bool(want)
+    assert seen > 5

@@ -121,18 +121,27 @@ def check_columns(p: Program, ops: OpStream, dialect: Dialect, *, path: str, att
     if not all_match(p, ops):
         raise NeedsSteps("a send/receive mismatch")
     if False in _placements(p, dialect):
-        writes = np.flatnonzero(_WRITES[ops.op] & (ops.dstbuf == BUFFERS.index("i")))
-        if len(writes):
-            row = int(writes[0])
-            tb = int(ops.tb[row])
-            rep.add("data", f"gpu {int(ops.tb_gpu[tb])} tb {int(ops.tb_id[tb])} step {int(ops.step[row])}: "
-                            f"{TYPES[int(ops.op[row])].value} writes i[{int(ops.dstoff[row])}], the caller's send "
-                            f"buffer, in an out-of-place call")
+        write = input_write(ops)
+        if write is not None:
+            rep.add("data", write)
     if not sim_ok or p.ngpus < 1 or p.nchunksperloop < 1:
         rep.add("deadlock", "simulation skipped: fix the structural errors above first", "warning")
         return rep
     _simulate_checked(p, dialect, kind, root, rep, data_check, ops, python=False)
     return rep
+
+
+def input_write(ops: OpStream) -> str | None:
+    """:func:`collc.check.data.check_input_writes` over the op stream: the message for the
+    first step (in document order) that writes ``i``, or None."""
+    writes = np.flatnonzero(_WRITES[ops.op] & (ops.dstbuf == BUFFERS.index("i")))
+    if not len(writes):
+        return None
+    row = int(writes[0])
+    tb = int(ops.tb[row])
+    return (f"gpu {int(ops.tb_gpu[tb])} tb {int(ops.tb_id[tb])} step {int(ops.step[row])}: "
+            f"{TYPES[int(ops.op[row])].value} writes i[{int(ops.dstoff[row])}], the caller's send buffer, in an "
+            f"out-of-place call")
 
 
 def _simulate_checked(p: Program, dialect: Dialect, kind: CollKind, root: int | None, rep: Report,
