@@ -228,6 +228,9 @@ def _parser(bench: bool = True) -> argparse.ArgumentParser:
     c.add_argument("--data", choices=["auto", "exact", "numeric"], default="auto",
                    help="data check: exact symbolic sets, or random 64-bit sums for huge programs (auto: by size)")
     c.add_argument("--json", action="store_true", help="machine-readable output with stable keys")
+    c.add_argument("--jobs", default=None, metavar="N",
+                   help="worker processes that read and check a shard directory's per-rank files (default: "
+                        "the usable cores); the report is the same for any N")
     c.add_argument("--mscclpp-version", default="all", help=MSCCLPP_VERSION_HELP)
     c.add_argument("--topology", default=None, metavar="SPEC",
                    help="MSCCL++ plans: judge channel placement on this fabric's hosts (a memory channel needs "
@@ -854,7 +857,7 @@ def _is_plan(p: Path) -> bool:
 def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None,
                releases: tuple[Release, ...]) -> Report | PlanReport:
     from collc.backends.msccl_xml import read_xml
-    from collc.backends.shards import is_shard_dir, read_shards
+    from collc.backends.shards import is_shard_dir
     from collc.check import check_parsed
     from collc.memory import gc_paused
 
@@ -874,8 +877,16 @@ def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None,
     # objects, and a collection during the check would only rescan them
     with gc_paused():
         if is_shard_dir(p):
-            return check_parsed(read_shards(p), dialect, root=args.root, sharded=True, data_check=args.data)
+            from collc.check.shards import check_shard_dir
+            return check_shard_dir(p, dialect, root=args.root, data_check=args.data, jobs=_check_jobs(args))
         return check_parsed(read_xml(p), dialect, root=args.root, data_check=args.data)
+
+
+def _check_jobs(args: argparse.Namespace) -> int:
+    from collc.compiler.pipeline import default_jobs
+    jobs = getattr(args, "jobs", None)
+    return default_jobs() if jobs is None else bounded_int(_int_arg(jobs, "--jobs"), "--jobs", 1, MAX_JOBS,
+                                                            "each worker is a process of its own")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -889,6 +900,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from collc.check.plan.releases import parse_releases
 
     releases = parse_releases(args.mscclpp_version)     # a bad value is refused before any file is read
+    _check_jobs(args)                                   # and so is a bad --jobs
     topo = None
     if getattr(args, "topology", None) is not None:
         from collc.topology import parse_spec

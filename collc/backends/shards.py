@@ -165,21 +165,27 @@ def is_shard_dir(path: Path) -> bool:
     return path.is_dir() and any(_RANK_DIR.match(p.name) for p in path.iterdir() if p.is_dir())
 
 
+def rank_dirs(root: Path) -> list[tuple[int, Path]]:
+    """The ``rank-K`` directories of a shard directory as (K, path), by K; at least one, at
+    most ``MAX_RANKS``."""
+    found = sorted((int(m.group(1)), p) for p in root.iterdir() if p.is_dir()
+                   for m in [_RANK_DIR.match(p.name)] if m)
+    if not found:
+        raise EmitError(f"{show(root)}: no rank-<K> directories")
+    if len(found) > MAX_RANKS:
+        raise EmitError(f"{show(root)}: {len(found)} rank directories, more than the {MAX_RANKS} ranks "
+                        f"collc handles")
+    return found
+
+
 def read_shards(path: str | os.PathLike[str]) -> ParsedFile:
     """Read a shard directory and assemble it into one program; problems become diagnostics."""
     root = Path(path)
-    rank_dirs = sorted((int(m.group(1)), p) for p in root.iterdir() if p.is_dir()
-                       for m in [_RANK_DIR.match(p.name)] if m)
-    if not rank_dirs:
-        raise EmitError(f"{show(root)}: no rank-<K> directories")
-    if len(rank_dirs) > MAX_RANKS:
-        raise EmitError(f"{show(root)}: {len(rank_dirs)} rank directories, more than the {MAX_RANKS} ranks "
-                        f"collc handles")
     parts: list[ParsedFile] = []
     extra: list[Diagnostic] = []
     seen: dict[str, Step] = {}      # step lines already read: ranks repeat each other's lines
     with gc_paused():   # one pause for all files: a collection between two would rescan the earlier ones
-        for rank, d in rank_dirs:
+        for rank, d in rank_dirs(root):
             files = sorted(p for p in d.iterdir() if p.is_file())
             if len(files) != 1:
                 extra.append(Diagnostic(f"rank-{rank}", f"holds {len(files)} files; the runtime parses every file "

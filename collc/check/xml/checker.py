@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from collc.check.xml.attributes import check_header
 from collc.check.data import check_input_writes
-from collc.check.xml.executor import SimResult, simulate
+from collc.check.xml.executor import NeedsSteps, SimResult, simulate
 from collc.check.findings import MAX_LISTED, Report
-from collc.check.xml.matching import check_matching
-from collc.check.xml.opstream import OpStream
+from collc.check.xml.matching import all_match, check_matching
+from collc.check.xml.opstream import BUFFERS, TYPES, OpStream
 from collc.check.runtime_model import SizeModel, buffering_model, size_model
-from collc.check.xml.structure import check_structure
+from collc.check.xml.structure import _WRITES, check_ranks, check_structure
 from collc.compiler.buffering import window_top
 from collc.limits import LIMITS, Dialect
 from collc.compiler.msccl.program import ParsedFile, Program
@@ -91,14 +93,66 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
     if not sim_ok or p.ngpus < 1 or p.nchunksperloop < 1:
         rep.add("deadlock", "simulation skipped: fix the structural errors above first", "warning")
         return rep
+    _simulate_checked(p, dialect, kind, root, rep, data_check, ops)
+    return rep
+
+
+def check_columns(p: Program, ops: OpStream, dialect: Dialect, *, path: str, attrs: dict[str, str],
+                  root: int | None = None, data_check: str = "auto") -> Report:
+    """:func:`check_program` of a shard directory whose files the workers of
+    :mod:`collc.check.shards` read and found clean: no reader diagnostic, no finding of the
+    per-gpu rules (:func:`check_gpu`, :func:`suspect_tbs`), every header equal.  ``p`` holds
+    the gpus and tbs without their steps (``ops`` has those); the report is the one
+    :func:`check_program` gives for the files.  Raises :class:`NeedsSteps` where only the
+    Step objects can tell what is wrong (a send/receive mismatch, a run the kernel does not
+    pass): the caller then reads the directory as objects and runs :func:`check_program`."""
+    rep = Report(path, dialect)
+    check_header(p, attrs, (), dialect, rep)
+    rep.info.update(ngpus=p.ngpus, coll=p.coll, proto=p.proto.value, nchannels=p.nchannels,
+                    nchunksperloop=p.nchunksperloop,
+                    max_tbs_per_gpu=max((len(g.tbs) for g in p.gpus), default=0),
+                    max_steps_per_tb=int(np.diff(ops.tb_start).max(initial=0)))
+    try:
+        kind = CollKind.parse(p.coll)
+    except ScheduleError:
+        rep.add("attribute", f'coll="{p.coll}" names no collective collc can check')
+        return rep
+    sim_ok = not check_ranks(p.ngpus, [g.id for g in p.gpus], 1, dialect, rep)
+    if not all_match(p, ops):
+        raise NeedsSteps("a send/receive mismatch")
+    if False in _placements(p, dialect):
+        write = input_write(ops)
+        if write is not None:
+            rep.add("data", write)
+    if not sim_ok or p.ngpus < 1 or p.nchunksperloop < 1:
+        rep.add("deadlock", "simulation skipped: fix the structural errors above first", "warning")
+        return rep
+    _simulate_checked(p, dialect, kind, root, rep, data_check, ops, python=False)
+    return rep
+
+
+def input_write(ops: OpStream) -> str | None:
+    """:func:`collc.check.data.check_input_writes` over the op stream: the message for the
+    first step (in document order) that writes ``i``, or None."""
+    writes = np.flatnonzero(_WRITES[ops.op] & (ops.dstbuf == BUFFERS.index("i")))
+    if not len(writes):
+        return None
+    row = int(writes[0])
+    tb = int(ops.tb[row])
+    return (f"gpu {int(ops.tb_gpu[tb])} tb {int(ops.tb_id[tb])} step {int(ops.step[row])}: "
+            f"{TYPES[int(ops.op[row])].value} writes i[{int(ops.dstoff[row])}], the caller's send buffer, in an "
+            f"out-of-place call")
+
+
+def _simulate_checked(p: Program, dialect: Dialect, kind: CollKind, root: int | None, rep: Report,
+                      data_check: str, ops: OpStream, python: bool = True) -> None:
     if data_check not in ("auto", "exact", "numeric"):
         raise ValueError(f"data_check must be auto, exact or numeric, not {data_check!r}")
     numeric = data_check == "numeric" or (data_check == "auto" and p.ngpus * p.nchunksperloop > EXACT_LIMIT)
     rep.info["data_check"] = ("numeric (random 64-bit values, sums mod 2^64)" if numeric else
                               "exact (symbolic; large runs: distinct 64-bit inputs with origin chunks and "
                               "reduction-tree hashes, rerun symbolically on a failure)")
-    _simulate_all(p, dialect, kind, root, rep, numeric, ops)
-    return rep
+    _simulate_all(p, dialect, kind, root, rep, numeric, ops, python)
 
 
 def _window_max(p: Program, dialect: Dialect) -> int | None:
@@ -106,7 +160,7 @@ def _window_max(p: Program, dialect: Dialect) -> int | None:
 
 
 def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None, rep: Report,
-                  numeric: bool = False, ops: OpStream | None = None) -> None:
+                  numeric: bool = False, ops: OpStream | None = None, python: bool = True) -> None:
     top = _window_max(p, dialect)
     model = size_model(p.proto, p.nchunksperloop, top)
     rep.info["checked_at"] = model.describe()
@@ -119,7 +173,7 @@ def _simulate_all(p: Program, dialect: Dialect, kind: CollKind, root: int | None
             except ScheduleError as exc:
                 rep.add("attribute", str(exc))
                 return
-            results.append((r, simulate(p, coll, model, numeric=numeric, ops=ops)))
+            results.append((r, simulate(p, coll, model, numeric=numeric, ops=ops, python=python)))
             if results[-1][1].finished and not results[-1][1].data_errors:
                 break
         r, res = results[-1]

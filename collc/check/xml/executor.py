@@ -168,7 +168,7 @@ def _why(st: _Tb, tbs: Mapping[tuple[int, int], _Tb]) -> str:
 
 def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
              races: bool = True, race_budget: int = 25_000_000, numeric: bool = False, seed: int = 1,
-             ops: OpStream | None = None, kernel_min_steps: int | None = None) -> SimResult:
+             ops: OpStream | None = None, kernel_min_steps: int | None = None, python: bool = True) -> SimResult:
     """Run the executor model once; data and race tracking are optional (deadlock only is cheap).
 
     ``numeric``: carry random 64-bit values summed modulo 2^64 instead of symbolic
@@ -178,6 +178,8 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
     in its exact mode for the exact check; ``kernel_min_steps`` overrides what "large" means,
     ``kernel.worth_it`` decides by default); a run with data that blocks or whose data go
     wrong is repeated here for the messages.
+    ``python`` False: raise :class:`NeedsSteps` instead of running the Python model (for a
+    program whose tbs hold no Step objects: a shard directory read into columns).
     """
     ntbs = sum(len(g.tbs) for g in p.gpus)
     race_list: list[str] = []
@@ -210,12 +212,18 @@ def simulate(p: Program, coll: Collective, model: SizeModel, data: bool = True,
                 return SimResult(res.finished, res.blocked, [], race_list, [], res.pieces)
             if res is not None and res.finished and res.data_ok:
                 return SimResult(True, [], [], race_list, res.order, res.pieces)
+    if not python:
+        raise NeedsSteps("the Python model is needed")
     if interesting:       # first without vector clocks (see _run), which mostly suffices
         try:
             return _run(p, coll, model, data, numeric, seed, interesting, list(race_list), clocks=False)
         except _Unordered:
             pass
     return _run(p, coll, model, data, numeric, seed, interesting, race_list, clocks=True)
+
+
+class NeedsSteps(Exception):
+    """``simulate(python=False)`` met a run that only the Python model (over Step objects) decides."""
 
 
 class _Unordered(Exception):

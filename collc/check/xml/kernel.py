@@ -607,7 +607,7 @@ def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
     # narrow per-step arrays (5 million steps at 4096 ranks); a flag never reaches 2^31, so
     # clipping ``deps`` there keeps every comparison with it
     return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, nkeys, nconn, flags.astype(np.uint8),
-                   ops.op.astype(np.int8), cnt.astype(np.int32), dep.astype(np.int32),
+                   ops.op.astype(np.int8, copy=False), cnt.astype(np.int32, copy=False), dep.astype(np.int32),
                    np.clip(deps, _I32.min, _I32.max).astype(np.int32), (ops.hasdep != 0).astype(np.int8), gpu_row)
 
 
@@ -721,17 +721,21 @@ def _memory(p: Program, coll: Collective, lay: _Layout, seed: int, exact: bool =
     mem_k = np.zeros(at if masks else 0, dtype=np.uint64)
     first = start[np.arange(ngpu), pb[:, 0]] + base[:, 0]
     step = max(1, (1 << 20) // max(c, 1))          # GPUs at a time: bounded temporaries
-    for g0 in range(0, ngpu, step):
+    chunk = np.arange(c, dtype=np.uint64)
+    meta = (chunk + np.uint64(1)) << np.uint64(32) | np.uint64(1)
+    for g0 in range(0, ngpu if c else 0, step):
         g1 = min(ngpu, g0 + step)
-        idx = (first[g0:g1, None] + np.arange(c, dtype=np.int64)[None, :]).ravel()
-        mem_v[idx] = leaf_at(seed, np.repeat(ids[g0:g1], c), np.tile(np.arange(c, dtype=np.uint64), g1 - g0))
-        mem_ok[idx] = True
-        if exact:
-            mem_t[idx] = mem_v[idx]
-            chunk = np.tile(np.arange(c, dtype=np.uint64), g1 - g0)
-            mem_m[idx] = (chunk + np.uint64(1)) << np.uint64(32) | np.uint64(1)
-            if masks:
-                mem_k[idx] = np.uint64(1) << np.repeat(ids[g0:g1], c)
+        # each GPU's inputs are one run of c values: slices, not a scatter over every index
+        values = leaf_at(seed, ids[g0:g1, None], chunk[None, :])
+        for j, at0 in enumerate(first[g0:g1].tolist()):
+            row = slice(at0, at0 + c)
+            mem_v[row] = values[j]
+            mem_ok[row] = True
+            if exact:
+                mem_t[row] = values[j]
+                mem_m[row] = meta
+                if masks:
+                    mem_k[row] = np.uint64(1) << ids[g0 + j]
     # where each tb's logical buffers start (column len(BUFFERS): an unknown buffer, never used)
     g_of = lay.gpu_row
     tb_base = np.zeros((len(g_of), len(BUFFERS) + 1), dtype=np.int64)
@@ -740,17 +744,21 @@ def _memory(p: Program, coll: Collective, lay: _Layout, seed: int, exact: bool =
         phys = pb[g_of, b]
         tb_base[:, b] = start[g_of, phys] + base[g_of, b]
         tb_end[:, b] = start[g_of, phys] + size[g_of, phys]
-    # every operand a step uses must lie inside its physical buffer (rows in batches)
+    # every operand a step uses must lie inside its physical buffer (rows in batches); per tb
+    # and buffer code, the room from its start to the end of its physical buffer (flat: one
+    # gather per operand instead of two two-dimensional ones)
+    width = len(BUFFERS) + 1
+    room = (tb_end - tb_base).ravel()
     for r0 in range(0, len(ops.tb), 1 << 20):
         rows = slice(r0, r0 + (1 << 20))
         fl, op, cnt, tb = lay.flags[rows], ops.op[rows], lay.cnt[rows], ops.tb[rows]
+        flat = tb.astype(np.int64) * width
         for bufs, offs, used in ((ops.srcbuf[rows], ops.srcoff[rows], ((fl & F_READ) != 0) | (op == _RE)),
                                  (ops.dstbuf[rows], ops.dstoff[rows], ((fl & F_WRITE) != 0) | (op == _RE))):
-            code = bufs.astype(np.int64)
-            if np.any(used & ((code < 0) | (code >= len(BUFFERS)) | (cnt < 0) | (offs < 0) | (offs > _I32.max))):
+            if np.any(used & ((bufs < 0) | (bufs >= len(BUFFERS)) | (cnt < 0) | (offs < 0) | (offs > _I32.max))):
                 return None
-            code = np.clip(code, 0, len(BUFFERS))
-            if np.any(used & (tb_base[tb, code] + offs + cnt > tb_end[tb, code])):
+            # offsets and counts are below 2^31 here: their sum fits int64
+            if np.any(used & (offs.astype(np.int64) + cnt > room[flat + bufs])):
                 return None
     # the offsets of steps that use no operand do not matter
     soff, doff = (np.clip(offs, 0, _I32.max).astype(np.int32, copy=False) for offs in (ops.srcoff, ops.dstoff))

@@ -21,6 +21,7 @@ rows ``tb_start[k]`` to ``tb_start[k + 1]``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -79,8 +80,6 @@ class OpStream:
     def of(p: Program) -> OpStream:
         tbs = [(g.id, t) for g in p.gpus for t in g.tbs]
         nsteps = np.fromiter((len(t.steps) for _, t in tbs), dtype=np.int64, count=len(tbs))
-        start = np.zeros(len(tbs) + 1, dtype=np.int64)
-        np.cumsum(nsteps, out=start[1:])
         # one row per distinct Step object, gathered by index: a program shares one immutable Step
         # among equal steps (the reader does, 14 times over at 4096 ranks), and grouping the steps'
         # ids in numpy costs a fraction of reading ten attributes of each
@@ -98,25 +97,45 @@ class OpStream:
                            _BUF.get(st.dstbuf, BAD_BUFFER), st.dstoff, st.cnt, st.depid, st.deps, st.hasdep)
                           for st in distinct], dtype=np.int64).reshape(-1, 10)
         del distinct
-        # int32 when every value fits with room for a sum of two, int8 for the codes (memory at
-        # 4096 ranks)
-        wide = np.int32 if len(table) == 0 or max(int(table.max()), -int(table.min())) < 1 << 30 else np.int64
-        cols: list[np.ndarray] = []
-        for k in range(10):
-            col = table[:, k]
-            if k in (0, 2, 4, 9) and (len(col) == 0 or (col.min() >= -128 and col.max() <= 127)):
-                cols.append(col.astype(np.int8)[which])     # op, srcbuf, dstbuf, hasdep
-            else:
-                cols.append(col.astype(wide)[which])
+        cols = [col[which] for col in narrow([table[:, k] for k in range(10)])]     # narrowed, then gathered
         del which
         head = np.array([(gid, t.id, t.send, t.recv, t.chan) for gid, t in tbs], dtype=np.int64).reshape(len(tbs), 5)
-        tb = np.repeat(np.arange(len(tbs), dtype=np.int32), nsteps)
+        return OpStream.of_columns(head, nsteps, cols)
+
+    @staticmethod
+    def of_columns(head: np.ndarray, nsteps: np.ndarray, cols: Sequence[np.ndarray]) -> OpStream:
+        """From the tbs' (gpu, id, send, recv, chan) rows, their step counts and the ten per-step
+        columns (:data:`COLUMNS`, as :func:`narrow` gives them), in document order."""
+        start = np.zeros(len(head) + 1, dtype=np.int64)
+        np.cumsum(nsteps, out=start[1:])
+        tb = np.repeat(np.arange(len(head), dtype=np.int32), nsteps)
         step = (np.arange(len(tb), dtype=np.int64) - start[tb]).astype(np.int32)
         return OpStream(tb_gpu=head[:, 0].copy(), tb_id=head[:, 1].copy(), tb_send=head[:, 2].copy(),
                         tb_recv=head[:, 3].copy(), tb_chan=head[:, 4].copy(), tb_start=start, tb=tb, step=step,
                         op=cols[0], s=cols[1], srcbuf=cols[2], srcoff=cols[3], dstbuf=cols[4], dstoff=cols[5],
                         count=cols[6], depid=cols[7], deps=cols[8], hasdep=cols[9])
 
+
+#: The per-step columns, in the order of :meth:`OpStream.of_columns`.
+COLUMNS = ("op", "s", "srcbuf", "srcoff", "dstbuf", "dstoff", "count", "depid", "deps", "hasdep")
+_CODES = (0, 2, 4, 9)     # op, srcbuf, dstbuf, hasdep
+
+
+def narrow(cols: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The ten per-step columns in their stored types: int32 when every value fits with room
+    for a sum of two (else int64), int8 for the codes that fit it (memory at 4096 ranks).  The
+    same for any split of the rows: narrowing parts and then their concatenation gives what
+    narrowing the whole does."""
+    lo = min((int(c.min()) for c in cols if len(c)), default=0)
+    hi = max((int(c.max()) for c in cols if len(c)), default=0)
+    wide = np.int32 if max(hi, -lo) < 1 << 30 else np.int64
+    out: list[np.ndarray] = []
+    for k, col in enumerate(cols):
+        if k in _CODES and (len(col) == 0 or (col.min() >= -128 and col.max() <= 127)):
+            out.append(col.astype(np.int8, copy=False))
+        else:
+            out.append(col.astype(wide, copy=False))
+    return out
 
 def unique(a: np.ndarray) -> np.ndarray:
     """The sorted distinct values of a 1-d integer array: ``np.unique(a)`` without its check

@@ -6,13 +6,15 @@ limit of the dialect (docs/runtime-model.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import numpy as np
 
 from collc.check.findings import MAX_LISTED, Loc, Report
 from collc.check.xml.opstream import BAD_BUFFER, OP_FLAGS, TYPES, OpStream, unique
 from collc.check.runtime_model import F_RECV, F_SEND
 from collc.limits import LIMITS, Dialect, Limits, parser_nodes
-from collc.compiler.msccl.program import READS_SRC, WRITES_DST, Program, StepType, Threadblock
+from collc.compiler.msccl.program import READS_SRC, WRITES_DST, Gpu, Program, StepType, Threadblock
 
 _NOP = TYPES.index(StepType.NOP)
 _READS = np.array([t in READS_SRC for t in TYPES])
@@ -90,76 +92,166 @@ def check_structure(p: Program, dialect: Dialect, rep: Report, sharded: bool, op
     lim = LIMITS[dialect]
     suspect = suspect_tbs(p, ops, lim) if ops is not None else None
     k = -1
-    fatal = False
-    ids = [g.id for g in p.gpus]
     gpus_per_file = 1 if sharded else len(p.gpus)
+    fatal = check_ranks(p.ngpus, [g.id for g in p.gpus], gpus_per_file, dialect, rep)
+    flagged = suspect_gpus(p, ops, dialect, gpus_per_file) if ops is not None else None
+    for row, g in enumerate(p.gpus):
+        if flagged is not None and suspect is not None and not flagged[row] and \
+                not suspect[k + 1:k + 1 + len(g.tbs)].any():
+            k += len(g.tbs)         # nothing to report here (suspect_gpus, suspect_tbs)
+            continue
+        heads = [(t.id, t.send, t.recv, t.chan, len(t.steps)) for t in g.tbs]
+        by_id = {t.id: t for t in g.tbs}
+        sizes = {"i": g.i_chunks, "o": g.o_chunks, "s": g.s_chunks}
+
+        def steps_fatal(i: int, g: Gpu = g, by_id: dict[int, Threadblock] = by_id,
+                        sizes: dict[str, int] = sizes) -> bool:
+            nonlocal k
+            k += 1
+            if suspect is None or suspect[k]:
+                return _check_steps(p, g.id, g.tbs[i], by_id, sizes, lim.max_cnt, lim.max_depid, lim.max_offset,
+                                    rep)
+            return False
+
+        fatal |= check_gpu(p.ngpus, p.nchannels, g.id, sizes, heads, dialect, gpus_per_file, rep, steps_fatal)
+    return not fatal
+
+
+def _repeats(*keys: np.ndarray) -> np.ndarray:
+    """Per row: does another row have the same values in every one of ``keys``?"""
+    n = len(keys[0])
+    out = np.zeros(n, dtype=bool)
+    if n < 2:
+        return out
+    order = np.lexsort(keys[::-1])
+    same = np.ones(n - 1, dtype=bool)
+    for key in keys:
+        k = key[order]
+        same &= k[1:] == k[:-1]
+    out[order[1:][same]] = True
+    out[order[:-1][same]] = True
+    return out
+
+
+def suspect_gpus(p: Program, ops: OpStream, dialect: Dialect, gpus_per_file: int) -> np.ndarray:
+    """Per gpu (by position in ``p.gpus``): may :func:`check_gpu`'s own rules (not the per-step
+    ones) report on it?  A superset, over the op stream's tb arrays: a gpu that is not flagged
+    and has no suspect tb (:func:`suspect_tbs`) gets no finding, and its rules need not run."""
+    lim = LIMITS[dialect]
+    ng = len(p.gpus)
+    ntb = np.array([len(g.tbs) for g in p.gpus], dtype=np.int64)
+    gid = np.array([g.id for g in p.gpus], dtype=np.int64)
+    least = np.array([min(g.i_chunks, g.o_chunks, g.s_chunks) for g in p.gpus], dtype=np.int64)
+    row = np.repeat(np.arange(ng, dtype=np.int64), ntb)
+    nsteps = np.diff(ops.tb_start)
+    steps = np.bincount(row, weights=nsteps, minlength=ng) if len(row) else np.zeros(ng)
+    bad = (least < 0) | (ntb > lim.max_tbs_per_gpu)
+    bad |= 1 + gpus_per_file + ntb + steps.astype(np.int64) > lim.max_nodes_per_rank
+    tid, send, recv, chan = ops.tb_id, ops.tb_send, ops.tb_recv, ops.tb_chan
+    # ids 0..n-1, each once: all inside the range and no repeat
+    tb_bad = (tid < 0) | (tid >= ntb[row]) | _repeats(row, tid)
+    for peer in (send, recv):
+        tb_bad |= (peer < -1) | (peer == gid[row]) | (peer >= p.ngpus)
+    tb_bad |= (chan < 0) | (chan >= max(p.nchannels, 1)) | (nsteps > lim.max_steps_per_tb)
+    for peer in (send, recv):
+        used = peer >= 0
+        r, c, q = row[used], chan[used], peer[used]
+        tb_bad[np.flatnonzero(used)[_repeats(r, q, c)]] = True      # two tbs on one connection
+        # distinct peers per (gpu, chan) in one direction
+        if len(r):
+            order = np.lexsort((q, c, r))
+            r, c, q = r[order], c[order], q[order]
+            new = np.ones(len(r), dtype=bool)
+            new[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1]) | (q[1:] != q[:-1])
+            r, c = r[new], c[new]
+            group = np.ones(len(r), dtype=bool)
+            group[1:] = (r[1:] != r[:-1]) | (c[1:] != c[:-1])
+            starts = np.flatnonzero(group)
+            counts = np.diff(np.append(starts, len(r)))
+            bad[r[starts][counts > lim.max_tbs_per_channel]] = True
+    bad[row[tb_bad]] = True
+    out: np.ndarray = bad
+    return out
+
+
+def check_ranks(ngpus: int, ids: Sequence[int], gpus_per_file: int, dialect: Dialect, rep: Report) -> bool:
+    """The rules on the set of ``<gpu>`` ids (``ids`` in document order); True when one is fatal."""
+    lim = LIMITS[dialect]
+    fatal = False
     if gpus_per_file > lim.max_children:
-        rep.add("limit", f"{len(p.gpus)} <gpu> elements in one file: the parser stores at most "
+        rep.add("limit", f"{len(ids)} <gpu> elements in one file: the parser stores at most "
                          f"{lim.max_children} children and overflows memory beyond (use --shard-per-rank)")
     if len(set(ids)) != len(ids):
         rep.add("structure", "a <gpu> id appears twice")
         fatal = True
-    missing = sorted(set(range(p.ngpus)) - set(ids))
+    missing = sorted(set(range(ngpus)) - set(ids))
     if missing:
         rep.add("structure", f"ranks without a <gpu> element: {missing[:MAX_LISTED]} (they would run no tbs)")
         fatal = True
-    if any(not 0 <= i < p.ngpus for i in ids):
-        rep.add("structure", f"a <gpu> id is outside 0..{p.ngpus - 1}")
+    if any(not 0 <= i < ngpus for i in ids):
+        rep.add("structure", f"a <gpu> id is outside 0..{ngpus - 1}")
         fatal = True
-    for g in p.gpus:
-        where = f"gpu {g.id}"
-        sizes = {"i": g.i_chunks, "o": g.o_chunks, "s": g.s_chunks}
-        if min(sizes.values()) < 0:
-            rep.add("structure", f"{where}: negative chunk count")
-            fatal = True
-        tb_ids = sorted(t.id for t in g.tbs)
-        if tb_ids != list(range(len(g.tbs))):
-            rep.add("structure", f"{where}: tb ids must be unique and contiguous from 0, got {tb_ids[:MAX_LISTED]}")
-            fatal = True
-        if len(g.tbs) > lim.max_tbs_per_gpu:
-            rep.add("limit", f"{where}: {len(g.tbs)} tbs exceed the {dialect.value} limit of "
-                             f"{lim.max_tbs_per_gpu} per GPU")
-        nodes = parser_nodes(gpus_per_file, len(g.tbs), sum(len(t.steps) for t in g.tbs))
-        if nodes > lim.max_nodes_per_rank:
-            rep.add("limit", f"{where}: {nodes} parser nodes for this rank (<algo>, {gpus_per_file} <gpu>, its "
-                             f"<tb> and <step>); the runtime's parser loads at most {lim.max_nodes_per_rank}")
-        send_use: dict[tuple[int, int], int] = {}
-        recv_use: dict[tuple[int, int], int] = {}
-        per_chan_send: dict[int, set[int]] = {}
-        per_chan_recv: dict[int, set[int]] = {}
-        by_id = {t.id: t for t in g.tbs}
-        for t in g.tbs:
-            tw = f"{where} tb {t.id}"
-            for role, peer in (("send", t.send), ("recv", t.recv)):
-                if peer < -1 or peer == g.id or peer >= p.ngpus:
-                    rep.add("structure", f"{tw}: {role} peer {peer} is invalid (must be -1 or another rank "
-                                         f"below {p.ngpus})")
-                    fatal = True
-            if not 0 <= t.chan < max(p.nchannels, 1):
-                rep.add("structure", f"{tw}: chan {t.chan} is outside 0..{p.nchannels - 1} (nchannels)")
+    return fatal
+
+
+def check_gpu(ngpus: int, nchannels: int, gid: int, sizes: dict[str, int],
+              tbs: Sequence[tuple[int, int, int, int, int]], dialect: Dialect, gpus_per_file: int, rep: Report,
+              steps_fatal: Callable[[int], bool]) -> bool:
+    """The rules of one ``<gpu>`` (its tbs as (id, send, recv, chan, steps)); True when one is
+    fatal.  ``steps_fatal(i)`` runs the per-step rules of the ``i``-th tb, in order, between
+    that tb's own rules, so that the findings come in document order.  Needs only the header
+    of the program (``ngpus``, ``nchannels``): a worker checking one shard runs it as it is."""
+    lim = LIMITS[dialect]
+    fatal = False
+    where = f"gpu {gid}"
+    if min(sizes.values()) < 0:
+        rep.add("structure", f"{where}: negative chunk count")
+        fatal = True
+    tb_ids = sorted(t[0] for t in tbs)
+    if tb_ids != list(range(len(tbs))):
+        rep.add("structure", f"{where}: tb ids must be unique and contiguous from 0, got {tb_ids[:MAX_LISTED]}")
+        fatal = True
+    if len(tbs) > lim.max_tbs_per_gpu:
+        rep.add("limit", f"{where}: {len(tbs)} tbs exceed the {dialect.value} limit of "
+                         f"{lim.max_tbs_per_gpu} per GPU")
+    nodes = parser_nodes(gpus_per_file, len(tbs), sum(t[4] for t in tbs))
+    if nodes > lim.max_nodes_per_rank:
+        rep.add("limit", f"{where}: {nodes} parser nodes for this rank (<algo>, {gpus_per_file} <gpu>, its "
+                         f"<tb> and <step>); the runtime's parser loads at most {lim.max_nodes_per_rank}")
+    send_use: dict[tuple[int, int], int] = {}
+    recv_use: dict[tuple[int, int], int] = {}
+    per_chan_send: dict[int, set[int]] = {}
+    per_chan_recv: dict[int, set[int]] = {}
+    for i, (tid, send, recv, chan, nsteps) in enumerate(tbs):
+        tw = f"{where} tb {tid}"
+        for role, peer in (("send", send), ("recv", recv)):
+            if peer < -1 or peer == gid or peer >= ngpus:
+                rep.add("structure", f"{tw}: {role} peer {peer} is invalid (must be -1 or another rank "
+                                     f"below {ngpus})")
                 fatal = True
-            for peer, use, per_chan, verb in ((t.send, send_use, per_chan_send, "send to"),
-                                              (t.recv, recv_use, per_chan_recv, "receive from")):
-                if peer < 0:
-                    continue
-                key = (peer, t.chan)
-                if key in use:
-                    rep.add("structure", f"{where}: tbs {use[key]} and {t.id} both {verb} {peer} on "
-                                         f"chan {t.chan}; they would share one connection")
-                    fatal = True
-                use[key] = t.id
-                per_chan.setdefault(t.chan, set()).add(peer)
-            if len(t.steps) > lim.max_steps_per_tb:
-                rep.add("limit", f"{tw}: {len(t.steps)} steps exceed the {dialect.value} limit of "
-                                 f"{lim.max_steps_per_tb} per tb (nops included)")
-            k += 1
-            if suspect is None or suspect[k]:
-                fatal |= _check_steps(p, g.id, t, by_id, sizes, lim.max_cnt, lim.max_depid, lim.max_offset, rep)
-        for chan, peers in list(per_chan_send.items()) + list(per_chan_recv.items()):
-            if len(peers) > lim.max_tbs_per_channel:
-                rep.add("limit", f"{where}: chan {chan} has {len(peers)} peers in one direction; the runtime "
-                                 f"allows {lim.max_tbs_per_channel} tbs per channel")
-    return not fatal
+        if not 0 <= chan < max(nchannels, 1):
+            rep.add("structure", f"{tw}: chan {chan} is outside 0..{nchannels - 1} (nchannels)")
+            fatal = True
+        for peer, use, per_chan, verb in ((send, send_use, per_chan_send, "send to"),
+                                          (recv, recv_use, per_chan_recv, "receive from")):
+            if peer < 0:
+                continue
+            key = (peer, chan)
+            if key in use:
+                rep.add("structure", f"{where}: tbs {use[key]} and {tid} both {verb} {peer} on "
+                                     f"chan {chan}; they would share one connection")
+                fatal = True
+            use[key] = tid
+            per_chan.setdefault(chan, set()).add(peer)
+        if nsteps > lim.max_steps_per_tb:
+            rep.add("limit", f"{tw}: {nsteps} steps exceed the {dialect.value} limit of "
+                             f"{lim.max_steps_per_tb} per tb (nops included)")
+        fatal |= steps_fatal(i)
+    for chan, peers in list(per_chan_send.items()) + list(per_chan_recv.items()):
+        if len(peers) > lim.max_tbs_per_channel:
+            rep.add("limit", f"{where}: chan {chan} has {len(peers)} peers in one direction; the runtime "
+                             f"allows {lim.max_tbs_per_channel} tbs per channel")
+    return fatal
 
 
 def _check_steps(p: Program, gid: int, t: Threadblock, by_id: dict[int, Threadblock], sizes: dict[str, int],
