@@ -143,7 +143,7 @@ _DECIMAL = re.compile(r"-?(0|[1-9][0-9]*)\Z")
 
 
 _INT_NAMES = "|".join(sorted(INT_ATTRS, key=len, reverse=True))
-_ATTR_OK = (rf'(?:(?:{_INT_NAMES})="-?(?:0|[1-9][0-9]*)"'
+_ATTR_OK = (rf'(?:(?:{_INT_NAMES})="-?(?:0|[1-9][0-9]{{0,8}})"'
             rf'|(?!(?:{_INT_NAMES})=")[A-Za-z_][A-Za-z0-9_.-]*="[^"\n]*")')
 # A line that obviously obeys every rule: one tag (or comment), spaces, <= 16 attributes.
 _BAD_LINE = re.compile(rf'^(?! *(?:<!--(?:(?!-->).)*-->|</[A-Za-z_][A-Za-z0-9_.-]*>'
@@ -233,6 +233,23 @@ def _check_start_tag(tag: str, add: Callable[..., None]) -> None:
                 add(f"{key}=\"{value}\" has a leading zero: strtol reads it as octal")
             else:
                 add(f"{key}=\"{value}\" is not a plain decimal integer")
+        elif key in INT_ATTRS and not INT_MIN <= int(value) <= INT_MAX:
+            add(f"{key}=\"{_clip(value)}\" is beyond the 32-bit int the runtime parser stores it in")
+
+
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1     # the parser's int (strtol's long, stored in an int)
+
+
+def _clip(raw: str) -> str:
+    return raw if len(raw) <= 24 else raw[:20] + "..."
+
+
+def _i32(raw: str) -> int:
+    """``raw`` as an int of the parser's range; ValueError when it is not one."""
+    v = int(raw, 10)
+    if not INT_MIN <= v <= INT_MAX:
+        raise ValueError(raw)
+    return v
 
 
 # --------------------------------------------------------------------------- reader
@@ -243,9 +260,10 @@ def _int(el: etree._Element, key: str, path: str, missing: list[tuple[str, str]]
         missing.append((path, key))
         return default
     try:
-        return int(raw, 10)
+        return _i32(raw)
     except ValueError:
-        diags.append(Diagnostic(path, f"{key}=\"{raw}\" is not an integer"))
+        what = "is beyond a 32-bit int" if _DECIMAL.match(raw) else "is not an integer"
+        diags.append(Diagnostic(path, f"{key}=\"{_clip(raw)}\" {what}"))
         return default
 
 
@@ -262,8 +280,9 @@ def read_xml(path: str | os.PathLike[str]) -> ParsedFile:
 # The layout collc itself prints, one element per line: files in it are read line by line
 # (several times faster than building an lxml tree for 10^6 steps); anything else, or
 # anything that does not nest properly, goes through lxml.
-_N = r"(0|[1-9][0-9]*)"
-_Z = r"(-?(?:0|[1-9][0-9]*))"
+# at most 9 digits: a line with a longer number is read (and its range checked) the slow way
+_N = r"(0|[1-9][0-9]{0,8})"
+_Z = r"(-?(?:0|[1-9][0-9]{0,8}))"
 _STEP_LINE = re.compile(rf'      <step s="{_N}" type="([a-z]+)" srcbuf="([a-z])" srcoff="{_Z}" dstbuf="([a-z])" '
                         rf'dstoff="{_Z}" cnt="{_N}" depid="{_Z}" deps="{_Z}" hasdep="{_N}"/>')
 _TB_LINE = re.compile(rf'    <tb id="{_N}" send="{_Z}" recv="{_Z}" chan="{_N}">')
@@ -411,9 +430,10 @@ def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> Pars
         if raw_v is None:
             return None
         try:
-            return int(raw_v, 10)
+            return _i32(raw_v)
         except ValueError:
-            diags.append(Diagnostic("<algo>", f"{key}=\"{raw_v}\" is not an integer"))
+            what = "is beyond a 32-bit int" if _DECIMAL.match(raw_v) else "is not an integer"
+            diags.append(Diagnostic("<algo>", f"{key}=\"{_clip(raw_v)}\" {what}"))
             return None
 
     gpus: list[Gpu] = canon if canon is not None else []
@@ -428,9 +448,9 @@ def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> Pars
             for s in t.iterchildren("step"):
                 a = s.attrib
                 try:  # fast path: every attribute present and well formed
-                    steps.append(Step(int(a["s"]), _STEP_TYPES[a["type"]], a["srcbuf"], int(a["srcoff"]),
-                                      a["dstbuf"], int(a["dstoff"]), int(a["cnt"]), int(a["depid"]),
-                                      int(a["deps"]), int(a["hasdep"])))
+                    steps.append(Step(_i32(a["s"]), _STEP_TYPES[a["type"]], a["srcbuf"], _i32(a["srcoff"]),
+                                      a["dstbuf"], _i32(a["dstoff"]), _i32(a["cnt"]), _i32(a["depid"]),
+                                      _i32(a["deps"]), _i32(a["hasdep"])))
                     continue
                 except (KeyError, ValueError):
                     pass

@@ -298,3 +298,23 @@ def test_canonical_fast_reader_equals_lxml_reader(alg: str, spec: str) -> None:
     broken = text.replace("    </tb>\n", "", 1)
     with pytest.raises(EmitError, match="well-formed"):
         parse_xml(broken)
+
+
+@pytest.mark.parametrize("value", ["2147483648", "-2147483649", "99999999999999999999999"])
+def test_an_integer_beyond_the_parsers_int_is_a_finding_not_a_crash(value: str, tmp_path: Path) -> None:
+    # the runtime's strtol result is stored in an int: a larger value is not what the file says,
+    # and numpy's int64 columns could not hold the longest ones (an OverflowError before)
+    bad = GOOD.replace('cnt="1"', f'cnt="{value}"', 1)
+    assert any("32-bit int" in m for m in _messages(bad))
+    parsed = parse_xml(bad, "x.xml")
+    assert any("32-bit int" in d.message for d in parsed.diagnostics)
+    path = tmp_path / "big.xml"
+    path.write_text(bad)
+    assert main(["check", str(path)]) == 1
+
+
+def test_the_largest_int_the_parser_stores_is_read_as_written() -> None:
+    ok = GOOD.replace('srcoff="1"', 'srcoff="2147483647"', 1)
+    assert not any("32-bit" in m for m in _messages(ok))
+    steps = [st for g in parse_xml(ok, "x.xml").program.gpus for tb in g.tbs for st in tb.steps]
+    assert 2147483647 in {st.srcoff for st in steps}
