@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from collc.arrays import unique
 from collc.check.findings import MAX_LISTED, Report
 from collc.compiler.msccl.program import WRITES_DST, Program
 from collc.ir.collective import CollKind, Collective
@@ -127,7 +128,7 @@ def order_warnings(coll: Collective, trees: Mapping[tuple[int, str], np.ndarray]
     # an origin differs where another of its outputs holds another tree
     first = np.zeros(int(origin.max()) + 1, dtype=np.uint64)
     first[origin[::-1]] = tree[::-1]
-    differing = np.unique(origin[tree != first[origin]]).tolist()
+    differing = unique(origin[tree != first[origin]]).tolist()
     return [_order_warning(differing)] if differing else []
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from collc.check.xml.opstream import BUFFERS, TYPES, OpStream, unique
+from collc.arrays import unique
+from collc.check.xml.opstream import BUFFERS, TYPES, OpStream
 from collc.compiler.msccl.program import READS_SRC, WRITES_DST, Program
 from collc.ir.collective import Buffer, Collective
 

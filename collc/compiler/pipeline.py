@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from collc.arrays import unique
 from collc.compiler.buffering import SizeModel, size_model, window_top
 from collc.compiler.msccl.dependencies import GpuTable, build_gpus
 from collc.compiler.dump import show_chops, show_gpu, show_op, show_plan, show_program_header, show_schedule, show_tbs
@@ -698,7 +699,7 @@ def gpu_limits(g: GpuTable, dialect: Dialect, gpus_per_file: int) -> None:
         raise LoweringError(f"gpu {g.id}: buffers of {max(g.i_chunks, g.o_chunks, g.s_chunks)} chunks exceed "
                             f"the int16 offset limit {lim.max_offset}")
     # tb by tb: a dependency on a tb id above the int8 range, then a step's cnt
-    targets = np.unique(g.depid[g.depid >= 0])
+    targets = unique(g.depid[g.depid >= 0])
     high = targets[targets > lim.max_depid]
     big = np.flatnonzero(g.cnt > lim.max_cnt)
     tb_of_big = np.searchsorted(g.start, big, "right") - 1

@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from collc.check.data import numeric_postcondition, order_warnings
-from collc.check.xml.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream, unique
+from collc.arrays import unique
+from collc.check.xml.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream
 from collc.check.runtime_model import F_COMBINE, F_LOCAL, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
 from collc.compiler.msccl.program import Program, StepType
 from collc.ir.collective import Buffer, Collective

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from collc.check.findings import Report
-from collc.check.xml.opstream import OpStream, unique
+from collc.arrays import unique
+from collc.check.xml.opstream import OpStream
 from collc.check.runtime_model import F_RECV, F_SEND
 from collc.compiler.msccl.program import Program
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from collc.check.findings import MAX_LISTED, Loc, Report
-from collc.check.xml.opstream import BAD_BUFFER, OP_FLAGS, TYPES, OpStream, unique
+from collc.arrays import unique
+from collc.check.xml.opstream import BAD_BUFFER, OP_FLAGS, TYPES, OpStream
 from collc.check.runtime_model import F_RECV, F_SEND
 from collc.limits import LIMITS, Dialect, Limits, parser_nodes
 from collc.compiler.msccl.program import READS_SRC, WRITES_DST, Gpu, Program, StepType, Threadblock

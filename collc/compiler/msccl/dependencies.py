@@ -47,6 +47,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from collc.arrays import unique
 from collc.compiler.msccl.fusion import (NOP, TYPES, Accesses, FusedPlan, ItemTable, R, RCS, RRC, RRCS,
                                          RRS, S, intervals)
 from collc.compiler.msccl.program import Gpu, Program, Proto, Step, Threadblock
@@ -277,7 +278,7 @@ def _targets_first(g: GpuTable) -> GpuTable:
     """The same tbs renumbered so that every dependency target has one of the lowest ids
     (in their old order, the rest after them)."""
     ntb = g.ntbs
-    targets = np.unique(g.depid[g.depid >= 0])
+    targets = unique(g.depid[g.depid >= 0])
     old = np.concatenate([targets, np.setdiff1d(np.arange(ntb, dtype=np.int64), targets)]).astype(np.int64)
     new = np.empty(ntb, dtype=np.int64)
     new[old] = np.arange(ntb, dtype=np.int64)

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from collc.arrays import unique
 from collc.compiler.msccl.program import StepType
 from collc.compiler.msccl.threadblocks import TbPlan, TbTable
 from collc.compiler.optable import BUF_CODE, BUFS, COPY, RECV, REDUCE, SEND, Ints, OpTable, segments
@@ -152,7 +153,7 @@ class Accesses:
     it writes some."""
 
     def __init__(self, row: Ints, lo: Ints, hi: Ints, reads: Ints, pos: Ints) -> None:
-        self.cuts = np.unique(np.concatenate([lo, hi]))
+        self.cuts = unique(np.concatenate([lo, hi]))
         self.n = n = int(pos.max()) + 1 if len(pos) else 1
         seg, owner = segments(lo, hi, self.cuts)
         row = row[owner]
@@ -211,7 +212,7 @@ def fuse_tbs(coll: Collective, tbs: TbTable) -> ItemTable:
             # the result is dead after the send: every received slot is next overwritten, or never
             # read again and not an output
             # per rank of the block: its obligated output slots as coordinates
-            ranks = np.unique(t.rank[rk])
+            ranks = unique(t.rank[rk])
             out_lo = np.empty(len(ranks), dtype=np.int64)
             out_hi = np.empty(len(ranks), dtype=np.int64)
             for j, r in enumerate(ranks.tolist()):

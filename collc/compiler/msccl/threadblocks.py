@@ -61,6 +61,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from collc.arrays import unique
 from collc.compiler.buffering import SizeModel, size_model
 from collc.compiler.msccl.program import Proto
 from collc.compiler.optable import COPY, RECV, SEND, Ints, OpTable, encode
@@ -163,7 +164,7 @@ def peer_spread(ops: OpTable, nranks: int) -> int:
         return 1
     rank, lane, kind, peer = ops.rank[remote], ops.lane[remote], ops.kind[remote], ops.peer[remote]
     side = (rank * (int(lane.max()) + 1) + lane) * 2 + kind          # (rank, lane, direction)
-    links = np.unique(side * (nranks + 1) + peer)                     # distinct (side, peer)
+    links = unique(side * (nranks + 1) + peer)                     # distinct (side, peer)
     per_side = np.unique(links // (nranks + 1), return_counts=True)[1]
     if int(per_side.max()) <= PEERS_PER_CHANNEL:
         return 1
@@ -240,11 +241,11 @@ def threadblocks(chops: ChannelOps, pair: bool = True, hints: Hints | None = Non
     pairs: dict[tuple[int, int, int], int] = {}      # (rank, recv peer, chan) -> send peer
     if pair and len(recvs) and len(sends):
         safe = _Safety(t, so, ro, model or TIGHTEST)
-        hinted = {r for r in np.unique(rank).tolist() if hints is not None and hints[r]}
+        hinted = {r for r in unique(rank).tolist() if hints is not None and hints[r]}
         if hinted:
             assert hints is not None
             pairs.update(_hinted_pairs(t, so, ro, hints, hinted, safe))
-        if len(hinted) < len(np.unique(rank[recvs])):
+        if len(hinted) < len(unique(rank[recvs])):
             pairs.update(_pair_peers(t, chan, so, ro, safe, hinted))
     # per op: the tb's (send, recv, chan), and for local-only ops their tb among those
     tb_send = np.full(n, -1, dtype=np.int64)
@@ -308,7 +309,7 @@ class _Safety:
     def __init__(self, t: OpTable, so: _Groups, ro: _Groups, model: SizeModel) -> None:
         self.slots = model.slots
         cnt = t.cnt[so.rows]
-        sizes = np.unique(cnt)
+        sizes = unique(cnt)
         slots = np.array([model.send_slots(int(c)) for c in sizes], dtype=np.int64)[np.searchsorted(sizes, cnt)]
         nstep = int(t.step.max()) + 1
         # slots sent per (send group, step); only the steps where they overflow matter
