@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from collc.compiler.optable import BUF_CODE, Ints, OpTable
+from collc.compiler.optable import BUF_CODE, FIELDS, Ints, OpTable, encode
 from collc.compiler.transfers import TransferTable, gather, runs
 from collc.errors import LoweringError
 from collc.ir.collective import Buffer, Collective
@@ -147,10 +147,6 @@ class OpPlan:
         return [self.table.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-#: Order of an op among its transfer's (plan order): gathers, the send, the receive, scatters.
-_SEQ_SEND, _SEQ_RECV, _SEQ_SCATTER = 1 << 40, 2 << 40, 3 << 40
-
-
 def _overlaps(keys: Ints, lo: Ints, hi: Ints, qkey: Ints, qlo: Ints, qhi: Ints) -> npt.NDArray[np.bool_]:
     """Per query: whether ``[qlo, qhi)`` overlaps an interval ``[lo, hi)`` of the same key."""
     if not len(keys):
@@ -167,6 +163,7 @@ def _overlaps(keys: Ints, lo: Ints, hi: Ints, qkey: Ints, qlo: Ints, qhi: Ints) 
 
 
 def expand(table: TransferTable) -> OpPlan:
+    """Every rank's ops, rank by rank, each rank's in plan order (the module docstring)."""
     coll = table.collective
     n = coll.nranks
     count = len(table)
@@ -225,9 +222,10 @@ def expand(table: TransferTable) -> OpPlan:
     # place among the transfer's ops
     parts: list[tuple[Ints, Ints, list[Ints]]] = []
 
-    def rows(k: Ints, seq: Ints | int, fields: list[Ints | int]) -> None:
-        """Rows of the transfers ``k``: each field an array (indexed by transfer), or one value."""
-        parts.append((k, seq if isinstance(seq, np.ndarray) else np.full(len(k), seq, dtype=np.int64),
+    def rows(which: npt.NDArray[np.bool_], seq: int, fields: list[Ints | int]) -> None:
+        """Rows of the transfers ``which``: each field an array (indexed by transfer), or one value."""
+        k = np.flatnonzero(which)
+        parts.append((k, np.full(len(k), seq, dtype=np.int64),
                       [f[k] if isinstance(f, np.ndarray) else np.full(len(k), f, dtype=np.int64) for f in fields]))
 
     def each(k: Ints, seq: Ints, fields: list[Ints | int]) -> None:
@@ -236,31 +234,34 @@ def expand(table: TransferTable) -> OpPlan:
                                for f in fields]))
 
     red = reduce.astype(np.int64)
-    at_ = np.flatnonzero
-    rows(at_(remote & ~multi_s), _SEQ_SEND, [src, step, 1, _CS, dst, lane, ps_buf, ps_off, ps_buf, ps_off, size, 0,
-                                             number, -1, chunk])
-    rows(at_(remote & ~multi_d & ~into_scratch), _SEQ_RECV, [dst, step, 2, _CR, src, lane, pd_buf, pd_off, pd_buf,
-                                                            pd_off, size, red, number, -1, chunk])
-    landed = at_(remote & ~multi_d & into_scratch)
-    rows(landed, _SEQ_RECV, [dst, step, 2, _CR, src, lane, _SCRATCH, d_alloc, _SCRATCH, d_alloc, size, 0, number, -1,
+    # an op's place among its transfer's (plan order): gathers (and a local op's pieces) by their
+    # first chunk in the list, the send, the receive, scatters
+    seq_send = int(size.max()) + 1 if count else 1
+    seq_recv, seq_scatter = seq_send + 1, seq_send + 2
+    rows(remote & ~multi_s, seq_send, [src, step, 1, _CS, dst, lane, ps_buf, ps_off, ps_buf, ps_off, size, 0, number,
+                                        -1, chunk])
+    rows(remote & ~multi_d & ~into_scratch, seq_recv, [dst, step, 2, _CR, src, lane, pd_buf, pd_off, pd_buf, pd_off,
+                                                        size, red, number, -1, chunk])
+    landed = remote & ~multi_d & into_scratch
+    rows(landed, seq_recv, [dst, step, 2, _CR, src, lane, _SCRATCH, d_alloc, _SCRATCH, d_alloc, size, 0, number, -1,
                              chunk])
-    rows(landed, _SEQ_SCATTER, [dst, step, 3, np.where(reduce, _CRE, _CC), -1, lane, _SCRATCH, d_alloc, pd_buf,
+    rows(landed, seq_scatter, [dst, step, 3, np.where(reduce, _CRE, _CC), -1, lane, _SCRATCH, d_alloc, pd_buf,
                                 pd_off, size, 0, number, d_alloc, chunk])
     # index lists in several runs: gathered into scratch and sent from there, received into
     # scratch and scattered from there
-    rows(at_(a_src), _SEQ_SEND, [src, step, 1, _CS, dst, lane, _SCRATCH, s_alloc, _SCRATCH, s_alloc, size, 0, number,
-                                 -1, chunk])
+    rows(a_src, seq_send, [src, step, 1, _CS, dst, lane, _SCRATCH, s_alloc, _SCRATCH, s_alloc, size, 0, number, -1,
+                            chunk])
     g = remote[s_runs.owner]
     k = s_runs.owner[g]
     pos = s_alloc[k] + s_runs.offset[g]
     each(k, s_runs.index[g], [src[k], step[k], 0, _CC, -1, lane[k], ps_buf[k], s_runs.start[g], _SCRATCH, pos,
                               s_runs.length[g], 0, number[k], pos, chunk[k]])
-    rows(at_(remote & multi_d), _SEQ_RECV, [dst, step, 2, _CR, src, lane, _SCRATCH, d_alloc, _SCRATCH, d_alloc, size,
-                                            0, number, -1, chunk])
+    rows(remote & multi_d, seq_recv, [dst, step, 2, _CR, src, lane, _SCRATCH, d_alloc, _SCRATCH, d_alloc, size, 0,
+                                       number, -1, chunk])
     g = remote[d_runs.owner]
     k = d_runs.owner[g]
     pos = d_alloc[k] + d_runs.offset[g]
-    each(k, _SEQ_SCATTER + d_runs.index[g], [dst[k], step[k], 3, np.where(reduce[k], _CRE, _CC), -1, lane[k],
+    each(k, seq_scatter + d_runs.index[g], [dst[k], step[k], 3, np.where(reduce[k], _CRE, _CC), -1, lane[k],
                                              _SCRATCH, pos, pd_buf[k], d_runs.start[g], d_runs.length[g], 0,
                                              number[k], pos, chunk[k]])
     # local copies one transfer at a time (they must not race their step)
@@ -278,11 +279,11 @@ def expand(table: TransferTable) -> OpPlan:
         parts.append((np.array(tix, dtype=np.int64), np.array(seqs, dtype=np.int64),
                       list(np.array(extra, dtype=np.int64).reshape(len(extra), -1).T)))
     # rank by rank, each rank's rows in plan order (transfer by transfer): by_rank takes views
-    order = np.lexsort((np.concatenate([p[1] for p in parts]), np.concatenate([p[0] for p in parts]),
-                        np.concatenate([p[2][0] for p in parts])))
-    cols = np.empty((len(parts[0][2]), len(order)), dtype=np.int64)
-    for f in range(len(cols)):          # a field at a time: a million ops make 100 MB a copy
-        cols[f] = np.concatenate([p[2][f] for p in parts])[order]
+    order = np.argsort(encode([np.concatenate([p[2][0] for p in parts]), np.concatenate([p[0] for p in parts]),
+                               np.concatenate([p[1] for p in parts])]))       # one op per key
+    cols = np.empty((len(FIELDS), len(order)), dtype=np.int64)        # pos: OpTable.from_columns
+    for f in range(len(parts[0][2])):   # a field at a time: a million ops make 100 MB a copy
+        np.take(np.concatenate([p[2][f] for p in parts]), order, out=cols[f])
         for p in parts:
             p[2][f] = p[2][f][:0]
     return OpPlan(coll, OpTable.from_columns(cols), tuple(scratch_top), table.provenance.algorithm)

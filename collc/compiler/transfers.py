@@ -58,8 +58,8 @@ class TransferTable:
             cols[:3] = _pull(ts, ("step", "src", "dst"))
             cols[6] = _pull(ts, ("lane",))[0]
             code = {b: BUF_CODE[b.value] for b in Buffer}
-            cols[3:5] = np.fromiter(map(code.__getitem__, chain.from_iterable(map(attrgetter("src_buf", "dst_buf"), ts))),
-                                    dtype=np.int64, count=2 * n).reshape(n, 2).T
+            bufs = chain.from_iterable(map(attrgetter("src_buf", "dst_buf"), ts))
+            cols[3:5] = np.fromiter(map(code.__getitem__, bufs), dtype=np.int64, count=2 * n).reshape(n, 2).T
             cols[5] = np.fromiter(map({Op.COPY: 0, Op.REDUCE: 1}.__getitem__, map(attrgetter("op"), ts)),
                                   dtype=np.int64, count=n)
         flats: list[Ints] = []
