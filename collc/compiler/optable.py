@@ -52,11 +52,10 @@ class OpTable:
 
     @staticmethod
     def from_columns(cols: Ints) -> OpTable:
-        """The table of the columns of every field but ``pos`` (rows in plan order)."""
-        full = np.zeros((len(FIELDS), cols.shape[1]), dtype=np.int64)
-        full[:-1] = cols
-        t = OpTable(full)
-        full[-1][np.argsort(encode([t.step, t.phase, t.number, t.sub + 1]))] = np.arange(cols.shape[1], dtype=np.int64)
+        """The table of ``cols`` (``len(FIELDS)`` x n, rows in plan order), whose ``pos`` row is
+        worked out here, in place (a million ops make 16 MB a row: no copy)."""
+        t = OpTable(cols)
+        cols[-1][np.argsort(encode([t.step, t.phase, t.number, t.sub + 1]))] = np.arange(cols.shape[1], dtype=np.int64)
         return t
 
     def __len__(self) -> int:

@@ -10,9 +10,10 @@ on the whole IR or once per rank.  After ``scratch`` every pass depends only on 
 rank's ops and on a few program-wide decisions made once (the :class:`Layout`: channel
 groups, peer spread, tb pairing hints), so :func:`run_pipeline` runs the per-rank
 passes on runs of ranks -- in ``jobs`` worker processes when asked -- and only one run's
-intermediate IR is alive at a time.  The IR after ``scratch`` is columns (numpy arrays, one
-entry per op, item or step: :mod:`collc.compiler.optable`), so a run of ranks is one set of
-arrays whose every key names the rank: the ranks of a run are lowered together but each on
+intermediate IR is alive at a time.  ``pipelining`` reads the Schedule's transfers into
+columns once (:mod:`collc.compiler.transfers`) and ``scratch`` expands those; the IR after
+``scratch`` is columns too (numpy arrays, one entry per op, item or step:
+:mod:`collc.compiler.optable`), so a run of ranks is one set of arrays whose every key names the rank: the ranks of a run are lowered together but each on
 its own.  The result does not depend on ``jobs`` or on the runs: ranks are lowered
 independently and gathered in rank order.
 
@@ -51,6 +52,7 @@ from collc.compiler.optable import RECV, SEND, OpTable
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.msccl.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, expand
+from collc.compiler.transfers import TransferTable
 from collc.compiler.msccl.threadblocks import ChannelOps, TbTable, channel_ops, peer_spread, threadblocks
 from collc.errors import CollcError, LoweringError, NodeBudgetError
 from collc.ir.collective import Collective
@@ -125,12 +127,14 @@ class Pass:
     show: Callable[[Any, Any], list[str]]
 
 
-def _pipelining(s: Schedule, opts: LowerOptions) -> Schedule:
-    return cap_counts(split_chunks(s, opts.chunks, opts.instances), LIMITS[opts.dialect].max_cnt)
+def _pipelining(s: Schedule, opts: LowerOptions) -> TransferTable:
+    # the Schedule's transfers are read into columns here, once: the program passes work on them
+    table = TransferTable.of(s)
+    return cap_counts(split_chunks(table, opts.chunks, opts.instances), LIMITS[opts.dialect].max_cnt)
 
 
-def _scratch(s: Schedule, opts: LowerOptions) -> OpPlan:
-    return expand(s)
+def _scratch(t: TransferTable, opts: LowerOptions) -> OpPlan:
+    return expand(t)
 
 
 def _channels(ops: OpTable, ctx: RankContext) -> ChannelOps:
@@ -163,8 +167,8 @@ def _fail(name: str, msg: str) -> LoweringError:
     return LoweringError(f"invariant broken after pass {name}: {msg}")
 
 
-def _check_schedule(s: Schedule, opts: LowerOptions) -> None:
-    verify_schedule(s)
+def _check_schedule(t: TransferTable, opts: LowerOptions) -> None:
+    verify_schedule(t.schedule())
 
 
 def _check_plan(plan: OpPlan, opts: LowerOptions) -> None:
@@ -247,9 +251,9 @@ def _show_rank(render: Callable[[Any], list[str]], title: str) -> Callable[[Any,
 
 
 PASSES: tuple[Pass, ...] = (
-    Pass("pipelining", "program", "split chunks into parts and instances, cap message counts (Schedule)",
-         _pipelining, _check_schedule, lambda s, o: show_schedule(s)),
-    Pass("scratch", "program", "per-rank send/recv/copy/reduce ops, scratch allocated (Schedule -> OpPlan)",
+    Pass("pipelining", "program", "split chunks into parts and instances, cap message counts (Schedule -> "
+         "TransferTable)", _pipelining, _check_schedule, lambda t, o: show_schedule(t.schedule())),
+    Pass("scratch", "program", "per-rank send/recv/copy/reduce ops, scratch allocated (TransferTable -> OpPlan)",
          _scratch, _check_plan, lambda p, o: show_plan(p)),
     Pass("channels", "rank", "a channel per op from its lane, chunk group and peer spread",
          _channels, _check_channels, _show_rank(show_chops, "channels")),
@@ -511,7 +515,7 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions(), only: froze
         if opts.verify_between:
             p.check(ir, opts)
         if p.name == "pipelining":
-            sched: Schedule = ir
+            sched: TransferTable = ir
             hints: list[dict[tuple[int, int], int]] = [{} for _ in range(sched.collective.nranks)]
             for rank, lane, rpeer, speer in sched.tb_pairs:
                 hints[rank][(lane, rpeer)] = speer

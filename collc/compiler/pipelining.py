@@ -1,6 +1,9 @@
-"""Pass: pipelining and instances (Schedule -> Schedule).
+"""Pass: pipelining and instances, on the transfer table (Schedule -> TransferTable).
 
-``split_chunks(schedule, parts, instances)`` multiplies the chunk factor by
+Lowering reads the Schedule's transfers into a :class:`collc.compiler.transfers.TransferTable`
+once, here (``collc.compiler.pipeline``), and both functions below work on its columns.
+
+``split_chunks(table, parts, instances)`` multiplies the chunk factor by
 ``parts * instances``.  Every chunk index ``x`` becomes the sub-chunks
 ``x*m .. x*m+m-1`` (``m = parts*instances``); a transfer's expanded index list is
 cut into ``m`` consecutive pieces, so a contiguous transfer stays contiguous
@@ -14,58 +17,80 @@ block is preserved because sub-chunks of chunk ``x`` stay inside ``x``), steps a
 unchanged, and lanes are ``instance * old_lanes + old_lane`` (tb pair hints follow
 their lane into every instance).  The ``ordered_sends`` hint is dropped: pieces
 are there to overlap on a link.
+
+``cap_counts(table, max_cnt)`` cuts every transfer of more than ``max_cnt`` chunks into
+near-equal contiguous parts.  Both keep the rows in the Schedule's order
+(``Transfer.sort_key``), as the Schedule of their pieces would have them.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
+from collc.compiler.optable import Ints
+from collc.compiler.transfers import TransferTable, gather, pack
 from collc.errors import LoweringError
-from collc.ir.schedule import Schedule, Transfer, make_slots
 
 
-def _expand(idx: range | tuple[int, ...], m: int) -> list[int]:
-    if isinstance(idx, range):
-        return list(range(idx.start * m, idx.stop * m))
-    return [x * m + j for x in idx for j in range(m)]
+def _pieces(offset: Ints, cnt: Ints, cols: Ints, flats: tuple[Ints, Ints]) -> tuple[Ints, Ints]:
+    """Make the rows ``cols`` (copies of their transfers' rows, chunk lists already scaled)
+    pieces: piece k is ``cnt[k]`` chunks from ``offset[k]`` of its transfer's list (a range from
+    ``cols[8 + side]``, else from ``cols[10 + side]`` in that side's ``flats``); the kept lists."""
+    out: list[Ints] = []
+    for side in (0, 1):
+        first, at = cols[8 + side], cols[10 + side]
+        rng = at < 0
+        first[rng] += offset[rng]
+        k = np.flatnonzero(~rng)
+        lst = gather(flats[side], at[k] + offset[k], cnt[k])
+        at[k], kept = pack(lst, cnt[k])
+        first[k] = lst[np.cumsum(cnt[k]) - cnt[k]]
+        out.append(kept)
+    return out[0], out[1]
 
 
-def split_chunks(schedule: Schedule, parts: int = 1, instances: int = 1) -> Schedule:
+def split_chunks(table: TransferTable, parts: int = 1, instances: int = 1) -> TransferTable:
     if parts < 1 or instances < 1:
         raise LoweringError(f"chunks and instances must be >= 1, got {parts} and {instances}")
     m = parts * instances
     if m == 1:
-        return schedule
-    _check_pieces(schedule, m)
-    lanes = schedule.lanes
-    out: list[Transfer] = []
-    for t in schedule.transfers:
-        src = _expand(t.src_idx, m)
-        dst = _expand(t.dst_idx, m)
-        if t.is_local:
-            # a local copy gains nothing from pieces: keep it whole (cap_counts bounds its cnt)
-            out.append(replace(t, src_idx=make_slots(src), dst_idx=make_slots(dst)))
-            continue
-        size = t.count
-        for piece in range(m):
-            inst = piece // parts
-            sl = slice(piece * size, (piece + 1) * size)
-            out.append(Transfer(t.step, t.src, t.dst, t.src_buf, make_slots(src[sl]), t.dst_buf,
-                                make_slots(dst[sl]), t.op, inst * lanes + t.lane))
-    coll = replace(schedule.collective, chunk_factor=schedule.collective.chunk_factor * m)
-    params = schedule.provenance.params + (("chunks", str(parts)), ("instances", str(instances)))
+        return table
+    _check_pieces(table, m)
+    lanes = table.lanes
+    local = table.src == table.dst
+    many = np.where(local, 1, m)                 # a local copy gains nothing from pieces: kept whole
+    owner = np.repeat(np.arange(len(table), dtype=np.int64), many)
+    piece = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(many) - many, many)
+    whole = local[owner]
+    cnt = table.cnt[owner]
+    cols = table.cols[:, owner]
+    cols[6] = np.where(whole, cols[6], (piece // parts) * lanes + cols[6])
+    cols[7] = np.where(whole, cnt * m, cnt)
+    # a range's sub-chunks start at first * m; a list's are x*m .. x*m+m-1 for each of its x, and
+    # its ``at`` moves to at * m
+    cols[8] *= m
+    cols[9] *= m
+    for side in (10, 11):
+        cols[side] = np.where(cols[side] < 0, -1, cols[side] * m)
+    sub = np.arange(m, dtype=np.int64)
+    flats = ((table.sflat[:, None] * m + sub).reshape(-1), (table.dflat[:, None] * m + sub).reshape(-1))
+    sflat, dflat = _pieces(piece * cnt, cols[7], cols, flats)
+    coll = replace(table.collective, chunk_factor=table.collective.chunk_factor * m)
+    params = table.provenance.params + (("chunks", str(parts)), ("instances", str(instances)))
     pairs = tuple((rank, inst * lanes + lane, a, b) for inst in range(instances)
-                  for rank, lane, a, b in schedule.tb_pairs)
-    return Schedule(coll, tuple(out), replace(schedule.provenance, params=params),
-                    scratch_chunks=schedule.scratch_chunks * m, tb_pairs=pairs, step_sync=schedule.step_sync,
-                    step_reply=schedule.step_reply)
+                  for rank, lane, a, b in table.tb_pairs)
+    return TransferTable(coll, replace(table.provenance, params=params), cols, sflat, dflat,
+                         scratch_chunks=table.scratch_chunks * m, tb_pairs=pairs, step_sync=table.step_sync,
+                         step_reply=table.step_reply).sorted()
 
 
 #: Steps one rank can hold: the parser's 4095 nodes less ``<algo>``, one ``<gpu>`` and one ``<tb>``.
 MAX_RANK_STEPS = 4092
 
 
-def _check_pieces(schedule: Schedule, m: int) -> None:
+def _check_pieces(table: TransferTable, m: int) -> None:
     """Refuse, before expanding anything, a split that gives some rank more steps than a file holds.
 
     Every piece of a transfer is a send step on its source and a receive step on its
@@ -73,35 +98,32 @@ def _check_pieces(schedule: Schedule, m: int) -> None:
     between the same pair count once (in case they merge), so ``m`` times a rank's distinct
     sends (or receives) by (step, peer) bounds its steps from below.
     """
-    seen: set[tuple[int, bool, int, int]] = set()
-    for t in schedule.transfers:
-        if not t.is_local:
-            seen.add((t.src, True, t.step, t.dst))
-            seen.add((t.dst, False, t.step, t.src))
-    per_side: dict[tuple[int, bool], int] = {}
-    for rank, sending, _, _ in seen:
-        per_side[(rank, sending)] = per_side.get((rank, sending), 0) + 1
-    worst = max(((r, n) for (r, _), n in per_side.items()), key=lambda kv: (kv[1], -kv[0]), default=(0, 0))
-    if worst[1] * m > MAX_RANK_STEPS:
-        raise LoweringError(f"chunks x instances = {m} gives rank {worst[0]} at least {worst[1] * m} steps, more "
+    remote = table.src != table.dst
+    src, dst, step = table.src[remote], table.dst[remote], table.step[remote]
+    if not len(src):
+        return
+    n, steps = table.collective.nranks, table.nsteps
+    # (rank, sending, step, peer) as one number, rank and side leading
+    seen = np.unique(np.concatenate([((src * 2 + 1) * steps + step) * n + dst, ((dst * 2) * steps + step) * n + src]))
+    per_side = np.bincount(seen // (steps * n), minlength=2 * n)
+    side = int(np.argmax(per_side))                # the most steps, and of those the lowest rank
+    rank, most = side // 2, int(per_side[side])
+    if most * m > MAX_RANK_STEPS:
+        raise LoweringError(f"chunks x instances = {m} gives rank {rank} at least {most * m} steps, more "
                             f"than the {MAX_RANK_STEPS} a rank can hold in the runtime's 4095 XML nodes: use fewer "
                             f"--chunks or --instances")
 
 
-def cap_counts(schedule: Schedule, max_cnt: int) -> Schedule:
+def cap_counts(table: TransferTable, max_cnt: int) -> TransferTable:
     """Split every transfer of more than ``max_cnt`` chunks into near-equal contiguous parts."""
-    if all(t.count <= max_cnt for t in schedule.transfers):
-        return schedule
-    out: list[Transfer] = []
-    for t in schedule.transfers:
-        if t.count <= max_cnt:
-            out.append(t)
-            continue
-        parts = -(-t.count // max_cnt)
-        src, dst = t.src_idx, t.dst_idx    # a range slices into ranges, in O(1)
-        bounds = [t.count * k // parts for k in range(parts + 1)]
-        for a, b in zip(bounds, bounds[1:]):
-            out.append(Transfer(t.step, t.src, t.dst, t.src_buf, make_slots(src[a:b]), t.dst_buf,
-                                make_slots(dst[a:b]), t.op, t.lane))
-    return Schedule(schedule.collective, tuple(out), schedule.provenance, schedule.scratch_chunks,
-                    schedule.tb_pairs, schedule.step_sync, schedule.ordered_sends, schedule.step_reply)
+    if not len(table) or int(table.cnt.max()) <= max_cnt:
+        return table
+    many = -(-table.cnt // max_cnt)
+    owner = np.repeat(np.arange(len(table), dtype=np.int64), many)
+    k = np.arange(len(owner), dtype=np.int64) - np.repeat(np.cumsum(many) - many, many)
+    cnt, parts = table.cnt[owner], many[owner]
+    lo, hi = cnt * k // parts, cnt * (k + 1) // parts
+    cols = table.cols[:, owner]
+    cols[7] = hi - lo
+    sflat, dflat = _pieces(lo, cols[7], cols, (table.sflat, table.dflat))
+    return replace(table, cols=cols, sflat=sflat, dflat=dflat).sorted()

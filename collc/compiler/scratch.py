@@ -1,4 +1,4 @@
-"""Pass: expand transfers into per-rank operations, allocating scratch (Schedule -> OpPlan).
+"""Pass: expand transfers into per-rank operations, allocating scratch (TransferTable -> OpPlan).
 
 Every remote transfer becomes a send on its source rank and a receive on its
 destination rank; a local transfer becomes a ``cpy`` or ``re``.  Buffers are
@@ -19,26 +19,27 @@ Scratch is allocated (fresh, never reused, so it adds no ordering) where:
 Guarantees: each op has contiguous operands with ``cnt`` >= 1; ``phase`` orders
 ops of one step (0 local/gather, 1 send, 2 receive, 3 scatter) so that reads of a
 step see the state before its writes, as the Schedule's synchronous semantics
-require.
+require.  ``expand`` reads the transfers' columns (:mod:`collc.compiler.transfers`), and the
+gathers and scatters of lists in several runs are worked out on their runs, all at once;
+only local copies and reduces are checked one at a time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import partial
-from itertools import chain
-from operator import attrgetter
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from collc.compiler.optable import BUF_CODE, Ints, OpTable
+from collc.compiler.optable import BUF_CODE, FIELDS, Ints, OpTable, encode
+from collc.compiler.transfers import TransferTable, gather, runs
 from collc.errors import LoweringError
 from collc.ir.collective import Buffer, Collective
-from collc.ir.schedule import Op, Schedule, Transfer
+from collc.ir.schedule import Op
 
 Slot = tuple[str, int]
 Interval = tuple[str, int, int]   # buffer, first chunk, end (exclusive)
@@ -146,24 +147,6 @@ class OpPlan:
         return [self.table.take(slice(a, b)) for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def _phys_runs(pb: int, base: int, idx: range | tuple[int, ...]) -> list[tuple[int, int, int]]:
-    """The (buffer, first slot, length) runs of ``idx`` in physical buffer ``pb`` at ``base``."""
-    if type(idx) is range:
-        return [(pb, base + idx.start, len(idx))]
-    out: list[tuple[int, int, int]] = []
-    for x in idx:
-        i = base + x
-        if out and out[-1][1] + out[-1][2] == i:
-            out[-1] = (pb, out[-1][1], out[-1][2] + 1)
-        else:
-            out.append((pb, i, 1))
-    return out
-
-
-#: Order of an op among its transfer's (plan order): gathers, the send, the receive, scatters.
-_SEQ_SEND, _SEQ_RECV, _SEQ_SCATTER = 1 << 40, 2 << 40, 3 << 40
-
-
 def _overlaps(keys: Ints, lo: Ints, hi: Ints, qkey: Ints, qlo: Ints, qhi: Ints) -> npt.NDArray[np.bool_]:
     """Per query: whether ``[qlo, qhi)`` overlaps an interval ``[lo, hi)`` of the same key."""
     if not len(keys):
@@ -179,29 +162,15 @@ def _overlaps(keys: Ints, lo: Ints, hi: Ints, qkey: Ints, qlo: Ints, qhi: Ints) 
     return hit
 
 
-def expand(schedule: Schedule) -> OpPlan:
-    coll = schedule.collective
+def expand(table: TransferTable) -> OpPlan:
+    """Every rank's ops, rank by rank, each rank's in plan order (the module docstring)."""
+    coll = table.collective
     n = coll.nranks
-    ts = schedule.transfers
-    count = len(ts)
-
-    def col(values: Iterable[int]) -> Ints:
-        return np.fromiter(values, dtype=np.int64, count=count)
-
-    def pull(names: tuple[str, ...], to: Callable[[Any], int] = int) -> list[Ints]:
-        """Attributes of every transfer, pulled in one pass (a million transfers on 32x32)."""
-        flat = np.fromiter(map(to, chain.from_iterable(map(attrgetter(*names), ts))), dtype=np.int64,
-                           count=count * len(names))
-        return list(flat.reshape(count, len(names)).T)
-
-    step, src, dst, lane = pull(("step", "src", "dst", "lane"))
-    code = {b: BUF_CODE[b.value] for b in Buffer}
-    sbuf, dbuf = pull(("src_buf", "dst_buf"), code.__getitem__)
-    reduce = col(map({Op.COPY: 0, Op.REDUCE: 1}.__getitem__, map(attrgetter("op"), ts))) > 0
-    sidx = list(map(attrgetter("src_idx"), ts))
-    didx = list(map(attrgetter("dst_idx"), ts))
-    size = col(map(len, sidx))
-    chunk = col(x[0] for x in sidx)
+    count = len(table)
+    step, src, dst, lane, size = table.step, table.src, table.dst, table.lane, table.cnt
+    sbuf, dbuf = table.srcbuf, table.dstbuf
+    reduce = table.reduce > 0
+    chunk = table.sfirst
     number = np.arange(count, dtype=np.int64) - np.searchsorted(step, step)       # index within its step
     # where each rank's logical buffers live (in-place aliasing)
     abuf = np.zeros((n, len(BUF_CODE)), dtype=np.int64)
@@ -209,32 +178,24 @@ def expand(schedule: Schedule) -> OpPlan:
     for r in range(n):
         for b in Buffer:
             pb, base = coll.alias(r, b)
-            abuf[r, code[b]], abase[r, code[b]] = BUF_CODE[pb.value], base
+            abuf[r, BUF_CODE[b.value]], abase[r, BUF_CODE[b.value]] = BUF_CODE[pb.value], base
     ps_buf, pd_buf = abuf[src, sbuf], abuf[dst, dbuf]
-    ps_off = abase[src, sbuf] + np.fromiter((x[0] for x in sidx), dtype=np.int64, count=count)
-    pd_off = abase[dst, dbuf] + np.fromiter((x[0] for x in didx), dtype=np.int64, count=count)
-    # index lists that are not ranges: their physical runs, worked out one by one
-    s_runs = {k: _phys_runs(int(ps_buf[k]), int(abase[src[k], sbuf[k]]), sidx[k])
-              for k in np.flatnonzero([type(x) is not range for x in sidx]).tolist()}
-    d_runs = {k: _phys_runs(int(pd_buf[k]), int(abase[dst[k], dbuf[k]]), didx[k])
-              for k in np.flatnonzero([type(x) is not range for x in didx]).tolist()}
-    multi_s = np.zeros(count, dtype=bool)
-    multi_s[[k for k, r in s_runs.items() if len(r) > 1]] = True
-    multi_d = np.zeros(count, dtype=bool)
-    multi_d[[k for k, r in d_runs.items() if len(r) > 1]] = True
+    ps_off = abase[src, sbuf] + table.sfirst
+    pd_off = abase[dst, dbuf] + table.dfirst
+    # chunk lists in several runs (a table stores a contiguous list as a range): their physical runs
+    multi_s, multi_d = table.sat >= 0, table.dat >= 0
+    s_runs = _Runs.of(table.sflat, table.sat, size, multi_s, ps_buf, abase[src, sbuf], ps_off)
+    d_runs = _Runs.of(table.dflat, table.dat, size, multi_d, pd_buf, abase[dst, dbuf], pd_off)
     local = src == dst
     remote = ~local
     # the slots each step reads, per (step, rank, buffer): a receive that would write one of them
     # lands in scratch (an exchange: both sides' sends stay independent of their receives)
-    rkey = [(step * n + src) * 3 + ps_buf]
-    rlo, rhi = [ps_off], [ps_off + size]
-    more = [(k, b, i, c) for k in np.flatnonzero(multi_s).tolist() for b, i, c in s_runs[k]]
-    if more:
-        mk, mb, mi, mc = (np.array(x, dtype=np.int64) for x in zip(*more))
-        keep = ~multi_s
-        rkey, rlo, rhi = [rkey[0][keep], (step[mk] * n + src[mk]) * 3 + mb], [rlo[0][keep], mi], [rhi[0][keep], mi + mc]
-    into_scratch = remote & ~multi_d & _overlaps(np.concatenate(rkey), np.concatenate(rlo), np.concatenate(rhi),
-                                                 (step * n + dst) * 3 + pd_buf, pd_off, pd_off + size)
+    keep = ~multi_s
+    o = s_runs.owner
+    rkey = np.concatenate([((step * n + src) * 3 + ps_buf)[keep], (step[o] * n + src[o]) * 3 + ps_buf[o]])
+    rlo = np.concatenate([ps_off[keep], s_runs.start])
+    rhi = np.concatenate([(ps_off + size)[keep], s_runs.start + s_runs.length])
+    into_scratch = remote & ~multi_d & _overlaps(rkey, rlo, rhi, (step * n + dst) * 3 + pd_buf, pd_off, pd_off + size)
     # scratch, fresh per use, in transfer order on each rank: a gather on the sender, a landing
     # place on the receiver
     a_src = remote & multi_s
@@ -246,13 +207,13 @@ def expand(schedule: Schedule) -> OpPlan:
     ev_size = size[ev]
     total = np.cumsum(ev_size)
     first = np.searchsorted(ev_rank, ev_rank)
-    at = schedule.scratch_chunks + total - ev_size - (total[first] - ev_size[first])    # exclusive, per rank
+    at = table.scratch_chunks + total - ev_size - (total[first] - ev_size[first])    # exclusive, per rank
     s_alloc = np.zeros(count, dtype=np.int64)
     d_alloc = np.zeros(count, dtype=np.int64)
     is_src = np.concatenate([np.ones(int(a_src.sum()), bool), np.zeros(int(a_dst.sum()), bool)])[order]
     s_alloc[ev[is_src]] = at[is_src]
     d_alloc[ev[~is_src]] = at[~is_src]
-    scratch_top = [schedule.scratch_chunks] * n
+    scratch_top = [table.scratch_chunks] * n
     if len(ev):
         last = np.append(np.flatnonzero(ev_rank[1:] != ev_rank[:-1]), len(ev) - 1)
         for r, top in zip(ev_rank[last].tolist(), (at[last] + ev_size[last]).tolist()):
@@ -261,24 +222,49 @@ def expand(schedule: Schedule) -> OpPlan:
     # place among the transfer's ops
     parts: list[tuple[Ints, Ints, list[Ints]]] = []
 
-    def rows(which: Ints, seq: int, fields: list[Ints | int]) -> None:
+    def rows(which: npt.NDArray[np.bool_], seq: int, fields: list[Ints | int]) -> None:
+        """Rows of the transfers ``which``: each field an array (indexed by transfer), or one value."""
         k = np.flatnonzero(which)
         parts.append((k, np.full(len(k), seq, dtype=np.int64),
                       [f[k] if isinstance(f, np.ndarray) else np.full(len(k), f, dtype=np.int64) for f in fields]))
 
+    def each(k: Ints, seq: Ints, fields: list[Ints | int]) -> None:
+        """Rows of the runs whose transfers are ``k``: each field an array (one entry per row), or one value."""
+        parts.append((k, seq, [f if isinstance(f, np.ndarray) else np.full(len(k), f, dtype=np.int64)
+                               for f in fields]))
+
     red = reduce.astype(np.int64)
-    sends = remote & ~multi_s
-    rows(sends, _SEQ_SEND, [src, step, 1, _CS, dst, lane, ps_buf, ps_off, ps_buf, ps_off, size, 0, number, -1, chunk])
-    recvs = remote & ~multi_d & ~into_scratch
-    rows(recvs, _SEQ_RECV, [dst, step, 2, _CR, src, lane, pd_buf, pd_off, pd_buf, pd_off, size, red, number, -1,
-                            chunk])
+    # an op's place among its transfer's (plan order): gathers (and a local op's pieces) by their
+    # first chunk in the list, the send, the receive, scatters
+    seq_send = int(size.max()) + 1 if count else 1
+    seq_recv, seq_scatter = seq_send + 1, seq_send + 2
+    rows(remote & ~multi_s, seq_send, [src, step, 1, _CS, dst, lane, ps_buf, ps_off, ps_buf, ps_off, size, 0, number,
+                                        -1, chunk])
+    rows(remote & ~multi_d & ~into_scratch, seq_recv, [dst, step, 2, _CR, src, lane, pd_buf, pd_off, pd_buf, pd_off,
+                                                        size, red, number, -1, chunk])
     landed = remote & ~multi_d & into_scratch
-    rows(landed, _SEQ_RECV, [dst, step, 2, _CR, src, lane, _SCRATCH, d_alloc, _SCRATCH, d_alloc, size, 0, number, -1,
+    rows(landed, seq_recv, [dst, step, 2, _CR, src, lane, _SCRATCH, d_alloc, _SCRATCH, d_alloc, size, 0, number, -1,
                              chunk])
-    rows(landed, _SEQ_SCATTER, [dst, step, 3, np.where(reduce, _CRE, _CC), -1, lane, _SCRATCH, d_alloc, pd_buf,
+    rows(landed, seq_scatter, [dst, step, 3, np.where(reduce, _CRE, _CC), -1, lane, _SCRATCH, d_alloc, pd_buf,
                                 pd_off, size, 0, number, d_alloc, chunk])
-    # the rest one transfer at a time: gathers and scatters of index lists in several runs, and
-    # local copies (which must not race their step)
+    # index lists in several runs: gathered into scratch and sent from there, received into
+    # scratch and scattered from there
+    rows(a_src, seq_send, [src, step, 1, _CS, dst, lane, _SCRATCH, s_alloc, _SCRATCH, s_alloc, size, 0, number, -1,
+                            chunk])
+    g = remote[s_runs.owner]
+    k = s_runs.owner[g]
+    pos = s_alloc[k] + s_runs.offset[g]
+    each(k, s_runs.index[g], [src[k], step[k], 0, _CC, -1, lane[k], ps_buf[k], s_runs.start[g], _SCRATCH, pos,
+                              s_runs.length[g], 0, number[k], pos, chunk[k]])
+    rows(remote & multi_d, seq_recv, [dst, step, 2, _CR, src, lane, _SCRATCH, d_alloc, _SCRATCH, d_alloc, size, 0,
+                                       number, -1, chunk])
+    g = remote[d_runs.owner]
+    k = d_runs.owner[g]
+    pos = d_alloc[k] + d_runs.offset[g]
+    each(k, seq_scatter + d_runs.index[g], [dst[k], step[k], 3, np.where(reduce[k], _CRE, _CC), -1, lane[k],
+                                             _SCRATCH, pos, pd_buf[k], d_runs.start[g], d_runs.length[g], 0,
+                                             number[k], pos, chunk[k]])
+    # local copies one transfer at a time (they must not race their step)
     extra: list[tuple[int, ...]] = []
     seqs: list[int] = []
     tix: list[int] = []
@@ -287,71 +273,86 @@ def expand(schedule: Schedule) -> OpPlan:
         tix.append(k)
         seqs.append(seq)
         extra.append(row)
-    for k in np.flatnonzero(remote & (multi_s | multi_d)).tolist():
-        t = ts[k]
-        st, nm, ln, ch, cnt = t.step, int(number[k]), t.lane, int(chunk[k]), len(t.src_idx)
-        if multi_s[k]:
-            pos = base = int(s_alloc[k])
-            for j, (rb, ri, rc) in enumerate(s_runs[k]):
-                add(k, j, (t.src, st, 0, _CC, -1, ln, rb, ri, _SCRATCH, pos, rc, 0, nm, pos, ch))
-                pos += rc
-            add(k, _SEQ_SEND, (t.src, st, 1, _CS, t.dst, ln, _SCRATCH, base, _SCRATCH, base, cnt, 0, nm, -1, ch))
-        if multi_d[k]:
-            pos = base = int(d_alloc[k])
-            add(k, _SEQ_RECV, (t.dst, st, 2, _CR, t.src, ln, _SCRATCH, base, _SCRATCH, base, cnt, 0, nm, -1, ch))
-            kind = _CRE if reduce[k] else _CC
-            for j, (rb, ri, rc) in enumerate(d_runs[k]):
-                add(k, _SEQ_SCATTER + j, (t.dst, st, 3, kind, -1, ln, _SCRATCH, pos, rb, ri, rc, 0, nm, pos, ch))
-                pos += rc
     if local.any():
-        _locals(schedule, ts, local, step, number, chunk, s_runs, d_runs, ps_buf, ps_off, pd_buf, pd_off, size, add)
+        _locals(table, local, number, chunk, s_runs, d_runs, add)
     if extra:
         parts.append((np.array(tix, dtype=np.int64), np.array(seqs, dtype=np.int64),
                       list(np.array(extra, dtype=np.int64).reshape(len(extra), -1).T)))
     # rank by rank, each rank's rows in plan order (transfer by transfer): by_rank takes views
-    order = np.lexsort((np.concatenate([p[1] for p in parts]), np.concatenate([p[0] for p in parts]),
-                        np.concatenate([p[2][0] for p in parts])))
-    cols = np.empty((len(parts[0][2]), len(order)), dtype=np.int64)
-    for f in range(len(cols)):          # a field at a time: a million ops make 100 MB a copy
-        cols[f] = np.concatenate([p[2][f] for p in parts])[order]
+    order = np.argsort(encode([np.concatenate([p[2][0] for p in parts]), np.concatenate([p[0] for p in parts]),
+                               np.concatenate([p[1] for p in parts])]))       # one op per key
+    cols = np.empty((len(FIELDS), len(order)), dtype=np.int64)        # pos: OpTable.from_columns
+    for f in range(len(parts[0][2])):   # a field at a time: a million ops make 100 MB a copy
+        np.take(np.concatenate([p[2][f] for p in parts]), order, out=cols[f])
         for p in parts:
             p[2][f] = p[2][f][:0]
-    return OpPlan(coll, OpTable.from_columns(cols), tuple(scratch_top), schedule.provenance.algorithm)
+    return OpPlan(coll, OpTable.from_columns(cols), tuple(scratch_top), table.provenance.algorithm)
 
 
-def _locals(schedule: Schedule, ts: Sequence[Transfer], local: npt.NDArray[np.bool_], step: Ints, number: Ints,
-            chunk: Ints, s_runs: dict[int, list[tuple[int, int, int]]], d_runs: dict[int, list[tuple[int, int, int]]],
-            ps_buf: Ints, ps_off: Ints, pd_buf: Ints, pd_off: Ints, size: Ints,
-            add: Callable[[int, int, tuple[int, ...]], None]) -> None:
+@dataclass(frozen=True)
+class _Runs:
+    """The physical runs (contiguous ascending slots) of one side's chunk lists in several runs,
+    list by list: per run its transfer, place among the transfer's runs, first slot, length and
+    offset in the transfer's list; and the whole side's buffers and slots (a list in one run)."""
+
+    owner: Ints
+    index: Ints
+    start: Ints
+    length: Ints
+    offset: Ints
+    buf: Ints
+    first: Ints
+    cnt: Ints
+
+    @staticmethod
+    def of(flat: Ints, at: Ints, cnt: Ints, multi: npt.NDArray[np.bool_], buf: Ints, base: Ints,
+           first: Ints) -> _Runs:
+        k = np.flatnonzero(multi)
+        owner, start, length = runs(gather(flat, at[k], cnt[k]), cnt[k])
+        owner = k[owner]
+        begin = np.searchsorted(owner, owner)
+        ends = np.cumsum(length) - length
+        return _Runs(owner, np.arange(len(owner), dtype=np.int64) - begin, base[owner] + start, length,
+                     ends - ends[begin], buf, first, cnt)
+
+    def of_transfer(self, k: int, first: int) -> list[tuple[int, int, int]]:
+        """Transfer ``k``'s runs as (buffer, first slot, length); ``first``: its first slot."""
+        lo, hi = np.searchsorted(self.owner, [k, k + 1]).tolist()
+        b = int(self.buf[k])
+        if lo == hi:
+            return [(b, first, int(self.cnt[k]))]
+        return [(b, s, c) for s, c in zip(self.start[lo:hi].tolist(), self.length[lo:hi].tolist())]
+
+
+def _locals(table: TransferTable, local: npt.NDArray[np.bool_], number: Ints, chunk: Ints, s_runs: _Runs,
+            d_runs: _Runs, add: Callable[[int, int, tuple[int, ...]], None]) -> None:
     """The local copies and reduces, step by step: each checked against the slots its step's
     other transfers read and write on its rank."""
-    def runs(k: int, dst_side: bool) -> list[tuple[int, int, int]]:
-        got = (d_runs if dst_side else s_runs).get(k)
-        if got is not None:
-            return got
-        if dst_side:
-            return [(int(pd_buf[k]), int(pd_off[k]), int(size[k]))]
-        return [(int(ps_buf[k]), int(ps_off[k]), int(size[k]))]
+    ps_off, pd_off = s_runs.first, d_runs.first
+    step, src, dst, lane, red = (c.tolist() for c in (table.step, table.src, table.dst, table.lane, table.reduce))
+    bounds = np.searchsorted(table.step, np.arange(table.nsteps + 1)).tolist()
 
-    bounds = np.searchsorted(step, np.arange(schedule.nsteps + 1)).tolist()
-    for s in np.unique(step[local]).tolist():
+    def runs_of(k: int, dst_side: bool) -> list[tuple[int, int, int]]:
+        return d_runs.of_transfer(k, int(pd_off[k])) if dst_side else s_runs.of_transfer(k, int(ps_off[k]))
+
+    for s in np.unique(table.step[local]).tolist():
         lo, hi = bounds[s], bounds[s + 1]
-        ranks = set(ts[k].src for k in range(lo, hi) if local[k])
+        ranks = set(src[k] for k in range(lo, hi) if local[k])
         # the slots of the step on those ranks only: a local op is checked against its own rank's
         read_now: dict[int, set[tuple[int, int]]] = {}
         written_now: dict[int, set[tuple[int, int]]] = {}
         for k in range(lo, hi):
-            t = ts[k]
-            for rank, dst_side, now in ((t.src, False, read_now), (t.dst, True, written_now)):
+            for rank, dst_side, now in ((src[k], False, read_now), (dst[k], True, written_now)):
                 if rank in ranks:
-                    now.setdefault(rank, set()).update((b, i + j) for b, i, c in runs(k, dst_side) for j in range(c))
+                    now.setdefault(rank, set()).update((b, i + j) for b, i, c in runs_of(k, dst_side)
+                                                       for j in range(c))
         for k in range(lo, hi):
             if local[k]:
-                _local(ts[k], s, int(number[k]), runs(k, False), runs(k, True), read_now, written_now,
-                       partial(add, k), int(chunk[k]))
+                _local(src[k], bool(red[k]), lane[k], s, int(number[k]), runs_of(k, False), runs_of(k, True),
+                       read_now, written_now, partial(add, k), int(chunk[k]))
 
 
-def _local(t: Transfer, step_no: int, number: int, srcs: list[tuple[int, int, int]],
+def _local(rank: int, reduce: bool, lane: int, step_no: int, number: int, srcs: list[tuple[int, int, int]],
            dsts: list[tuple[int, int, int]], read_now: dict[int, set[tuple[int, int]]],
            written_now: dict[int, set[tuple[int, int]]], emit: Callable[[int, tuple[int, ...]], None],
            chunk: int) -> None:
@@ -360,20 +361,21 @@ def _local(t: Transfer, step_no: int, number: int, srcs: list[tuple[int, int, in
     mine_w = {(b, i + j) for b, i, c in dsts for j in range(c)}
     if mine_r == mine_w:
         return  # in place the copy is onto itself (allgather's own block): nothing to do
-    others_w = written_now.get(t.src, set()) - mine_w
-    others_r = read_now.get(t.src, set()) - mine_r
+    others_w = written_now.get(rank, set()) - mine_w
+    others_r = read_now.get(rank, set()) - mine_r
     if mine_r & others_w or mine_w & others_r:
-        raise LoweringError(f"step {step_no}: the local {t.op.value} on rank {t.src} touches chunks another "
+        op = Op.REDUCE if reduce else Op.COPY
+        raise LoweringError(f"step {step_no}: the local {op.value} on rank {rank} touches chunks another "
                             f"transfer of the same step uses; put it in a step of its own")
     # split into pieces where both sides stay contiguous
     flat_s = [(b, i + j) for b, i, c in srcs for j in range(c)]
     flat_d = [(b, i + j) for b, i, c in dsts for j in range(c)]
     start = 0
-    kind = _CRE if t.op is Op.REDUCE else _CC
+    kind = _CRE if reduce else _CC
     for k in range(1, len(flat_s) + 1):
         end_run = k == len(flat_s) or flat_s[k][0] != flat_s[k - 1][0] or flat_s[k][1] != flat_s[k - 1][1] + 1 \
             or flat_d[k][0] != flat_d[k - 1][0] or flat_d[k][1] != flat_d[k - 1][1] + 1
         if end_run:
             (sb, so), (db, do) = flat_s[start], flat_d[start]
-            emit(start, (t.src, step_no, 0, kind, -1, t.lane, sb, so, db, do, k - start, 0, number, start, chunk))
+            emit(start, (rank, step_no, 0, kind, -1, lane, sb, so, db, do, k - start, 0, number, start, chunk))
             start = k

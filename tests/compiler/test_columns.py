@@ -15,6 +15,7 @@ from collc.compiler.msccl.threadblocks import channel_ops, threadblocks
 from collc.compiler.optable import OpTable
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.scratch import expand
+from collc.compiler.transfers import TransferTable
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind
 from collc.ir.schedule import Schedule
@@ -56,7 +57,7 @@ def test_ranks_lowered_together_get_the_program_each_gets_alone(name: str, monke
 
 def test_a_run_of_ranks_in_any_grouping_gives_the_same_gpus() -> None:
     s = CASES["swing-odd-sync-reply"]()
-    plan = expand(s)
+    plan = expand(TransferTable.of(s))
     ranks = plan.by_rank()
     hints = [dict[tuple[int, int], int]() for _ in ranks]
     sync = [frozenset({b for a, b in s.step_sync if a == r}) for r in range(len(ranks))]
@@ -81,7 +82,7 @@ def test_the_printer_of_the_columns_prints_the_gpu() -> None:
 
 
 def test_op_table_rows_read_as_rank_ops_in_logical_order() -> None:
-    plan = expand(CASES["rhd-allreduce-outofplace"]())
+    plan = expand(TransferTable.of(CASES["rhd-allreduce-outofplace"]()))
     ops = plan.table.ops()
     assert len(ops) == len(plan.table) and {op.rank for op in ops} == set(range(8))
     assert sorted(ops) == sorted(plan.ops)           # the same ops, in plan order there

@@ -18,6 +18,7 @@ from collc.compiler.pipeline import LowerOptions, lower
 from collc.compiler.pipelining import split_chunks
 from collc.compiler.msccl.program import Program, Proto
 from collc.compiler.scratch import expand
+from collc.compiler.transfers import TransferTable
 from collc.compiler.msccl.threadblocks import assign_channels, assign_threadblocks, safe_pair
 from collc.driver import compile_xml
 from collc.errors import LoweringError
@@ -61,7 +62,7 @@ def paired(p: Program) -> int:
 @pytest.mark.parametrize("k, safe", [(1, True), (2, False), (8, False)])
 def test_square_pairs_only_sends_that_fit_a_connection(k: int, safe: bool) -> None:
     s = square(k)
-    plan = expand(s)
+    plan = expand(TransferTable.of(s))
     chops = assign_channels(plan, 1)
     # rank 0 receives from 2 (its y neighbour) what it forwards to 1 (its x neighbour); it sends
     # k chunks to 1 before its receive of step 0, 2k before that of step 1, and a connection
@@ -116,7 +117,7 @@ def test_paired_lowering_never_blocks(case: Case, chunks: int, proto: Proto, top
         p = lower(s, opts)
     except LoweringError:
         return          # a limit (steps or tbs) refuses these chunks: nothing was paired
-    coll = split_chunks(s, chunks, 1).collective      # the collective the program moves
+    coll = split_chunks(TransferTable.of(s), chunks, 1).collective      # the collective the program moves
     # at the window's top (the check's size) and at small sizes, whose pieces are larger
     edge = window_top(dialect, top)
     for nbytes in (edge, 1 << 10, 1 << 14):

@@ -25,6 +25,7 @@ from collc.compiler.pipeline import LowerOptions, enforce_limits, lower
 from collc.compiler.pipelining import split_chunks
 from collc.compiler.msccl.program import Program
 from collc.compiler.scratch import expand
+from collc.compiler.transfers import TransferTable
 from collc.compiler.msccl.threadblocks import channel_ops, rank_threadblocks
 from collc.errors import CollcError
 from collc.frontends.registry import build_schedule
@@ -65,7 +66,7 @@ CASES = {
 def _pass_chain(case: Case) -> dict[str, tuple[list[str], list[str]]]:
     """Per pass: the text of its input and of its output (rank 0 for the per-rank passes)."""
     s = case.schedule()
-    split = split_chunks(s, case.chunks, 1)
+    split = split_chunks(TransferTable.of(s), case.chunks, 1)
     plan = expand(split)
     rank0 = plan.by_rank()[0]
     chops = channel_ops(rank0, 1)
@@ -73,8 +74,8 @@ def _pass_chain(case: Case) -> dict[str, tuple[list[str], list[str]]]:
     fused = fuse_rank(plan.collective, 0, tbs)
     gpu = build_gpu(plan.collective, 0, fused, plan.scratch[0]).to_gpu()
     return {
-        "pipelining": (show_schedule(s), show_schedule(split)),
-        "scratch": (show_schedule(split), show_plan(plan)),
+        "pipelining": (show_schedule(s), show_schedule(split.schedule())),
+        "scratch": (show_schedule(split.schedule()), show_plan(plan)),
         "channels": (["plan rank 0"] + ["  " + _op(o) for o in rank0.ops()], ["channels rank 0"] + show_chops(chops)),
         "threadblocks": (["channels rank 0"] + show_chops(chops), ["tbs rank 0"] + show_tbs(tbs)),
         "fusion": (["tbs rank 0"] + show_tbs(tbs), ["fused rank 0"] + show_tbs(fused)),
@@ -90,9 +91,9 @@ def _small_program() -> Program:
 INVALID: dict[tuple[str, str], tuple[Callable[[], list[str]], Callable[[], object]]] = {
     ("pipelining", "zero-parts"): (
         lambda: show_schedule(CASES["ring3-allgather"].schedule()) + ["parts=0 instances=1"],
-        lambda: split_chunks(CASES["ring3-allgather"].schedule(), 0, 1)),
+        lambda: split_chunks(TransferTable.of(CASES["ring3-allgather"].schedule()), 0, 1)),
     ("scratch", "local-copy-racing-its-step"): (
-        lambda: show_schedule(_racing()), lambda: expand(_racing())),
+        lambda: show_schedule(_racing()), lambda: expand(TransferTable.of(_racing()))),
     ("limits", "rccl-tbs-per-gpu"): (
         lambda: ["program ring ring:3 allgather, gpu 0 given 65 tbs, rccl dialect"],
         lambda: enforce_limits(_with_tbs(_small_program(), 65), Dialect.RCCL)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 import pytest
 
 from collc.compiler.msccl.dependencies import build_program
@@ -15,6 +16,7 @@ from collc.driver import lower_checked
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.msccl.program import Program, Proto, Step, StepType
 from collc.compiler.scratch import Kind, OpPlan, expand
+from collc.compiler.transfers import TransferTable
 from collc.compiler.msccl.threadblocks import TbPlan, assign_channels, assign_threadblocks, order_key, rank_threadblocks
 from collc.errors import LoweringError, NodeBudgetError
 from collc.frontends.registry import build_schedule
@@ -43,8 +45,21 @@ SCHEDULES = {
 }
 
 
+def split(s: Schedule, parts: int = 1, instances: int = 1) -> Schedule:
+    """split_chunks on ``s``'s transfer table, read back as a Schedule."""
+    return split_chunks(TransferTable.of(s), parts, instances).schedule()
+
+
+def cap(s: Schedule, max_cnt: int) -> Schedule:
+    return cap_counts(TransferTable.of(s), max_cnt).schedule()
+
+
+def plan_of(s: Schedule) -> OpPlan:
+    return expand(TransferTable.of(s))
+
+
 def tb_plan(s: Schedule, groups: int = 1, pair: bool = True) -> TbPlan:
-    plan = expand(s)
+    plan = plan_of(s)
     return assign_threadblocks(plan, assign_channels(plan, groups), pair)
 
 
@@ -57,7 +72,7 @@ def program(s: Schedule, proto: Proto = Proto.SIMPLE) -> Program:
 @pytest.mark.parametrize("parts, instances", [(2, 1), (3, 1), (1, 2), (2, 2)])
 def test_split_chunks_multiplies_the_chunk_factor(name: str, parts: int, instances: int) -> None:
     s = SCHEDULES[name]()
-    out = split_chunks(s, parts, instances)
+    out = split(s, parts, instances)
     m = parts * instances
     assert out.collective.chunk_factor == s.collective.chunk_factor * m
     assert out.collective.kind is s.collective.kind and out.collective.inplace == s.collective.inplace
@@ -74,7 +89,7 @@ def test_split_chunks_multiplies_the_chunk_factor(name: str, parts: int, instanc
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
 def test_split_chunks_keeps_transfers_contiguous(name: str) -> None:
     s = SCHEDULES[name]()
-    out = split_chunks(s, 3, 2)
+    out = split(s, 3, 2)
     contiguous = all(isinstance(t.src_idx, range) and isinstance(t.dst_idx, range) for t in s.transfers)
     if contiguous:
         assert all(isinstance(t.src_idx, range) and isinstance(t.dst_idx, range) for t in out.transfers)
@@ -83,27 +98,30 @@ def test_split_chunks_keeps_transfers_contiguous(name: str) -> None:
 def test_split_chunks_maps_chunk_x_to_its_sub_chunks() -> None:
     coll = Collective(CollKind.ALLTOALL, 2, 2)
     s = Schedule(coll, (Transfer(0, 0, 1, I, (0, 3), O, (1, 2)),), Provenance("t"))
-    out = split_chunks(s, 2)
+    out = split(s, 2)
     assert [(list(t.src_idx), list(t.dst_idx)) for t in out.transfers] == [([0, 1], [2, 3]), ([6, 7], [4, 5])]
 
 
 def test_split_chunks_is_pure_and_identity_for_one() -> None:
     s = SCHEDULES["ring-allreduce-ring4"]()
     before = s.transfers
-    assert split_chunks(s, 1, 1) is s
-    split_chunks(s, 2, 2)
+    table = TransferTable.of(s)
+    cols = table.cols.copy()
+    assert split_chunks(table, 1, 1) is table
+    split_chunks(table, 2, 2)
     assert s.transfers == before and s.collective.chunk_factor == 4
+    assert np.array_equal(table.cols, cols) and table.schedule().transfers == before
 
 
 def test_split_chunks_records_the_parameters() -> None:
-    out = split_chunks(SCHEDULES["ring-allreduce-ring4"](), 2, 3)
+    out = split(SCHEDULES["ring-allreduce-ring4"](), 2, 3)
     assert ("chunks", "2") in out.provenance.params and ("instances", "3") in out.provenance.params
 
 
 @pytest.mark.parametrize("parts, instances", [(0, 1), (1, 0), (-1, 2)])
 def test_split_chunks_rejects_bad_factors(parts: int, instances: int) -> None:
     with pytest.raises(LoweringError, match="at least|>= 1"):
-        split_chunks(SCHEDULES["ring-allreduce-ring4"](), parts, instances)
+        split(SCHEDULES["ring-allreduce-ring4"](), parts, instances)
 
 
 # ======================================================================= pipelining: cap_counts
@@ -119,7 +137,7 @@ def test_cap_counts_splits_large_transfers() -> None:
     s = allgather2(10)
     verify_schedule(s)
     assert {t.count for t in s.transfers} == {10}
-    out = cap_counts(s, 4)
+    out = cap(s, 4)
     assert max(t.count for t in out.transfers) <= 4
     assert sorted({t.count for t in out.transfers}) == [3, 4]
     assert sum(t.count for t in out.transfers) == sum(t.count for t in s.transfers)
@@ -130,7 +148,8 @@ def test_cap_counts_splits_large_transfers() -> None:
 
 def test_cap_counts_is_identity_when_within_the_cap() -> None:
     s = SCHEDULES["rhd-allreduce-switch8"]()
-    assert cap_counts(s, 71) is s
+    table = TransferTable.of(s)
+    assert cap_counts(table, 71) is table
 
 
 def test_cap_counts_keeps_the_cnt_limit_in_lowering() -> None:
@@ -147,7 +166,7 @@ def _ops(plan: OpPlan, rank: int, kind: Kind) -> list[object]:
 def test_expand_gathers_a_non_contiguous_source_into_scratch() -> None:
     coll = Collective(CollKind.ALLTOALL, 2, 2)
     s = Schedule(coll, (Transfer(0, 0, 1, I, (0, 2), O, range(0, 2)),), Provenance("t"))
-    plan = expand(s)
+    plan = plan_of(s)
     assert plan.scratch == (2, 0)
     copies = _ops(plan, 0, Kind.COPY)
     assert [(c.srcbuf, c.srcoff, c.dstbuf, c.dstoff, c.cnt, c.phase) for c in copies] == [  # type: ignore[attr-defined]
@@ -161,7 +180,7 @@ def test_expand_gathers_a_non_contiguous_source_into_scratch() -> None:
 def test_expand_scatters_a_non_contiguous_destination_from_scratch() -> None:
     coll = Collective(CollKind.ALLTOALL, 2, 2)
     s = Schedule(coll, (Transfer(0, 0, 1, I, range(0, 2), O, (1, 3), Op.REDUCE),), Provenance("t"))
-    plan = expand(s)
+    plan = plan_of(s)
     assert plan.scratch == (0, 2)
     (recv,) = _ops(plan, 1, Kind.RECV)
     assert (recv.dstbuf, recv.dstoff, recv.cnt, recv.reduce, recv.phase) == ("s", 0, 2, False, 2)  # type: ignore[attr-defined]
@@ -173,7 +192,7 @@ def test_expand_scatters_a_non_contiguous_destination_from_scratch() -> None:
 def test_expand_same_step_exchange_receives_into_scratch() -> None:
     """Recursive doubling: both partners send and receive the same slot in one step."""
     s = SCHEDULES["rd-allreduce-switch4"]()
-    plan = expand(s)
+    plan = plan_of(s)
     recvs = [op for op in plan.ops if op.kind is Kind.RECV]
     assert recvs and all(op.dstbuf == "s" and not op.reduce for op in recvs)
     assert all(n >= s.nsteps for n in plan.scratch)  # fresh scratch per exchange
@@ -185,14 +204,14 @@ def test_expand_same_step_exchange_receives_into_scratch() -> None:
 
 
 def test_expand_without_clash_receives_in_place() -> None:
-    plan = expand(SCHEDULES["ring-allreduce-ring4"]())
+    plan = plan_of(SCHEDULES["ring-allreduce-ring4"]())
     assert plan.scratch == (0, 0, 0, 0)
     assert all(op.dstbuf == "i" for op in plan.ops if op.kind is Kind.RECV)  # in place: o is i
     assert {op.reduce for op in plan.ops if op.kind is Kind.RECV} == {True, False}
 
 
 def test_expand_resolves_in_place_aliasing() -> None:
-    plan = expand(sched("ring", "ring:4", CollKind.ALLGATHER, True))
+    plan = plan_of(sched("ring", "ring:4", CollKind.ALLGATHER, True))
     assert {op.srcbuf for op in plan.ops if op.kind is Kind.SEND} == {"o"}
     assert not any(op.kind is Kind.COPY for op in plan.ops)  # own block is already in place
 
@@ -203,12 +222,12 @@ def test_expand_rejects_a_local_op_racing_its_step() -> None:
     s = Schedule(coll, (Transfer(0, 0, 0, I, (0,), O, (0,)), Transfer(0, 1, 0, I, (1,), I, (0,))),
                  Provenance("t"))
     with pytest.raises(LoweringError, match="step 0: the local copy on rank 0"):
-        expand(s)
+        plan_of(s)
 
 
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
 def test_expand_ops_are_contiguous_and_ordered(name: str) -> None:
-    plan = expand(SCHEDULES[name]())
+    plan = plan_of(SCHEDULES[name]())
     for op in plan.ops:
         assert op.cnt >= 1
         assert (op.kind in (Kind.SEND, Kind.RECV)) == (op.peer >= 0)
@@ -223,7 +242,7 @@ def test_expand_ops_are_contiguous_and_ordered(name: str) -> None:
 @pytest.mark.parametrize("pair", [True, False])
 @pytest.mark.parametrize("name", sorted(SCHEDULES))
 def test_threadblocks_have_one_peer_per_direction(name: str, pair: bool, groups: int) -> None:
-    s = split_chunks(SCHEDULES[name](), 2)
+    s = split(SCHEDULES[name](), 2)
     tbp = tb_plan(s, groups, pair)
     assert len(tbp.tbs) == s.collective.nranks
     for rank, tbs in enumerate(tbp.tbs):
@@ -250,8 +269,8 @@ def test_threadblocks_have_one_peer_per_direction(name: str, pair: bool, groups:
 
 
 def test_channels_follow_lanes_and_groups() -> None:
-    s = split_chunks(SCHEDULES["ring-allreduce-ring4"](), 2, 2)
-    plan = expand(s)
+    s = split(SCHEDULES["ring-allreduce-ring4"](), 2, 2)
+    plan = plan_of(s)
     chops = [c for rank in assign_channels(plan, 2) for c in rank]
     assert {c.chan for c in chops} == {0, 1, 2, 3}
     assert all(c.chan // 2 == c.op.lane for c in chops)
@@ -269,7 +288,7 @@ def test_tb_pair_hints_decide_the_pairing() -> None:
     base = SCHEDULES["ring-allreduce-ring4"]()
     # ask rank 0 to pair its receive from 3 with nothing it sends to: no pair; rank 1 as the ring does
     s = replace(base, tb_pairs=((0, 0, 3, 2), (1, 0, 0, 2)))
-    plan = expand(s)
+    plan = plan_of(s)
     chops = assign_channels(plan, 1)
     r0 = rank_threadblocks(0, chops[0], True, {(0, 3): 2})
     assert sorted((t.send, t.recv) for t in r0) == [(-1, 3), (1, -1)]
@@ -280,12 +299,12 @@ def test_tb_pair_hints_decide_the_pairing() -> None:
 
 def test_split_chunks_copies_tb_pair_hints_into_every_instance() -> None:
     s = replace(SCHEDULES["ring-allreduce-ring4"](), tb_pairs=((1, 0, 0, 2),))
-    assert split_chunks(s, 2, 3).tb_pairs == ((1, 0, 0, 2), (1, 1, 0, 2), (1, 2, 0, 2))
-    assert cap_counts(split_chunks(s, 2, 1), 1).tb_pairs == ((1, 0, 0, 2),)
+    assert split(s, 2, 3).tb_pairs == ((1, 0, 0, 2), (1, 1, 0, 2), (1, 2, 0, 2))
+    assert cap(split(s, 2, 1), 1).tb_pairs == ((1, 0, 0, 2),)
     # a hint may name a lane no transfer uses: it still counts, so instances do not collide
     s = replace(SCHEDULES["ring-allreduce-ring4"](), tb_pairs=((1, 0, 0, 2), (1, 1, 0, 2)))
     assert s.lanes == 2
-    assert split_chunks(s, 1, 2).tb_pairs == ((1, 0, 0, 2), (1, 1, 0, 2), (1, 2, 0, 2), (1, 3, 0, 2))
+    assert split(s, 1, 2).tb_pairs == ((1, 0, 0, 2), (1, 1, 0, 2), (1, 2, 0, 2), (1, 3, 0, 2))
 
 
 # ======================================================================= fusion

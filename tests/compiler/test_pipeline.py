@@ -11,6 +11,7 @@ from collc.cli import main
 from collc.compiler import pipeline
 from collc.compiler.pipeline import PASS_NAMES, PASSES, LowerOptions, lower, run_pipeline
 from collc.compiler.scratch import Kind, expand
+from collc.compiler.transfers import TransferTable
 from collc.driver import compile_xml
 from collc.errors import LoweringError
 from collc.frontends.registry import build_schedule
@@ -46,7 +47,7 @@ def test_invariants_hold_between_every_pass(alg: str, spec: str, kind: CollKind,
 
 def test_a_broken_plan_is_caught_after_its_pass() -> None:
     s = build_schedule("ring", parse_spec("ring:4"), CollKind.ALLGATHER, False)
-    plan = expand(s)
+    plan = expand(TransferTable.of(s))
     lost = next(k for k, op in enumerate(plan.table.ops()) if op.kind is Kind.RECV)
     broken = replace(plan, table=plan.table.take([k for k in range(len(plan.table)) if k != lost]))
     scratch = next(p for p in PASSES if p.name == "scratch")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from collc.compiler.pipelining import split_chunks
+from collc.compiler.transfers import TransferTable
 from collc.errors import ScheduleError, VerifyError
 from collc.frontends.registry import build_schedule
 from collc.ir import verify
@@ -243,7 +244,7 @@ def test_sliced_steps_reach_the_chunk_by_chunk_verdicts(algorithm: str, spec: st
     topo = parse_spec(spec)
     base = build_schedule(algorithm, topo, CollKind.ALLREDUCE, True, None, None, gpus_per_file=topo.nranks,
                           chunks=1, instances=1)
-    for s in _variants(base) + _variants(split_chunks(base, 4)):
+    for s in _variants(base) + _variants(split_chunks(TransferTable.of(base), 4).schedule()):
         monkeypatch.setattr(verify, "SLICED", 10 ** 9)
         slow = _outcome(s)
         monkeypatch.setattr(verify, "SLICED", 0)

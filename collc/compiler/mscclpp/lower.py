@@ -61,6 +61,7 @@ from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from collc.compiler.pipelining import split_chunks
+from collc.compiler.transfers import TransferTable
 from collc.compiler.mscclpp.plan import (BufferType, Channel, ChannelType, Gpu, LocalBuff, Op, OpName,
                                  Plan, Protocol, ReduceOp, RemoteBuff, RemoteBuffer, Semaphore, TbChannels,
                                  TbRemoteBuffers, Threadblock)
@@ -753,7 +754,11 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
         raise LoweringError(why)
     clock = time.process_time     # CPU seconds (collc.clock: the machines are shared)
     t0 = clock()
-    sched = split_pieces(split_chunks(schedule, opts.chunks, opts.instances))
+    # split_chunks works on the transfer table (collc.compiler.transfers); this lowering reads
+    # Transfer objects, so the table is read back, where there is something to split
+    whole = opts.chunks == opts.instances == 1
+    sched = split_pieces(schedule if whole else
+                         split_chunks(TransferTable.of(schedule), opts.chunks, opts.instances).schedule())
     coll = sched.collective
     t1 = clock()
     items, scratch = assign_slots(sched)
