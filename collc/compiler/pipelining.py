@@ -29,6 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from collc.arrays import unique
 from collc.compiler.optable import Ints
 from collc.compiler.transfers import TransferTable, gather, pack
 from collc.errors import LoweringError
@@ -104,7 +105,7 @@ def _check_pieces(table: TransferTable, m: int) -> None:
         return
     n, steps = table.collective.nranks, table.nsteps
     # (rank, sending, step, peer) as one number, rank and side leading
-    seen = np.unique(np.concatenate([((src * 2 + 1) * steps + step) * n + dst, ((dst * 2) * steps + step) * n + src]))
+    seen = unique(np.concatenate([((src * 2 + 1) * steps + step) * n + dst, ((dst * 2) * steps + step) * n + src]))
     per_side = np.bincount(seen // (steps * n), minlength=2 * n)
     side = int(np.argmax(per_side))                # the most steps, and of those the lowest rank
     rank, most = side // 2, int(per_side[side])

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from collc.arrays import unique
 from collc.compiler.optable import BUF_CODE, FIELDS, Ints, OpTable, encode
 from collc.compiler.transfers import TransferTable, gather, runs
 from collc.errors import LoweringError
@@ -335,7 +336,7 @@ def _locals(table: TransferTable, local: npt.NDArray[np.bool_], number: Ints, ch
     def runs_of(k: int, dst_side: bool) -> list[tuple[int, int, int]]:
         return d_runs.of_transfer(k, int(pd_off[k])) if dst_side else s_runs.of_transfer(k, int(ps_off[k]))
 
-    for s in np.unique(table.step[local]).tolist():
+    for s in unique(table.step[local]).tolist():
         lo, hi = bounds[s], bounds[s + 1]
         ranks = set(src[k] for k in range(lo, hi) if local[k])
         # the slots of the step on those ranks only: a local op is checked against its own rank's
