@@ -877,7 +877,7 @@ def _check_one(p: Path, args: argparse.Namespace, topo: Topology | None,
     # objects, and a collection during the check would only rescan them
     with gc_paused():
         if is_shard_dir(p):
-            from collc.check.shards import check_shard_dir
+            from collc.backends.shard_check import check_shard_dir
             return check_shard_dir(p, dialect, root=args.root, data_check=args.data, jobs=_check_jobs(args))
         return check_parsed(read_xml(p), dialect, root=args.root, data_check=args.data)
 

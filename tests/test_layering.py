@@ -19,7 +19,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "collc"
 ORDER = ["base", "topology", "ir", "frontends", "compiler", "check", "backends", "sim", "driver", "tuning", "show",
          "runtime_tests", "layout_cmd", "cli"]
-BASE = {"collc", "collc._startup", "collc.clock", "collc.errors", "collc.inputs", "collc.memory", "collc.outputs",
+BASE = {"collc", "collc._startup", "collc.arrays", "collc.clock", "collc.errors", "collc.inputs", "collc.memory", "collc.outputs",
         "collc.limits"}
 
 

@@ -1,5 +1,5 @@
 """``collc check DIR`` of a shard directory reads and checks the per-rank files in workers
-(:mod:`collc.check.shards`): the report (verdict, findings in order, info) is the one the
+(:mod:`collc.backends.shard_check`): the report (verdict, findings in order, info) is the one the
 sequential reader and checker give, for a good directory and for broken ones, with one
 worker or two (docs/building.md, "Checking a shard directory")."""
 
@@ -14,7 +14,7 @@ import pytest
 
 from collc.backends.shards import read_shards
 from collc.check import check_parsed
-from collc.check import shards as shard_check
+from collc.backends import shard_check
 from collc.check.findings import Report
 from collc.check.xml import kernel
 from collc.cli import main

@@ -233,11 +233,13 @@ def _check_start_tag(tag: str, add: Callable[..., None]) -> None:
                 add(f"{key}=\"{value}\" has a leading zero: strtol reads it as octal")
             else:
                 add(f"{key}=\"{value}\" is not a plain decimal integer")
-        elif key in INT_ATTRS and not INT_MIN <= int(value) <= INT_MAX:
+        elif key in INT_ATTRS and key not in INT64_ATTRS and not INT_MIN <= int(value) <= INT_MAX:
             add(f"{key}=\"{_clip(value)}\" is beyond the 32-bit int the runtime parser stores it in")
 
 
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1     # the parser's int (strtol's long, stored in an int)
+#: read as int64 by the runtimes (their range is the attribute check's: collc.check.xml.attributes)
+INT64_ATTRS = frozenset({"minBytes", "maxBytes"})
 
 
 def _clip(raw: str) -> str:
@@ -430,7 +432,7 @@ def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> Pars
         if raw_v is None:
             return None
         try:
-            return _i32(raw_v)
+            return int(raw_v, 10) if key in INT64_ATTRS else _i32(raw_v)
         except ValueError:
             what = "is beyond a 32-bit int" if _DECIMAL.match(raw_v) else "is not an integer"
             diags.append(Diagnostic("<algo>", f"{key}=\"{_clip(raw_v)}\" {what}"))

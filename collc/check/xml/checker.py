@@ -100,7 +100,7 @@ def check_program(p: Program, dialect: Dialect = Dialect.EXECUTOR, *, path: str 
 def check_columns(p: Program, ops: OpStream, dialect: Dialect, *, path: str, attrs: dict[str, str],
                   root: int | None = None, data_check: str = "auto") -> Report:
     """:func:`check_program` of a shard directory whose files the workers of
-    :mod:`collc.check.shards` read and found clean: no reader diagnostic, no finding of the
+    :mod:`collc.backends.shard_check` read and found clean: no reader diagnostic, no finding of the
     per-gpu rules (:func:`check_gpu`, :func:`suspect_tbs`), every header equal.  ``p`` holds
     the gpus and tbs without their steps (``ops`` has those); the report is the one
     :func:`check_program` gives for the files.  Raises :class:`NeedsSteps` where only the
