@@ -29,11 +29,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from forestcoll_speed import calibration  # noqa: E402  (one calibration loop for every benchmark)
 ISSUE_DATE = "2026-11-23"
 
 
@@ -72,18 +74,6 @@ ROWS = (
     Row("swing16k-256", _build("torus:128x128", "swing", "allreduce", "--param", "ports=single",
                                 "--shard-per-rank", "--ranks", "0-255"), 30.0, 0.0, target_mib=1024),
 )
-
-
-def calibration(rounds: int = 3) -> float:
-    """CPU seconds of 10^7 iterations of a pure-Python loop (the least of ``rounds``)."""
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.process_time()
-        total = 0
-        for i in range(10_000_000):
-            total += i
-        best = min(best, time.process_time() - t0)
-    return best
 
 
 def _env() -> dict[str, str]:
