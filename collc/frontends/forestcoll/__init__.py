@@ -229,14 +229,18 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     ag_plan = rs_plan = None
     warn_on: tuple[list[int], int, int, float] | None = None    # the layout to warn about, once the pieces are known
     chunks, instances, file_gpus = opts.get(CHUNKS), opts.get(INSTANCES), opts.get(FILE_GPUS, n)
-    if lanes_opt == 0 and isinstance(chunks, int) and isinstance(instances, int) and isinstance(file_gpus, int):
+    # the lowering's counts (chunks, instances, gpus per file), when the driver passed them
+    counts = ((chunks, instances, file_gpus) if isinstance(chunks, int) and isinstance(instances, int)
+              and isinstance(file_gpus, int) else None)
+    if lanes_opt == 0 and counts is not None:
+        c_, i_, f_ = counts
         # the lowering's counts are known: a lane per tree where it fits, else shared lanes within
         # the runtime's tbs and steps, and the pieces of the best predicted fraction (the LP's forest
         # has no physical paths for the estimate: 3 pieces per hop, as plan_lanes)
         want = pieces_opt or max(MIN_PIECES, min(MAX_PIECES, PIECES_PER_HOP * max(t.height for t in ag + rs)))
         if lpf is None:
-            ag_got = plan_and_prediction(fo, ag, n, chunks, instances, file_gpus, both, reduces, rail, pieces_opt)
-            rs_got = ag_got if rs is ag else plan_and_prediction(fo, rs, n, chunks, instances, file_gpus, both, True,
+            ag_got = plan_and_prediction(fo, ag, n, c_, i_, f_, both, reduces, rail, pieces_opt)
+            rs_got = ag_got if rs is ag else plan_and_prediction(fo, rs, n, c_, i_, f_, both, True,
                                                                  rail, pieces_opt)
             if ag_got is not None and rs_got is not None:
                 got = min(ag_got[1], rs_got[1])
@@ -245,7 +249,7 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
                 if kind is CollKind.ALLGATHER and not pieces_opt:
                     warn_on = min(ag_got, rs_got, key=lambda g: g[3])
         else:
-            joint = lp_lanes(ag, rs, n, want, chunks, instances, file_gpus)
+            joint = lp_lanes(ag, rs, n, want, c_, i_, f_)
             if joint is not None:
                 ag_plan, rs_plan = (joint[0], joint[2]), (joint[1], joint[2])
         if pieces_opt and any(p is None or p[1] < pieces_opt for p in (ag_plan, rs_plan)):
@@ -262,28 +266,27 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     params = dict(opts)
     params.update(trees_per_root=k, lanes=max(ag_lanes) + 1, pieces=pieces)
     cuts = None
-    if (kind is CollKind.ALLGATHER and ag_plan is not None and lpf is None and not pieces_opt
-            and isinstance(chunks, int) and isinstance(instances, int) and isinstance(file_gpus, int)
-            and sharing(ag, ag_lanes) >= 2):
+    # ag_plan is set only where the counts are known
+    ag_sharing = sharing(ag, ag_lanes) if kind is CollKind.ALLGATHER and ag_plan is not None else 1
+    if ag_sharing >= 2 and counts is not None and lpf is None and not pieces_opt:
         # shared lanes: pieces per tree, the finest where a tree's tbs have room (tree_pieces)
-        fine = min(CONN_STEPS // chunks, MAX_OFFSET_CHUNKS // (n * k * chunks * instances))
-        cuts = tree_pieces(ag, ag_lanes, fine, chunks, n, file_gpus)
+        c_, i_, f_ = counts
+        fine = min(CONN_STEPS // c_, MAX_OFFSET_CHUNKS // (n * k * c_ * i_))
+        cuts = tree_pieces(ag, ag_lanes, fine, c_, n, f_)
         if cuts is not None and sum(c * t.mult for c, t in zip(cuts, ag)) > pieces * sum(t.mult for t in ag):
             pieces = fine
             params.update(pieces=pieces, coarsest=min(cuts), finest=max(cuts))
         else:
             cuts = None
         if warn_on is not None:
-            warn_on = warn_on[:3] + (shared_prediction(fo, ag, ag_lanes, cuts or [pieces] * len(ag)),)
-    if (warn_on is not None and warn_on[3] < GOAL and isinstance(chunks, int) and isinstance(instances, int)
-            and isinstance(file_gpus, int)):
-        c_, i_, f_ = chunks, instances, file_gpus
+            warn_on = warn_on[:3] + (shared_prediction(fo, ag, cuts or [pieces] * len(ag)),)
+    if warn_on is not None and warn_on[3] < GOAL and counts is not None:
+        known = counts
         _warn_layout(topology, fo, warn_on[3], k_text, maxk, pieces, max(warn_on[0]) + 1, warn_on[2],
-                     lambda alt: plan_and_prediction(alt, alt.trees, n, c_, i_, f_, both, reduces, rail),
+                     lambda alt: plan_and_prediction(alt, alt.trees, n, *known, both, reduces, rail),
                      None if cuts is None else (min(cuts), max(cuts)))
     stretch = 1
-    if (kind is CollKind.ALLGATHER and ag_plan is not None and max(ag_lanes) + 1 > MAX_CHANNELS // 2
-            and sharing(ag, ag_lanes) >= STRETCH_SHARING):
+    if ag_sharing >= STRETCH_SHARING and max(ag_lanes) + 1 > MAX_CHANNELS // 2:
         stretch = 2
         params.update(stretch=stretch)
     if lpf is not None:
@@ -606,7 +609,7 @@ def pick_pieces(fo: Forest, trees: tuple[Tree, ...], cap: int, sharing: int = 1)
     return max(range(1, max(1, cap) + 1), key=lambda p: (predicted(fo, trees, p, sharing, g), -p))
 
 
-def shared_prediction(fo: Forest, trees: tuple[Tree, ...], lane_of: list[int], cuts: list[int]) -> float:
+def shared_prediction(fo: Forest, trees: tuple[Tree, ...], cuts: list[int]) -> float:
     """:func:`predicted` for an allgather on shared lanes: the pieces are the chunk-weighted mean
     of the trees' (:func:`tree_pieces`), and c, the queueing factor, is ``SHARED_QUEUE`` (2)
     times the square root of the spread of the multiplicities (the chunk-weighted mean
@@ -619,7 +622,6 @@ def shared_prediction(fo: Forest, trees: tuple[Tree, ...], lane_of: list[int], c
     (a100:8x8 90.4 predicted, 93.5 simulated; mi250:8+8 k=4 91.4 and 90.6, k=13 87.2 and 87.0;
     mi250:2 k=2/3/4 83.1/78.1/74.6 and 83.9/79.6/75.5), low on mi250:2 k=opt (58.6 and 67.9);
     docs/forestcoll.md."""
-    del lane_of          # the sharing acts through the cuts
     mults = [t.mult for t in trees]
     spread = (sum(m * m for m in mults) / sum(mults)) / (sum(mults) / len(mults))
     eff = max(1, round(sum(c * m for c, m in zip(cuts, mults)) / sum(mults)))
@@ -687,24 +689,25 @@ def tree_pieces(trees: tuple[Tree, ...], lane_of: list[int], pieces: int, chunks
 MAX_CNT = 71     # chunks of one step (the runtime's limit): a piece of a tree of multiplicity m is ceil(m / 71) steps
 
 
-def mean_sharing(trees: tuple[Tree, ...], lane_of: list[int], both_ways: bool = False) -> float:
-    """Trees per tb, averaged over the transfers: how many others a transfer queues with."""
+def _trees_per_connection(trees: tuple[Tree, ...], lane_of: list[int], both_ways: bool) -> list[int]:
+    """How many trees use each (lane, sender, receiver) connection, hence share its tb."""
     count: dict[tuple[int, int, int], int] = {}
     for t, ln in zip(trees, lane_of):
         for p, c in t.edges:
             for key in ((ln, p, c), (ln, c, p)) if both_ways else ((ln, p, c),):
                 count[key] = count.get(key, 0) + 1
-    return sum(c * c for c in count.values()) / max(1, sum(count.values()))
+    return list(count.values())
+
+
+def mean_sharing(trees: tuple[Tree, ...], lane_of: list[int], both_ways: bool = False) -> float:
+    """Trees per tb, averaged over the transfers: how many others a transfer queues with."""
+    count = _trees_per_connection(trees, lane_of, both_ways)
+    return sum(c * c for c in count) / max(1, sum(count))
 
 
 def sharing(trees: tuple[Tree, ...], lane_of: list[int], both_ways: bool = False) -> int:
     """The most trees that share one connection (hence one tb) on one lane."""
-    count: dict[tuple[int, int, int], int] = {}
-    for t, ln in zip(trees, lane_of):
-        for p, c in t.edges:
-            for key in ((ln, p, c), (ln, c, p)) if both_ways else ((ln, p, c),):
-                count[key] = count.get(key, 0) + 1
-    return max(count.values(), default=1)
+    return max(_trees_per_connection(trees, lane_of, both_ways), default=1)
 
 
 GOAL = 0.9     # the fraction of its model algbw a file should reach at 1 GiB in the event model
