@@ -13,12 +13,12 @@ from collc.check.findings import FindingList
 from collc.check.plan.placement import check_placement
 from collc.check.plan.check import check_plan
 from collc.check.plan.releases import RELEASES
-from collc.compiler.mscclpp.plan import ChannelType, Gpu, Op, OpName, Plan, Protocol, Threadblock
+from collc.compiler.mscclpp.plan import ChannelType, Gpu, Op, OpName, Plan, Threadblock
 from collc.driver import compile_plan
 from collc.errors import CollcError
 from collc.ir.collective import CollKind
 from collc.sim.plan_event import time_plan
-from collc.topology import parse_spec
+from collc.topology import Topology, parse_spec
 
 class _Findings(FindingList):
     def __init__(self) -> None:
@@ -32,11 +32,9 @@ def _pairs(plan: Plan, kind: ChannelType) -> set[tuple[int, int]]:
     return {(g.id, p) for g in plan.gpus for p in g.peers(kind)}
 
 
-def _assert_lowered(spec: str, algorithm: str, kind: CollKind) -> Plan:
-    topo = parse_spec(spec)
-    built = compile_plan(topo, algorithm, kind)
-    assert built.problems == []
-    plan = built.plan
+def assert_placed(plan: Plan, topo: Topology) -> None:
+    """Port channels exactly between IPC domains (and some), memory channels inside one, and
+    ``collc check --topology``'s placement rules pass."""
     port, mem = _pairs(plan, ChannelType.PORT), _pairs(plan, ChannelType.MEMORY)
     assert port, "a schedule across hosts must cross them somewhere"
     assert all(topo.ipc_domain(a) != topo.ipc_domain(b) for a, b in port)
@@ -44,6 +42,14 @@ def _assert_lowered(spec: str, algorithm: str, kind: CollKind) -> Plan:
     rep = _Findings()
     check_placement(plan, topo, rep)
     assert not rep.errors(), [f.message for f in rep.errors()]
+
+
+def _assert_lowered(spec: str, algorithm: str, kind: CollKind) -> Plan:
+    topo = parse_spec(spec)
+    built = compile_plan(topo, algorithm, kind)
+    assert built.problems == []
+    plan = built.plan
+    assert_placed(plan, topo)
     # no pwsf (it flushes from v0.10 only); every port put is followed by a flush with a destination
     for g in plan.gpus:
         for tb in g.threadblocks:

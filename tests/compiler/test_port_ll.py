@@ -14,9 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from collc.check.findings import FindingList
 from collc.check.plan.check import check_plan
-from collc.check.plan.placement import check_placement
 from collc.check.plan.releases import RELEASES
 from collc.compiler.mscclpp.plan import BufferType, ChannelType, Gpu, LocalBuff, Op, OpName, Plan, Protocol
 from collc.driver import compile_plan
@@ -25,6 +23,7 @@ from collc.sim.plan_event import time_plan
 from collc.topology import Topology, parse_spec
 from tests._applicable import applicable
 from tests._shared import have, missing, shared
+from tests.compiler.test_port_channels import assert_placed
 
 SPECS = ("a100:2x8", "a100:4x8", "mi250:8+8", "mi250:2")
 KINDS = (CollKind.ALLREDUCE, CollKind.ALLGATHER, CollKind.REDUCESCATTER)
@@ -55,26 +54,11 @@ def _cases() -> list[object]:
     return out
 
 
-class _Findings(FindingList):
-    def __init__(self) -> None:
-        self.findings = []
-
-
-def _pairs(plan: Plan, kind: ChannelType) -> set[tuple[int, int]]:
-    return {(g.id, p) for g in plan.gpus for p in g.peers(kind)}
-
-
 def _assert_across_hosts(topo: Topology, alg: str, kind: CollKind, proto: Protocol) -> Plan:
     built = compile_plan(topo, alg, kind, protocol=proto)      # checked on every release
     assert built.problems == []
     plan = built.plan
-    port, mem = _pairs(plan, ChannelType.PORT), _pairs(plan, ChannelType.MEMORY)
-    assert port, "a collective over every rank of several hosts crosses them"
-    assert all(topo.ipc_domain(a) != topo.ipc_domain(b) for a, b in port)
-    assert all(topo.ipc_domain(a) == topo.ipc_domain(b) for a, b in mem)
-    rep = _Findings()
-    check_placement(plan, topo, rep)            # collc check --topology's placement rules
-    assert not rep.errors(), [f.message for f in rep.errors()]
+    assert_placed(plan, topo)
     for g in plan.gpus:
         for tb in g.threadblocks:
             port_ops = {op.name for op in tb.ops if op.channel_type is ChannelType.PORT}
