@@ -24,8 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
-import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -54,14 +52,10 @@ def digest(d: Path) -> dict[str, str]:
 
 
 def one(argv: list[str]) -> tuple[float, float, int, str]:
-    """CPU s, peak MiB, exit code and stderr of ``python -m collc.cli ARGV`` (this checkout)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen([sys.executable, "-m", "collc.cli", *argv], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode(errors="replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), err
+    """CPU s, peak MiB, exit code and stderr of ``python -m collc.cli ARGV``: the launcher's one
+    task (its variables are read only by ``--ranks auto``, which these commands do not pass)."""
+    t = run_tasks(argv, 1)[0]
+    return t.cpu_s, t.peak_mib, t.code, t.err
 
 
 def main() -> int:
