@@ -449,11 +449,13 @@ def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> Pars
             steps: list[Step] = []
             for s in t.iterchildren("step"):
                 a = s.attrib
-                try:  # fast path: every attribute present and well formed
-                    steps.append(Step(_i32(a["s"]), _STEP_TYPES[a["type"]], a["srcbuf"], _i32(a["srcoff"]),
-                                      a["dstbuf"], _i32(a["dstoff"]), _i32(a["cnt"]), _i32(a["depid"]),
-                                      _i32(a["deps"]), _i32(a["hasdep"])))
-                    continue
+                try:  # fast path: every attribute present and well formed, within the parser's int
+                    ints = (int(a["s"]), int(a["srcoff"]), int(a["dstoff"]), int(a["cnt"]), int(a["depid"]),
+                            int(a["deps"]), int(a["hasdep"]))
+                    if min(ints) >= INT_MIN and max(ints) <= INT_MAX:
+                        steps.append(Step(ints[0], _STEP_TYPES[a["type"]], a["srcbuf"], ints[1], a["dstbuf"],
+                                          ints[2], ints[3], ints[4], ints[5], ints[6]))
+                        continue
                 except (KeyError, ValueError):
                     pass
                 spath = f"{tpath} step {len(steps)}"
