@@ -30,7 +30,7 @@ from collc.limits import Dialect
 from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
 from collc.compiler.msccl.program import ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
-from collc.inputs import check_program_size
+from collc.inputs import MAX_PLAN_THREADBLOCKS, check_program_size
 from collc.frontends.registry import build_schedule, get as get_algorithm, orbit_ranks
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
@@ -247,7 +247,8 @@ def compile_plan(topology: Topology, algorithm: str, kind: CollKind, *, inplace:
     t2 = clock()
     opts = PlanOptions(chunks=chunks, instances=instances, protocol=protocol, min_bytes=min_bytes,
                        max_bytes=max_bytes, name=name,
-                       domains=tuple(topology.ipc_domain(r) for r in range(topology.nranks)))
+                       domains=tuple(topology.ipc_domain(r) for r in range(topology.nranks)),
+                       max_actors=2 * MAX_PLAN_THREADBLOCKS if check else 0)
     plan = lower_plan(schedule, opts)
     refuse_across_hosts(plan, topology)     # a memory channel between IPC domains cannot connect
     t3 = clock()

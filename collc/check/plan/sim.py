@@ -21,6 +21,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+import numpy.typing as npt
+
 from collc.check.findings import Finding
 from collc.check.plan.rules import PUTS, partners, remote_target
 from collc.check.plan.releases import LATEST, Release
@@ -34,6 +37,7 @@ MAX_PER_CODE = 6
 
 Loc = tuple[int, str, int]                 # (gpu, space, sub-chunk)
 Value = tuple[tuple[int, int], ...] | None  # sorted contributions; None = garbage
+Clock = npt.NDArray[np.int32]              # one actor's vector clock (a row of Simulator.vc / .cvc)
 
 
 def _add(a: Value, b: Value) -> Value:
@@ -46,7 +50,7 @@ def _add(a: Value, b: Value) -> Value:
 class _Access:
     write: tuple[int, int, str] | None = None          # (actor, time, what)
     reads: list[tuple[int, int, str]] = field(default_factory=list)
-    packet_vc: list[int] | None = None                 # a packet's writer clock: its reader syncs with it
+    packet_vc: Clock | None = None                     # a packet's writer clock: its reader syncs with it
 
 
 @dataclass
@@ -85,21 +89,23 @@ class Simulator:
             self.actor[(g.id, "host", 0)] = len(self.actor)
         self.hosts = frozenset(v for k, v in self.actor.items() if k[1] == "host")
         na = len(self.actor)
-        self.vc = [[0] * na for _ in range(na)]     # full (release/acquire) clocks
-        self.cvc = [[0] * na for _ in range(na)]    # control clocks: also carried by relaxed signals
+        # one row per actor; a join is a row-wide maximum (numpy: at thousands of actors a Python
+        # loop over the row was nearly all of a plan check's time)
+        self.vc: Clock = np.zeros((na, na), dtype=np.int32)     # full (release/acquire) clocks
+        self.cvc: Clock = np.zeros((na, na), dtype=np.int32)    # control clocks: also carried by relaxed signals
         self.names = {v: k for k, v in self.actor.items()}
-        self.signals: dict[tuple[int, ChannelType, int], list[tuple[list[int], list[int], bool]]] = {}
+        self.signals: dict[tuple[int, ChannelType, int], list[tuple[Clock, Clock, bool]]] = {}
         self.waited: dict[tuple[int, ChannelType, int], int] = {}
-        self.sems: dict[tuple[int, int], list[tuple[list[int], list[int]]]] = {}
+        self.sems: dict[tuple[int, int], list[tuple[Clock, Clock]]] = {}
         self.sem_count: dict[tuple[int, int], int] = {}
         self.barriers: dict[tuple[int, int], tuple[int, list[tuple[int, int]], int | None]] = {}
-        self.barrier_done: dict[tuple[int, int, int], tuple[list[int], list[int]]] = {}
+        self.barrier_done: dict[tuple[int, int, int], tuple[Clock, Clock]] = {}
         self.counted: dict[str, int] = {}
         self.root: int | None = None
         self.said: set[str] = set()
         self.pkt_launch: dict[Loc, int] = {}     # the launch whose flag a packet slot carries
         self._snap_key: tuple[int, int] = (-1, -1)
-        self._snap: list[int] = []
+        self._snap: Clock = np.zeros(0, dtype=np.int32)
         self.tbs = [_Tb(g, tb, self._steps(tb)) for g in plan.gpus for tb in g.threadblocks]
         self._init_data()
 
@@ -150,20 +156,19 @@ class Simulator:
 
     # ------------------------------------------------------------------ clocks
     def _tick(self, a: int) -> int:
-        self.vc[a][a] += 1
-        self.cvc[a][a] = self.vc[a][a]
-        return self.vc[a][a]
+        t = int(self.vc[a, a]) + 1
+        self.vc[a, a] = self.cvc[a, a] = t
+        return t
 
-    def _join(self, a: int, vc: list[int], cvc: list[int], full: bool = True) -> None:
+    def _join(self, a: int, vc: Clock, cvc: Clock, full: bool = True) -> None:
         if full:
-            self.vc[a] = [max(x, y) for x, y in zip(self.vc[a], vc)]
-        self.cvc[a] = [max(x, y, z) for x, y, z in zip(self.cvc[a], cvc, self.vc[a])]
+            np.maximum(self.vc[a], vc, out=self.vc[a])
+        np.maximum(self.cvc[a], cvc, out=self.cvc[a])
+        np.maximum(self.cvc[a], self.vc[a], out=self.cvc[a])
 
     def _sync(self, a: int, b: int) -> None:
-        vc = [max(x, y) for x, y in zip(self.vc[a], self.vc[b])]
-        cvc = [max(x, y) for x, y in zip(self.cvc[a], self.cvc[b])]
-        self.vc[a], self.vc[b] = vc, list(vc)
-        self.cvc[a], self.cvc[b] = cvc, list(cvc)
+        self.vc[a] = self.vc[b] = np.maximum(self.vc[a], self.vc[b])
+        self.cvc[a] = self.cvc[b] = np.maximum(self.cvc[a], self.cvc[b])
 
     def _who(self, a: int) -> str:
         key = self.names[a]
@@ -189,17 +194,17 @@ class Simulator:
         if rec.write is not None and not packet:
             wa, wt, wwhat = rec.write
             # the application's writes precede a kernel launch, which fences them: control order suffices
-            seen = self.cvc[a][wa] if wa in self.hosts else self.vc[a][wa]
+            seen = self.cvc[a, wa] if wa in self.hosts else self.vc[a, wa]
             if wa != a and seen < wt:
                 why = "only relaxed signals order it (they order execution, not data)" \
-                    if self.cvc[a][wa] >= wt else "nothing orders the write first"
+                    if self.cvc[a, wa] >= wt else "nothing orders the write first"
                 self.add("race-read", f"{what} reads {self._describe(loc)} that {wwhat} writes: {why}")
         if packet and rec.packet_vc is not None:
             # a packet read spins on the packet's flag: it observes this very write, and the data it carries
             # depends on everything its writer read before (docs/mscclpp.md, "Packets")
-            self.vc[a] = [max(x, y) for x, y in zip(self.vc[a], rec.packet_vc)]
-            self.cvc[a] = [max(x, y) for x, y in zip(self.cvc[a], self.vc[a])]
-        rec.reads.append((a, self.vc[a][a], what))
+            np.maximum(self.vc[a], rec.packet_vc, out=self.vc[a])
+            np.maximum(self.cvc[a], self.vc[a], out=self.cvc[a])
+        rec.reads.append((a, int(self.vc[a, a]), what))
         if loc not in self.mem and not packet and not self.names[a][1] == "host":
             hint = ""
             if loc[1] == "s0" and self.half == 1 and self.names[a][0] != loc[0]:
@@ -212,10 +217,10 @@ class Simulator:
         rec = self.acc.setdefault(loc, _Access())
         if rec.write is not None:
             wa, wt, wwhat = rec.write
-            if wa != a and self.vc[a][wa] < wt and not any(r[0] == a for r in rec.reads):
+            if wa != a and self.vc[a, wa] < wt and not any(r[0] == a for r in rec.reads):
                 self.add("race-write", f"{what} and {wwhat} both write {self._describe(loc)} in no fixed order")
         for ra, rt, rwhat in rec.reads:
-            if ra != a and self.cvc[a][ra] < rt:
+            if ra != a and self.cvc[a, ra] < rt:
                 remote = self.names[a][0] != loc[0]
                 code = "race-remote-write" if remote else "race-overwrite"
                 hint = ""
@@ -226,13 +231,13 @@ class Simulator:
                             "channel, a pwsf from v0.10 on, or a reply from the peer waits for it)")
                 self.add(code, f"{what} overwrites {self._describe(loc)} that {rwhat} may still be reading{hint}")
                 break
-        rec.write = (a, self.vc[a][a], what)
+        rec.write = (a, int(self.vc[a, a]), what)
         rec.reads = []
         if loc[1].startswith("P"):
             self.pkt_launch[loc] = self.launch
-            key = (a, self.vc[a][a])
+            key = (a, int(self.vc[a, a]))
             if self._snap_key != key:
-                self._snap_key, self._snap = key, list(self.vc[a])
+                self._snap_key, self._snap = key, self.vc[a].copy()
             rec.packet_vc = self._snap
         self.mem[loc] = value
 
@@ -327,7 +332,7 @@ class Simulator:
                     self.write(host, (g.id, space, sub), ((g.id, c),),
                                f"the application writing gpu {g.id}'s next input after the call")
             for a in own:
-                self.vc[a], self.cvc[a] = list(self.vc[host]), list(self.cvc[host])
+                self.vc[a], self.cvc[a] = self.vc[host], self.cvc[host]     # row copies
         for t in self.tbs:
             t.pc = 0
         blocked = self._run_launch()
@@ -398,7 +403,7 @@ class Simulator:
         elif name is OpName.SEM_RELEASE:
             self._tick(C)
             for s in op.semaphore_ids or ():
-                self.sems.setdefault((g.id, s), []).append((list(self.vc[C]), list(self.cvc[C])))
+                self.sems.setdefault((g.id, s), []).append((self.vc[C].copy(), self.cvc[C].copy()))
                 self.sem_count[(g.id, s)] = self._sem(g, s) + 1
         elif name is OpName.SEM_ACQUIRE:
             ids = op.semaphore_ids or ()
@@ -441,8 +446,8 @@ class Simulator:
             arrived = arrived + [(t.tb.id, C)]
             t.barrier_gen = gen
             if len(arrived) >= need:
-                vc = [max(col) for col in zip(*(self.vc[a] for _, a in arrived))]
-                cvc = [max(col) for col in zip(*(self.cvc[a] for _, a in arrived))]
+                rows = [a for _, a in arrived]
+                vc, cvc = self.vc[rows].max(axis=0), self.cvc[rows].max(axis=0)
                 self.barrier_done[(g.id, bid, gen)] = (vc, cvc)
                 self.barriers[key] = (gen + 1, [], None)
             else:
@@ -476,7 +481,7 @@ class Simulator:
         if other is None or other.kind is not kind:
             return       # reported by the rules; nobody can wait for it
         dest = (other.gpu, other.kind, other.index)
-        self.signals.setdefault(dest, []).append((list(self.vc[src]), list(self.cvc[src]), relaxed))
+        self.signals.setdefault(dest, []).append((self.vc[src].copy(), self.cvc[src].copy(), relaxed))
 
     def _wait(self, t: _Tb, op: Op, C: int, relaxed: bool) -> bool:
         kind = op.channel_type

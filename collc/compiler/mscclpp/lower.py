@@ -106,6 +106,10 @@ class PlanOptions:
     #: IPC domain of each rank (``Topology.ipc_domain``); empty: one domain.  A connection between
     #: two domains goes over a port channel (docs/mscclpp-backend.md "Across hosts").
     domains: tuple[int, ...] = ()
+    #: refuse, before the ops are built, a plan whose check would follow more actors (0: no
+    #: limit); a checked build passes the plan checker's limit, so a plan it cannot check is
+    #: refused in seconds rather than after lowering, printing and reading it back
+    max_actors: int = 0
     timings: dict[str, float] = field(default_factory=dict, compare=False)
 
 
@@ -698,9 +702,25 @@ def _group_key(rank: int, key: TbKey) -> GroupKey:
     return (rank, peer, lane) if role is Role.SEND else (peer, rank, lane)
 
 
+def least_actors(per_rank: Sequence[Sequence[Action]], domains: Sequence[int] = ()) -> int:
+    """A lower bound on the actors the plan checker's simulation follows (2 per threadblock, 1
+    per GPU and port-channel peer), from the connection ends alone: pairing puts at most one
+    receiving end on each sending end's tb, so a rank runs at least max(send, receive) ends'
+    tbs plus its local ones."""
+    total = 0
+    for rank, acts in enumerate(per_rank):
+        ends = {a.tb for a in acts}
+        roles = [k[0] for k in ends]
+        tbs = max(roles.count(Role.SEND), roles.count(Role.RECV)) + roles.count(Role.LOCAL)
+        ports = {k[1] for k in ends if k[0] is not Role.LOCAL
+                 and channel_kind(domains, rank, k[1]) is ChannelType.PORT}
+        total += 2 * tbs + 1 + len(ports)
+    return total
+
+
 def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Sequence[int], proto: Protocol,
-                      unpair_first: bool, spent: dict[str, float], domains: Sequence[int] = ()
-                      ) -> tuple[tuple[Gpu, ...], bool]:
+                      unpair_first: bool, spent: dict[str, float], domains: Sequence[int] = (),
+                      max_actors: int = 0) -> tuple[tuple[Gpu, ...], bool]:
     """Passes ``threadblocks`` to ``ops`` until every tb fits the executor's 64 ops: a paired tb
     beyond it runs its ends apart again (if ``unpair_first``), else crowded connections (both
     ends) take more tbs (the power of two that would bring the longest to 64 ops, at least
@@ -712,6 +732,11 @@ def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Seque
     while True:
         a = clock()
         per_rank = build_actions(coll, items, groups)
+        least = least_actors(per_rank, domains) if max_actors else 0
+        if least > max_actors:
+            raise LoweringError(f"the plan's check would follow at least {least} actors (2 per threadblock, 1 per "
+                                f"GPU and port channel), more than the {max_actors} collc checks (its vector "
+                                f"clocks hold actors^2 entries): build it for fewer ranks, or use the xml backend")
         chan_index = _pair_channels(per_rank, domains)
         b = clock()
         built = [assemble_gpu(coll, r, per_rank[r], scratch[r], proto, chan_index,
@@ -771,7 +796,7 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
     for k, unpair_first in enumerate((True, False)):
         try:
             gpus, paired_over = _fit_threadblocks(coll, items, scratch, opts.protocol, unpair_first, spent,
-                                                  opts.domains)
+                                                  opts.domains, opts.max_actors)
         except LoweringError as e:
             failure = failure or e
             continue
