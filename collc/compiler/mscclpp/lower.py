@@ -211,11 +211,10 @@ class Action:
 
 
 def _phys(coll: Collective, rank: int, buf: Buffer, idx: Iterable[int]) -> list[tuple[BufferType, int]]:
-    out = []
-    for i in idx:
-        b, j = coll.physical(rank, buf, i)
-        out.append((_BUF[b], j))
-    return out
+    """``coll.physical`` of each index, the buffer's alias looked up once."""
+    b, base = coll.alias(rank, buf)
+    kind = _BUF[b]
+    return [(kind, base + i) for i in idx]
 
 
 GroupKey = tuple[int, int, int]     # (src, dst, lane) of a connection; (rank, rank, -1) for a rank's local tbs
@@ -702,6 +701,11 @@ def _group_key(rank: int, key: TbKey) -> GroupKey:
     return (rank, peer, lane) if role is Role.SEND else (peer, rank, lane)
 
 
+class PlanTooLarge(LoweringError):
+    """The plan's check would follow more actors than it can (``PlanOptions.max_actors``); the
+    other way of fitting threadblocks would not be smaller, so ``lower_plan`` does not try it."""
+
+
 def least_actors(per_rank: Sequence[Sequence[Action]], domains: Sequence[int] = ()) -> int:
     """A lower bound on the actors the plan checker's simulation follows (2 per threadblock, 1
     per GPU and port-channel peer), from the connection ends alone: pairing puts at most one
@@ -734,7 +738,7 @@ def _fit_threadblocks(coll: Collective, items: Sequence[Slotted], scratch: Seque
         per_rank = build_actions(coll, items, groups)
         least = least_actors(per_rank, domains) if max_actors else 0
         if least > max_actors:
-            raise LoweringError(f"the plan's check would follow at least {least} actors (2 per threadblock, 1 per "
+            raise PlanTooLarge(f"the plan's check would follow at least {least} actors (2 per threadblock, 1 per "
                                 f"GPU and port channel), more than the {max_actors} collc checks (its vector "
                                 f"clocks hold actors^2 entries): build it for fewer ranks, or use the xml backend")
         chan_index = _pair_channels(per_rank, domains)
@@ -797,6 +801,8 @@ def lower_plan(schedule: Schedule, opts: PlanOptions = PlanOptions()) -> Plan:
         try:
             gpus, paired_over = _fit_threadblocks(coll, items, scratch, opts.protocol, unpair_first, spent,
                                                   opts.domains, opts.max_actors)
+        except PlanTooLarge:
+            raise
         except LoweringError as e:
             failure = failure or e
             continue
