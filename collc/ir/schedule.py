@@ -29,13 +29,21 @@ however the core's steps are paced).  A connection and its reverse cannot both r
 for the rank's previous send to that peer from an earlier step even when lowering
 puts the two on different channels (a dependency between their threadblocks), so
 that a link's transfers run one after the other instead of sharing the link.
+
+``columns`` carries the transfers as int64 columns when a frontend made them that way
+(:meth:`Schedule.of_columns`, for the million transfers of a 1024-rank MultiTree or BFB
+schedule): the lowering reads them as its transfer table instead of reading every
+``Transfer`` (``collc.compiler.transfers``); the ``Transfer`` values are the same either way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
+
+import numpy as np
+import numpy.typing as npt
 
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, Collective
@@ -74,6 +82,15 @@ def _lowest(idx: Slots) -> int:
 class Op(str, Enum):
     COPY = "copy"
     REDUCE = "reduce"
+
+
+#: The rows of :attr:`Schedule.columns`, one entry per transfer (``collc.compiler.transfers``
+#: reads them as its table): buffers coded by :data:`BUFFER_CODES`, ``reduce`` 1 for
+#: :attr:`Op.REDUCE`, chunk lists ``cnt`` chunks from ``sfirst`` / ``dfirst``; ``sat`` and ``dat``
+#: are -1 (every list a range: the carrier holds no other lists).
+COLUMNS = ("step", "src", "dst", "srcbuf", "dstbuf", "reduce", "lane", "cnt", "sfirst", "dfirst", "sat", "dat")
+BUFFER_CODES = (Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH)
+_OPS = (Op.COPY, Op.REDUCE)
 
 
 @fast_init
@@ -142,10 +159,63 @@ class Schedule:
     ordered_sends: bool = False
     step_reply: tuple[tuple[int, int], ...] = ()            # (src, dst): a send answers dst's message of its step
     _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
+    # set by of_columns only (``replace`` makes a Schedule without it, whose transfers may differ)
+    columns: npt.NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.transfers, key=Transfer.sort_key))
         object.__setattr__(self, "transfers", ordered)
+        self._check_transfers(ordered)
+        self._check_hints()
+
+    @staticmethod
+    def of_columns(collective: Collective, columns: npt.NDArray[np.int64], provenance: Provenance,
+                   scratch_chunks: int = 0, tb_pairs: tuple[tuple[int, int, int, int], ...] = (),
+                   step_sync: tuple[tuple[int, int], ...] = (), ordered_sends: bool = False,
+                   step_reply: tuple[tuple[int, int], ...] = ()) -> Schedule:
+        """The Schedule of the transfers ``columns`` holds (``len(COLUMNS)`` x n int64, rows in the
+        frontend's order, every chunk list a range): equal to the Schedule of the same
+        ``Transfer`` values, and it keeps the columns, sorted as its transfers are, for lowering.
+
+        The rows are sorted by ``Transfer.sort_key`` with numpy (ties keep their order, as
+        ``sorted`` does) and bounds are checked on the columns; a schedule that breaks a bound
+        goes through the ordinary constructor, which names the transfer."""
+        cols = np.asarray(columns, dtype=np.int64)
+        if cols.ndim != 2 or cols.shape[0] != len(COLUMNS):
+            raise ScheduleError(f"schedule columns must be {len(COLUMNS)} rows of int64, got shape {cols.shape}")
+        if cols.shape[1] and ((cols[10:] != -1).any() or (cols[3:5] < 0).any() or (cols[3:5] > 2).any()
+                              or (cols[5] < 0).any() or (cols[5] > 1).any()):
+            raise ScheduleError("schedule columns: buffer codes must be 0..2, reduce 0 or 1, and every chunk list a "
+                                "range (sat = dat = -1)")
+        step, src, dst, sb, db, red, lane, cnt, sf, df = cols[:10]
+        order = np.lexsort((df, sf, dst, src, lane, step))     # stable: ties keep their order
+        cols = np.ascontiguousarray(cols[:, order])
+        cols.setflags(write=False)                              # the lowering's input: never edited
+        step, src, dst, sb, db, red, lane, cnt, sf, df = cols[:10]
+        # each Transfer checks its own invariants (step, lane, indices, a local copy onto itself)
+        transfers = tuple(Transfer(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c),
+                                   _OPS[o], ln)
+                          for t, a, b, x, y, o, ln, c, s0, d0 in cols[:10].T.tolist())
+        hints = (scratch_chunks, tb_pairs, step_sync, ordered_sends, step_reply)
+        n = collective.nranks
+        size = np.array([collective.input_chunks, collective.output_chunks, scratch_chunks], dtype=np.int64)
+        if len(transfers) and ((src < 0) | (src >= n) | (dst < 0) | (dst >= n) | (sf + cnt > size[sb])
+                               | (df + cnt > size[db])).any():
+            return Schedule(collective, transfers, provenance, *hints)   # raises, naming the transfer
+        out = object.__new__(Schedule)
+        given = dict(zip(("collective", "transfers", "provenance", "scratch_chunks", "tb_pairs", "step_sync",
+                          "ordered_sends", "step_reply"), (collective, transfers, provenance, *hints)))
+        for f in fields(Schedule):
+            object.__setattr__(out, f.name, given.get(f.name, f.default))
+        ends = np.searchsorted(step, np.arange(int(step[-1]) + 1 if len(step) else 0), "right").tolist()
+        starts = [0] + ends[:-1]
+        object.__setattr__(out, "_by_step", tuple(transfers[a:b] for a, b in zip(starts, ends)))
+        object.__setattr__(out, "columns", cols)
+        out._check_hints()
+        return out
+
+    def _check_transfers(self, ordered: tuple[Transfer, ...]) -> None:
+        """Ranks and chunk indices in range; groups the transfers by step."""
         n = self.collective.nranks
         sizes = {Buffer.INPUT: self.collective.input_chunks, Buffer.OUTPUT: self.collective.output_chunks,
                  Buffer.SCRATCH: self.scratch_chunks}
@@ -164,6 +234,9 @@ class Schedule:
                                             f"in {t}")
             groups[t.step].append(t)
         object.__setattr__(self, "_by_step", tuple(tuple(g) for g in groups))
+
+    def _check_hints(self) -> None:
+        n = self.collective.nranks
         recv_of: set[tuple[int, int, int]] = set()
         send_of: set[tuple[int, int, int]] = set()
         for rank, lane, a, b in self.tb_pairs:

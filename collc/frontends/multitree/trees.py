@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from collc.errors import ScheduleError
 from collc.topology import Topology
@@ -82,6 +86,15 @@ class Trees:
                 for link in zip(path, path[1:]):
                     step[link] = step.get(link, 0) + 1
         return tuple(use)
+
+    @cached_property
+    def edge_columns(self) -> tuple[npt.NDArray[np.int64], ...]:
+        """Every tree's edges as four arrays (root, parent, child, t), tree by tree in ``edges``' order."""
+        total = sum(map(len, self.edges))
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(self.edges)), dtype=np.int64, count=3 * total)
+        roots = np.repeat(np.arange(self.nranks, dtype=np.int64), [len(e) for e in self.edges])
+        p, c, t = flat.reshape(-1, 3).T
+        return roots, p, c, t
 
     @property
     def links_used(self) -> tuple[int, ...]:
