@@ -145,22 +145,38 @@ class ColumnBuilder:
             self._rows = []
 
     def columns(self) -> Ints:
-        """The transfers so far, ``len(COLUMNS)`` rows, in the order they were added."""
+        """The transfers so far, ``len(COLUMNS)`` rows, in the order they were added (kept as one block)."""
         self._flush()
-        body = np.concatenate(self._blocks, axis=1) if self._blocks else np.zeros((10, 0), dtype=np.int64)
+        blocks, self._blocks = self._blocks, []
+        total = sum(b.shape[1] for b in blocks)
+        cols: Ints = np.full((len(COLUMNS), total), -1, dtype=np.int64)
+        at = 0
+        while blocks:               # each block freed once copied (a million rows on 32x32)
+            b = blocks.pop(0)
+            cols[:10, at:at + b.shape[1]] = b
+            at += b.shape[1]
         if self.keep is not None:
             kept = np.fromiter(self.keep, dtype=np.int64, count=len(self.keep))
-            body = body[:, np.isin(body[1], kept) | np.isin(body[2], kept)]
-        cols: Ints = np.full((len(COLUMNS), body.shape[1]), -1, dtype=np.int64)
-        cols[:10] = body
+            cols = cols[:, np.isin(cols[1], kept) | np.isin(cols[2], kept)]
+        self._blocks = [cols[:10]]
         return cols
 
-    def schedule(self, algorithm: str, params: dict[str, object], topology: str, reference: str,
-                 columns: Ints | None = None) -> Schedule:
-        """The Schedule of ``columns`` (default: :meth:`columns`)."""
-        return Schedule.of_columns(self.collective, self.columns() if columns is None else columns,
-                                   provenance(algorithm, params, topology, reference), self.scratch,
-                                   tuple(self.tb_pairs), self.step_sync, self.ordered_sends, self.step_reply)
+    def schedule(self, algorithm: str, params: dict[str, object], topology: str, reference: str) -> Schedule:
+        """The Schedule of the transfers (the builder is empty after)."""
+        self._flush()
+        return Schedule.of_columns(self.collective, self._take(), provenance(algorithm, params, topology, reference),
+                                   self.scratch, tuple(self.tb_pairs), self.step_sync, self.ordered_sends,
+                                   self.step_reply)
+
+    def set_lanes(self, lanes: Ints) -> None:
+        """Give the transfers so far these lanes (one per row of :meth:`columns`)."""
+        cols = self.columns()
+        cols[6] = lanes
+
+    def _take(self) -> Ints:
+        cols = self.columns()
+        self._blocks = []
+        return cols
 
 
 def prefix_copy(b: Builder | ColumnBuilder, src: Buffer, dst: Buffer, count: int, ranks: range | list[int]) -> int:

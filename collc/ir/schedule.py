@@ -190,12 +190,14 @@ class Schedule:
         step, src, dst, sb, db, red, lane, cnt, sf, df = cols[:10]
         order = np.lexsort((df, sf, dst, src, lane, step))     # stable: ties keep their order
         cols = np.ascontiguousarray(cols[:, order])
+        del columns      # the caller's rows, freed here when the caller passed its only reference (memory)
         cols.setflags(write=False)                              # the lowering's input: never edited
         step, src, dst, sb, db, red, lane, cnt, sf, df = cols[:10]
         # each Transfer checks its own invariants (step, lane, indices, a local copy onto itself)
         transfers = tuple(Transfer(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c),
                                    _OPS[o], ln)
-                          for t, a, b, x, y, o, ln, c, s0, d0 in cols[:10].T.tolist())
+                          for at in range(0, cols.shape[1], 1 << 16)     # rows as lists a block at a time (memory)
+                          for t, a, b, x, y, o, ln, c, s0, d0 in cols[:10, at:at + (1 << 16)].T.tolist())
         hints = (scratch_chunks, tb_pairs, step_sync, ordered_sends, step_reply)
         n = collective.nranks
         size = np.array([collective.input_chunks, collective.output_chunks, scratch_chunks], dtype=np.int64)

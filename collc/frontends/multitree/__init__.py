@@ -209,12 +209,11 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     else:  # pragma: no cover - the registry filters collectives
         raise ScheduleError(f"multitree does not implement {kind.value}")
     cb.tb_pairs = tb_pairs
-    cols = cb.columns()
     if fusing is None:
         # one tb per link and run: a link's transfers in step order, never sharing the link
-        cols[6] = link_run_lanes(cols)
+        cb.set_lanes(link_run_lanes(cb.columns()))
         cb.ordered_sends = True
-    return cb.schedule("multitree", opts, topology.name, REFERENCE, cols)
+    return cb.schedule("multitree", opts, topology.name, REFERENCE)
 
 
 def _lanes(lanes: dict[Edge3, int], r: Ints, a: Ints, b: Ints) -> Ints | int:
