@@ -55,7 +55,8 @@ class TransferTable:
         the Schedule carries them as columns, in this layout)."""
         if schedule.columns is not None:
             empty = np.zeros(0, dtype=np.int64)
-            return TransferTable(schedule.collective, schedule.provenance, schedule.columns, empty, empty,
+            cols: Ints = schedule.columns.astype(np.int64)     # a copy: the lowering's own
+            return TransferTable(schedule.collective, schedule.provenance, cols, empty, empty,
                                  schedule.scratch_chunks, schedule.tb_pairs, schedule.step_sync,
                                  schedule.ordered_sends, schedule.step_reply)
         ts = schedule.transfers

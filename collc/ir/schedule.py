@@ -30,7 +30,7 @@ for the rank's previous send to that peer from an earlier step even when lowerin
 puts the two on different channels (a dependency between their threadblocks), so
 that a link's transfers run one after the other instead of sharing the link.
 
-``columns`` carries the transfers as int64 columns when a frontend made them that way
+``columns`` carries the transfers as integer columns (:data:`COLUMNS`) when a frontend made them that way
 (:meth:`Schedule.of_columns`, for the million transfers of a 1024-rank MultiTree or BFB
 schedule): the lowering reads them as its transfer table instead of reading every
 ``Transfer`` (``collc.compiler.transfers``); the ``Transfer`` values are the same either way.
@@ -160,7 +160,8 @@ class Schedule:
     step_reply: tuple[tuple[int, int], ...] = ()            # (src, dst): a send answers dst's message of its step
     _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
     # set by of_columns only (``replace`` makes a Schedule without it, whose transfers may differ)
-    columns: npt.NDArray[np.int64] | None = field(default=None, init=False, repr=False, compare=False)
+    columns: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = field(default=None, init=False, repr=False,
+                                                                          compare=False)
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.transfers, key=Transfer.sort_key))
@@ -212,7 +213,11 @@ class Schedule:
         ends = np.searchsorted(step, np.arange(int(step[-1]) + 1 if len(step) else 0), "right").tolist()
         starts = [0] + ends[:-1]
         object.__setattr__(out, "_by_step", tuple(transfers[a:b] for a, b in zip(starts, ends)))
-        object.__setattr__(out, "columns", cols)
+        # kept as int32 where every value fits (half the memory for as long as the Schedule lives)
+        small = not len(transfers) or (int(cols.min()) >= -(1 << 31) and int(cols.max()) < 1 << 31)
+        kept = cols.astype(np.int32) if small else cols
+        kept.setflags(write=False)
+        object.__setattr__(out, "columns", kept)
         out._check_hints()
         return out
 
