@@ -38,9 +38,10 @@ schedule): the lowering reads them as its transfer table instead of reading ever
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -138,6 +139,24 @@ class Transfer:
                         self.op, lane)
 
 
+def _unchecked_maker() -> Callable[..., Transfer]:
+    """``Transfer``'s constructor less ``__post_init__``, for rows whose invariants
+    :meth:`Schedule.of_columns` has checked on the columns (a million transfers on 32x32)."""
+    names = [f.name for f in fields(Transfer)]
+    env: dict[str, Any] = {"new": object.__new__, "cls": Transfer}
+    body = []
+    for k, name in enumerate(names):
+        env[f"set{k}"] = Transfer.__dict__[name].__set__
+        body.append(f"    set{k}(t, {name})")
+    code = f"def make({', '.join(names)}):\n    t = new(cls)\n" + "\n".join(body) + "\n    return t\n"
+    exec(code, env)     # noqa: S102 - field names only, as collc.ir.records.fast_init does
+    made: Callable[..., Transfer] = env["make"]
+    return made
+
+
+_unchecked_transfer = _unchecked_maker()
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where a schedule came from: algorithm, its parameters, topology, paper."""
@@ -194,11 +213,14 @@ class Schedule:
         del columns      # the caller's rows, freed here when the caller passed its only reference (memory)
         cols.setflags(write=False)                              # the lowering's input: never edited
         step, src, dst, sb, db, red, lane, cnt, sf, df = cols[:10]
-        # each Transfer checks its own invariants (step, lane, indices, a local copy onto itself)
-        transfers = tuple(Transfer(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c),
-                                   _OPS[o], ln)
-                          for at in range(0, cols.shape[1], 1 << 16)     # rows as lists a block at a time (memory)
-                          for t, a, b, x, y, o, ln, c, s0, d0 in cols[:10, at:at + (1 << 16)].T.tolist())
+        # Transfer's own invariants, on the columns: where one fails, the checked constructor names it
+        bad = ((step < 0) | (lane < 0) | (cnt < 1) | (sf < 0) | (df < 0)
+               | ((src == dst) & (sb == db) & (sf < df + cnt) & (df < sf + cnt))).any()
+        make = Transfer if bad else _unchecked_transfer
+        transfers = tuple(make(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c),
+                               _OPS[o], ln)
+                          for at in range(0, cols.shape[1], 1 << 16)     # a block of rows at a time (memory)
+                          for t, a, b, x, y, o, ln, c, s0, d0 in zip(*cols[:10, at:at + (1 << 16)].tolist()))
         hints = (scratch_chunks, tb_pairs, step_sync, ordered_sends, step_reply)
         n = collective.nranks
         size = np.array([collective.input_chunks, collective.output_chunks, scratch_chunks], dtype=np.int64)
