@@ -211,34 +211,36 @@ class Schedule:
         order = np.lexsort((df, sf, dst, src, lane, step))     # stable: ties keep their order
         cols = np.ascontiguousarray(cols[:, order])
         del columns      # the caller's rows, freed here when the caller passed its only reference (memory)
-        cols.setflags(write=False)                              # the lowering's input: never edited
         step, src, dst, sb, db, red, lane, cnt, sf, df = cols[:10]
         # Transfer's own invariants, on the columns: where one fails, the checked constructor names it
         bad = ((step < 0) | (lane < 0) | (cnt < 1) | (sf < 0) | (df < 0)
                | ((src == dst) & (sb == db) & (sf < df + cnt) & (df < sf + cnt))).any()
-        make = Transfer if bad else _unchecked_transfer
-        transfers = tuple(make(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c),
-                               _OPS[o], ln)
-                          for at in range(0, cols.shape[1], 1 << 16)     # a block of rows at a time (memory)
-                          for t, a, b, x, y, o, ln, c, s0, d0 in zip(*cols[:10, at:at + (1 << 16)].tolist()))
-        hints = (scratch_chunks, tb_pairs, step_sync, ordered_sends, step_reply)
         n = collective.nranks
         size = np.array([collective.input_chunks, collective.output_chunks, scratch_chunks], dtype=np.int64)
-        if len(transfers) and ((src < 0) | (src >= n) | (dst < 0) | (dst >= n) | (sf + cnt > size[sb])
-                               | (df + cnt > size[db])).any():
+        bound = bool(cols.shape[1]) and bool(((src < 0) | (src >= n) | (dst < 0) | (dst >= n) | (sf + cnt > size[sb])
+                                              | (df + cnt > size[db])).any())
+        # kept as int32 where every value fits (half the memory for as long as the Schedule lives)
+        small = not cols.shape[1] or (int(cols.min()) >= -(1 << 31) and int(cols.max()) < 1 << 31)
+        kept = cols.astype(np.int32) if small else cols
+        kept.setflags(write=False)
+        del cols, step, src, dst, sb, db, red, lane, cnt, sf, df
+        make = Transfer if bad or bound else _unchecked_transfer
+        transfers = tuple(make(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c),
+                               _OPS[o], ln)
+                          for at in range(0, kept.shape[1], 1 << 16)     # a block of rows at a time (memory)
+                          for t, a, b, x, y, o, ln, c, s0, d0 in zip(*kept[:10, at:at + (1 << 16)].tolist()))
+        hints = (scratch_chunks, tb_pairs, step_sync, ordered_sends, step_reply)
+        if bound:
             return Schedule(collective, transfers, provenance, *hints)   # raises, naming the transfer
         out = object.__new__(Schedule)
         given = dict(zip(("collective", "transfers", "provenance", "scratch_chunks", "tb_pairs", "step_sync",
                           "ordered_sends", "step_reply"), (collective, transfers, provenance, *hints)))
         for f in fields(Schedule):
             object.__setattr__(out, f.name, given.get(f.name, f.default))
-        ends = np.searchsorted(step, np.arange(int(step[-1]) + 1 if len(step) else 0), "right").tolist()
+        steps = kept[0]
+        ends = np.searchsorted(steps, np.arange(int(steps[-1]) + 1 if len(steps) else 0), "right").tolist()
         starts = [0] + ends[:-1]
         object.__setattr__(out, "_by_step", tuple(transfers[a:b] for a, b in zip(starts, ends)))
-        # kept as int32 where every value fits (half the memory for as long as the Schedule lives)
-        small = not len(transfers) or (int(cols.min()) >= -(1 << 31) and int(cols.max()) < 1 << 31)
-        kept = cols.astype(np.int32) if small else cols
-        kept.setflags(write=False)
         object.__setattr__(out, "columns", kept)
         out._check_hints()
         return out

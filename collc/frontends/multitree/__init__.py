@@ -209,7 +209,9 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
     else:  # pragma: no cover - the registry filters collectives
         raise ScheduleError(f"multitree does not implement {kind.value}")
     cb.tb_pairs = tb_pairs
-    if fusing is None:
+    linked = fusing is None
+    del ag, rs, r, p, c, t, ln_rs, ln_ag, fusing     # the trees and lane maps: not alive beside the transfers
+    if linked:
         # one tb per link and run: a link's transfers in step order, never sharing the link
         cb.set_lanes(link_run_lanes(cb.columns()))
         cb.ordered_sends = True
