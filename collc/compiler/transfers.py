@@ -1,7 +1,8 @@
 """The Schedule's transfers as columns: one int64 array per field, one entry per transfer (issue #30).
 
 Lowering reads the frontend's :class:`collc.ir.schedule.Schedule` into a :class:`TransferTable`
-once, at its start (:meth:`TransferTable.of`); ``pipelining``
+once, at its start (:meth:`TransferTable.of`; a Schedule made from columns,
+:meth:`collc.ir.schedule.Schedule.of_columns`, hands over its own); ``pipelining``
 (:mod:`collc.compiler.pipelining`) and ``scratch`` (:func:`collc.compiler.scratch.expand`) work
 on the columns, with numpy doing the per-transfer work.  :meth:`TransferTable.schedule` builds
 the Schedule back, only where a reader asks for it (``--dump-ir pipelining``, the invariant
@@ -26,9 +27,9 @@ import numpy.typing as npt
 
 from collc.compiler.optable import BUF_CODE, BUFS, Ints
 from collc.ir.collective import Buffer, Collective
-from collc.ir.schedule import Op, Provenance, Schedule, Slots, Transfer
+from collc.ir.schedule import COLUMNS, Op, Provenance, Schedule, Slots, Transfer
 
-FIELDS = ("step", "src", "dst", "srcbuf", "dstbuf", "reduce", "lane", "cnt", "sfirst", "dfirst", "sat", "dat")
+FIELDS = COLUMNS      # the layout a Schedule's own columns have
 _BUFFERS = tuple(Buffer(b) for b in BUFS)
 _OPS = (Op.COPY, Op.REDUCE)
 
@@ -50,7 +51,14 @@ class TransferTable:
 
     @staticmethod
     def of(schedule: Schedule) -> TransferTable:
-        """The table of ``schedule``'s transfers (one pass over them per group of fields)."""
+        """The table of ``schedule``'s transfers (one pass over them per group of fields; none when
+        the Schedule carries them as columns, in this layout)."""
+        if schedule.columns is not None:
+            empty = np.zeros(0, dtype=np.int64)
+            cols: Ints = schedule.columns.astype(np.int64)     # a copy: the lowering's own
+            return TransferTable(schedule.collective, schedule.provenance, cols, empty, empty,
+                                 schedule.scratch_chunks, schedule.tb_pairs, schedule.step_sync,
+                                 schedule.ordered_sends, schedule.step_reply)
         ts = schedule.transfers
         n = len(ts)
         cols = np.zeros((len(FIELDS), n), dtype=np.int64)

@@ -55,10 +55,10 @@ if TYPE_CHECKING:
 # scipy.optimize alone costs a third of a second of start-up
 
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder, prefix_copy
+from collc.frontends.common import I, O, S, ColumnBuilder, code, prefix_copy
 from collc.frontends.registry import Algorithm, Options, Param, register
 from collc.ir.collective import Buffer, CollKind, Collective
-from collc.ir.schedule import Schedule, Transfer
+from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 REFERENCE = ("Zhao et al., Efficient Direct-Connect Topologies for Collective Communications, "
@@ -491,26 +491,27 @@ def _merged(rows: list[tuple[int, int, int, int, int]]) -> list[tuple[int, int, 
     return out
 
 
-def _emit_allgather(b: Builder, r: BFBResult, start: int, stride: int, inplace_src: bool) -> None:
+def _emit_allgather(b: ColumnBuilder, r: BFBResult, start: int, stride: int, inplace_src: bool) -> None:
     """Copies of the allgather pieces into output slots ``u * stride + lo``; step 1 reads the
-    source's own data from the input (``inplace_src``: from the output like later steps)."""
-    by_step: dict[int, list[tuple[int, int, int, int, int]]] = {}
-    first: dict[int, list[tuple[int, int, int, int, int]]] = {}
-    for t, u, lo, cnt, w, v in r.pieces.tolist():
-        slot = u * stride + lo
-        if t == 1 and not inplace_src:
-            first.setdefault(t, []).append((w, v, lo, slot, cnt))
-        else:
-            by_step.setdefault(t, []).append((w, v, slot, slot, cnt))
-    for t, rows in sorted(first.items()):
-        for w, v, s, d, c in _merged(rows):
-            b.move(start + t - 1, w, v, I, range(s, s + c), O, range(d, d + c))
-    for t, rows in sorted(by_step.items()):
-        for w, v, s, d, c in _merged(rows):
-            b.move(start + t - 1, w, v, O, range(s, s + c), O, range(d, d + c))
+    source's own data from the input (``inplace_src``: from the output like later steps).
+    Per step, pieces that follow on in both source and destination slots on one link are one
+    transfer (:func:`_merged`, on the columns)."""
+    t, u, lo, cnt, w, v = (r.pieces[:, k].astype(np.int64) for k in range(6))
+    slot = u * stride + lo
+    first = (t == 1) if not inplace_src else np.zeros(len(t), dtype=bool)
+    src = np.where(first, lo, slot)
+    # by step, then (sender, receiver, destination slot) as _merged sorts, ties in piece order
+    order = np.lexsort((np.arange(len(t)), slot, v, w, t))
+    t, w, v, src, dst, cnt, first = t[order], w[order], v[order], src[order], slot[order], cnt[order], first[order]
+    new = np.ones(len(t), dtype=bool)
+    new[1:] = ((t[1:] != t[:-1]) | (w[1:] != w[:-1]) | (v[1:] != v[:-1]) | (src[:-1] + cnt[:-1] != src[1:])
+               | (dst[:-1] + cnt[:-1] != dst[1:]))
+    at = np.flatnonzero(new)
+    b.moves(start + t[at] - 1, w[at], v[at], np.where(first[at], code(I), code(O)), src[at], O, dst[at],
+            np.add.reduceat(cnt, at) if len(at) else cnt[at])
 
 
-def _emit_reducescatter(b: Builder, r: BFBResult, start: int, stride: int, work: Buffer,
+def _emit_reducescatter(b: ColumnBuilder, r: BFBResult, start: int, stride: int, work: Buffer,
                         final: Buffer | None) -> int:
     """Reductions of the reversed transpose-allgather (Def 7): piece ``(t, u, w -> v)`` of
     G^T becomes ``v -> w`` at step ``D - t + 1`` reducing destination ``u``'s slots; with
@@ -552,7 +553,7 @@ def _emit_reducescatter(b: Builder, r: BFBResult, start: int, stride: int, work:
     return cur
 
 
-def _emit_spilled(b: Builder, spilled: list[tuple[int, int, int, int, int, bool]], step: int, at: int,
+def _emit_spilled(b: ColumnBuilder, spilled: list[tuple[int, int, int, int, int, bool]], step: int, at: int,
                   work: Buffer, final: Buffer | None) -> int:
     """Partials ``(src, dst, slot, dst slot, cnt, last)`` that would collide with an earlier one on
     their destination slots: each lands in fresh scratch at ``step`` and is folded in by a local
@@ -625,7 +626,7 @@ def emit(topology: Topology, request: Collective, ag: BFBResult | None, rs: BFBR
     if kind is CollKind.ALLGATHER:
         assert ag is not None
         c = ag.chunks
-        b = Builder(Collective(kind, n, c, request.inplace))
+        b = ColumnBuilder(Collective(kind, n, c, request.inplace))
         if not request.inplace:
             for r in range(n):
                 b.move(0, r, r, I, range(c), O, range(r * c, r * c + c))
@@ -633,7 +634,7 @@ def emit(topology: Topology, request: Collective, ag: BFBResult | None, rs: BFBR
     elif kind is CollKind.REDUCESCATTER:
         assert rs is not None
         c = rs.chunks
-        b = Builder(Collective(kind, n, c, request.inplace))
+        b = ColumnBuilder(Collective(kind, n, c, request.inplace))
         if request.inplace:
             _emit_reducescatter(b, rs, 0, c, I, None)
         else:
@@ -645,11 +646,13 @@ def emit(topology: Topology, request: Collective, ag: BFBResult | None, rs: BFBR
     else:
         assert ag is not None and rs is not None and ag.chunks == rs.chunks
         c = ag.chunks
-        b = Builder(Collective(kind, n, n * c, request.inplace))
+        b = ColumnBuilder(Collective(kind, n, n * c, request.inplace))
         start = prefix_copy(b, I, O, n * c, range(n))
         after = _emit_reducescatter(b, rs, start, c, O, None)
         _emit_allgather(b, ag, after, c, True)
-    _spread_lanes(b, c)
+    lanes = _spread_lanes(b.columns(), c)
+    if lanes is not None:
+        b.set_lanes(lanes)
     return b.schedule(name, opts, topology.name, reference)
 
 
@@ -657,25 +660,25 @@ def emit(topology: Topology, request: Collective, ag: BFBResult | None, rs: BFBR
 LANE_SPREAD_AT = 48
 
 
-def _spread_lanes(b: Builder, c: int) -> None:
+def _spread_lanes(cols: np.ndarray, c: int) -> np.ndarray | None:
     """Spread busy links over channels: the lowering picks a channel from the chunk index,
     and BFB's pieces mostly start at shard boundaries (multiples of ``c``), so on large
     graphs the transfers of shard ``u`` go to lane ``hash(u) mod L`` instead (every transfer
-    of a shard's data stays in one lane)."""
-    per_link: dict[tuple[int, int], int] = {}
-    for t in b.transfers:
-        if not t.is_local:
-            per_link[t.src, t.dst] = per_link.get((t.src, t.dst), 0) + 1
-    busiest = max(per_link.values(), default=0)
+    of a shard's data stays in one lane).  The lanes of the transfers ``cols`` holds
+    (:data:`collc.ir.schedule.COLUMNS`), or None where no link is that busy."""
+    src, dst = cols[1], cols[2]
+    remote = src != dst
+    if not remote.any():
+        return None
+    busiest = int(np.unique(src[remote] * (int(dst.max()) + 1) + dst[remote], return_counts=True)[1].max())
     if busiest <= LANE_SPREAD_AT:
-        return
+        return None
     lanes = min(32, 1 << math.ceil(math.log2(busiest / 40)))   # about 40 transfers per link and lane
-    def lane(t: Transfer) -> int:
-        shard = (t.dst_idx[0] if t.dst_buf is not S else t.src_idx[0]) // c
-        return ((shard * 2654435761) >> 11) % lanes   # a multiplicative hash: shard ids through one
-        # link follow the graph's arithmetic structure, which a plain modulus keeps unbalanced
-
-    b.transfers = [t.on_lane(lane(t)) for t in b.transfers]
+    shard = np.where(cols[4] != code(S), cols[9], cols[8]) // c
+    # a multiplicative hash: shard ids through one link follow the graph's arithmetic
+    # structure, which a plain modulus keeps unbalanced
+    out: np.ndarray = ((shard * 2654435761) >> 11) % lanes
+    return out
 
 
 def _report(topology: Topology, schedule: Schedule) -> list[str]:

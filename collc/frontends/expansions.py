@@ -35,7 +35,7 @@ import numpy as np
 
 from collc.errors import ScheduleError, TopologyError
 from collc.frontends.bfb import BFBResult, Digraph, digraph_of, _emit_allgather
-from collc.frontends.common import I, O, Builder
+from collc.frontends.common import I, O, ColumnBuilder
 from collc.ir.collective import CollKind, Collective
 from collc.ir.schedule import Schedule
 from collc.topology import Link, Topology
@@ -228,7 +228,7 @@ def allgather_schedule(r: BFBResult, topology: Topology, inplace: bool = False, 
     n, c = topology.nranks, r.chunks
     if r.graph.n != n:
         raise ScheduleError(f"schedule is for {r.graph.n} ranks, {topology.name} has {n}")
-    b = Builder(Collective(CollKind.ALLGATHER, n, c, inplace))
+    b = ColumnBuilder(Collective(CollKind.ALLGATHER, n, c, inplace))
     if not inplace:
         for v in range(n):
             b.move(0, v, v, I, range(c), O, range(v * c, v * c + c))

@@ -29,13 +29,22 @@ however the core's steps are paced).  A connection and its reverse cannot both r
 for the rank's previous send to that peer from an earlier step even when lowering
 puts the two on different channels (a dependency between their threadblocks), so
 that a link's transfers run one after the other instead of sharing the link.
+
+``columns`` carries the transfers as integer columns (:data:`COLUMNS`) when a frontend made them that way
+(:meth:`Schedule.of_columns`, for the million transfers of a 1024-rank MultiTree or BFB
+schedule): the lowering reads them as its transfer table instead of reading every
+``Transfer`` (``collc.compiler.transfers``); the ``Transfer`` values are the same either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
 from enum import Enum
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from collc.errors import ScheduleError
 from collc.ir.collective import Buffer, Collective
@@ -74,6 +83,15 @@ def _lowest(idx: Slots) -> int:
 class Op(str, Enum):
     COPY = "copy"
     REDUCE = "reduce"
+
+
+#: The rows of :attr:`Schedule.columns`, one entry per transfer (``collc.compiler.transfers``
+#: reads them as its table): buffers coded by :data:`BUFFER_CODES`, ``reduce`` 1 for
+#: :attr:`Op.REDUCE`, chunk lists ``cnt`` chunks from ``sfirst`` / ``dfirst``; ``sat`` and ``dat``
+#: are -1 (every list a range: the carrier holds no other lists).
+COLUMNS = ("step", "src", "dst", "srcbuf", "dstbuf", "reduce", "lane", "cnt", "sfirst", "dfirst", "sat", "dat")
+BUFFER_CODES = (Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH)
+_OPS = (Op.COPY, Op.REDUCE)
 
 
 @fast_init
@@ -121,6 +139,24 @@ class Transfer:
                         self.op, lane)
 
 
+def _unchecked_maker() -> Callable[..., Transfer]:
+    """``Transfer``'s constructor less ``__post_init__``, for rows whose invariants
+    :meth:`Schedule.of_columns` has checked on the columns (a million transfers on 32x32)."""
+    names = [f.name for f in fields(Transfer)]
+    env: dict[str, Any] = {"new": object.__new__, "cls": Transfer}
+    body = []
+    for k, name in enumerate(names):
+        env[f"set{k}"] = Transfer.__dict__[name].__set__
+        body.append(f"    set{k}(t, {name})")
+    code = f"def make({', '.join(names)}):\n    t = new(cls)\n" + "\n".join(body) + "\n    return t\n"
+    exec(code, env)     # noqa: S102 - field names only, as collc.ir.records.fast_init does
+    made: Callable[..., Transfer] = env["make"]
+    return made
+
+
+_unchecked_transfer = _unchecked_maker()
+
+
 @dataclass(frozen=True)
 class Provenance:
     """Where a schedule came from: algorithm, its parameters, topology, paper."""
@@ -142,10 +178,75 @@ class Schedule:
     ordered_sends: bool = False
     step_reply: tuple[tuple[int, int], ...] = ()            # (src, dst): a send answers dst's message of its step
     _by_step: tuple[tuple[Transfer, ...], ...] = field(default=(), repr=False, compare=False)
+    # set by of_columns only (``replace`` makes a Schedule without it, whose transfers may differ)
+    columns: npt.NDArray[np.int32] | npt.NDArray[np.int64] | None = field(default=None, init=False, repr=False,
+                                                                          compare=False)
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.transfers, key=Transfer.sort_key))
         object.__setattr__(self, "transfers", ordered)
+        self._check_transfers(ordered)
+        self._check_hints()
+
+    @staticmethod
+    def of_columns(collective: Collective, columns: npt.NDArray[np.int64], provenance: Provenance,
+                   scratch_chunks: int = 0, tb_pairs: tuple[tuple[int, int, int, int], ...] = (),
+                   step_sync: tuple[tuple[int, int], ...] = (), ordered_sends: bool = False,
+                   step_reply: tuple[tuple[int, int], ...] = ()) -> Schedule:
+        """The Schedule of the transfers ``columns`` holds (``len(COLUMNS)`` x n int64, rows in the
+        frontend's order, every chunk list a range): equal to the Schedule of the same
+        ``Transfer`` values, and it keeps the columns, sorted as its transfers are, for lowering.
+
+        The rows are sorted by ``Transfer.sort_key`` with numpy (ties keep their order, as
+        ``sorted`` does) and bounds are checked on the columns; a schedule that breaks a bound
+        goes through the ordinary constructor, which names the transfer."""
+        cols = np.asarray(columns, dtype=np.int64)
+        if cols.ndim != 2 or cols.shape[0] != len(COLUMNS):
+            raise ScheduleError(f"schedule columns must be {len(COLUMNS)} rows of int64, got shape {cols.shape}")
+        if cols.shape[1] and ((cols[10:] != -1).any() or (cols[3:5] < 0).any() or (cols[3:5] > 2).any()
+                              or (cols[5] < 0).any() or (cols[5] > 1).any()):
+            raise ScheduleError("schedule columns: buffer codes must be 0..2, reduce 0 or 1, and every chunk list a "
+                                "range (sat = dat = -1)")
+        step, src, dst, sb, db, red, lane, cnt, sf, df = cols[:10]
+        order = np.lexsort((df, sf, dst, src, lane, step))     # stable: ties keep their order
+        cols = np.ascontiguousarray(cols[:, order])
+        del columns      # the caller's rows, freed here when the caller passed its only reference (memory)
+        step, src, dst, sb, db, red, lane, cnt, sf, df = cols[:10]
+        # Transfer's own invariants, on the columns: where one fails, the checked constructor names it
+        bad = ((step < 0) | (lane < 0) | (cnt < 1) | (sf < 0) | (df < 0)
+               | ((src == dst) & (sb == db) & (sf < df + cnt) & (df < sf + cnt))).any()
+        n = collective.nranks
+        size = np.array([collective.input_chunks, collective.output_chunks, scratch_chunks], dtype=np.int64)
+        bound = bool(cols.shape[1]) and bool(((src < 0) | (src >= n) | (dst < 0) | (dst >= n) | (sf + cnt > size[sb])
+                                              | (df + cnt > size[db])).any())
+        # kept as int32 where every value fits (half the memory for as long as the Schedule lives)
+        small = not cols.shape[1] or (int(cols.min()) >= -(1 << 31) and int(cols.max()) < 1 << 31)
+        kept = cols.astype(np.int32) if small else cols
+        kept.setflags(write=False)
+        del cols, step, src, dst, sb, db, red, lane, cnt, sf, df
+        make = Transfer if bad or bound else _unchecked_transfer
+        transfers = tuple(make(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c),
+                               _OPS[o], ln)
+                          for at in range(0, kept.shape[1], 1 << 16)     # a block of rows at a time (memory)
+                          for t, a, b, x, y, o, ln, c, s0, d0 in zip(*kept[:10, at:at + (1 << 16)].tolist()))
+        hints = (scratch_chunks, tb_pairs, step_sync, ordered_sends, step_reply)
+        if bound:
+            return Schedule(collective, transfers, provenance, *hints)   # raises, naming the transfer
+        out = object.__new__(Schedule)
+        given = dict(zip(("collective", "transfers", "provenance", "scratch_chunks", "tb_pairs", "step_sync",
+                          "ordered_sends", "step_reply"), (collective, transfers, provenance, *hints)))
+        for f in fields(Schedule):
+            object.__setattr__(out, f.name, given.get(f.name, f.default))
+        steps = kept[0]
+        ends = np.searchsorted(steps, np.arange(int(steps[-1]) + 1 if len(steps) else 0), "right").tolist()
+        starts = [0] + ends[:-1]
+        object.__setattr__(out, "_by_step", tuple(transfers[a:b] for a, b in zip(starts, ends)))
+        object.__setattr__(out, "columns", kept)
+        out._check_hints()
+        return out
+
+    def _check_transfers(self, ordered: tuple[Transfer, ...]) -> None:
+        """Ranks and chunk indices in range; groups the transfers by step."""
         n = self.collective.nranks
         sizes = {Buffer.INPUT: self.collective.input_chunks, Buffer.OUTPUT: self.collective.output_chunks,
                  Buffer.SCRATCH: self.scratch_chunks}
@@ -164,6 +265,9 @@ class Schedule:
                                             f"in {t}")
             groups[t.step].append(t)
         object.__setattr__(self, "_by_step", tuple(tuple(g) for g in groups))
+
+    def _check_hints(self) -> None:
+        n = self.collective.nranks
         recv_of: set[tuple[int, int, int]] = set()
         send_of: set[tuple[int, int, int]] = set()
         for rank, lane, a, b in self.tb_pairs:

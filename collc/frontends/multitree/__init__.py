@@ -92,16 +92,19 @@ from the input; out-of-place reducescatter works in scratch (ring's pattern).
 
 from __future__ import annotations
 
+import numpy as np
+
 from collc.limits import MAX_PARSER_NODES
 from collc.errors import ScheduleError
-from collc.frontends.common import I, O, S, Builder, prefix_copy, refusal_of
-from collc.frontends.multitree.lanes import TB_MODES, Edge3, FusedTbs, link_runs, link_tbs_nodes, turn_order
+from collc.frontends.common import I, O, S, Builder, ColumnBuilder, Ints, code, prefix_copy, refusal_of
+from collc.frontends.multitree.lanes import (TB_MODES, Edge3, FusedTbs, link_run_lanes, link_runs, link_tbs_nodes,
+                                             turn_order)
 from collc.frontends.multitree.trees import (ORDERS, RULES, TableEntry, Trees, _one_hop, _require_connected,
                                              artifact_priority, build_trees, check_trees, eccentricities,
                                              neighbour_order)
 from collc.frontends.registry import FILE_GPUS, Algorithm, Options, Param, register
 from collc.ir.collective import CollKind, Collective
-from collc.ir.schedule import Op, Schedule, Transfer
+from collc.ir.schedule import Schedule
 from collc.topology import Topology
 
 __all__ = ["Trees", "TableEntry", "build_trees", "check_trees", "neighbour_order", "eccentricities", "artifact_priority",
@@ -161,63 +164,66 @@ def build(topology: Topology, request: Collective, opts: Options) -> Schedule:
         ln_rs = lanes[0] if rs is not None else {}
         ln_ag = lanes[-1] if ag is not None else {}
         tb_pairs = fusing.pairs()
-    if kind is CollKind.ALLREDUCE:
-        assert rs is not None and ag is not None
-        b = Builder(Collective(kind, n, n, request.inplace))
-        start = prefix_copy(b, I, O, n, range(n))
-        # Transfers built directly here and below (a million of them on 32x32): chunk lists are ranges already
-        up, down, add = start + rs.steps, start + rs.steps - 1, b.transfers.append
-        for r in range(n):
-            one = range(r, r + 1)
-            for p, c, t in rs.edges[r]:
-                add(Transfer(up - t, c, p, O, one, O, one, Op.REDUCE, ln_rs.get((r, c, p), 0) if ln_rs else 0))
-            for p, c, t in ag.edges[r]:
-                add(Transfer(down + t, p, c, O, one, O, one, Op.COPY, ln_ag.get((r, p, c), 0) if ln_ag else 0))
-    elif kind is CollKind.ALLGATHER:
-        assert ag is not None
-        b = Builder(Collective(kind, n, 1, request.inplace))
-        if not request.inplace:
-            for r in range(n):
-                b.move(0, r, r, I, [0], O, [r])
-        add, first = b.transfers.append, range(0, 1)
-        for r, tree_edges in enumerate(ag.edges):
-            one = range(r, r + 1)
-            for p, c, t in tree_edges:
-                # the root reads its input (in place it is o[r]); others forward o[r]
-                src_buf, src_idx = (I, first) if p == r else (O, one)
-                add(Transfer(t - 1, p, c, src_buf, src_idx, O, one, Op.COPY,
-                             ln_ag.get((r, p, c), 0) if ln_ag else 0))
-    elif kind is CollKind.REDUCESCATTER:
-        assert rs is not None
-        b = Builder(Collective(kind, n, 1, request.inplace))
-        start = 0
-        if not request.inplace:
-            b.scratch = n
-            for r in range(n):
-                b.move(0, r, r, I, range(n), S, range(n))
-                b.move(0, r, r, I, [r], O, [0])
-            start = 1
-        work = I if request.inplace else S
-        up, add, first = start + rs.steps, b.transfers.append, range(0, 1)
-        for r, tree_edges in enumerate(rs.edges):
-            one = range(r, r + 1)
-            for p, c, t in tree_edges:
-                # in place o[0] of rank r is i[r]; out of place the root accumulates in o[0]
-                dst_buf, dst_idx = (O, first) if p == r and not request.inplace else (work, one)
-                add(Transfer(up - t, c, p, work, one, dst_buf, dst_idx, Op.REDUCE,
-                             ln_rs.get((r, c, p), 0) if ln_rs else 0))
-    elif kind is CollKind.ALLTOALL:
+    if kind is CollKind.ALLTOALL:
         assert ag is not None
         b = Builder(Collective(kind, n, 1, request.inplace))
         _alltoall(b, ag)
+        b.tb_pairs = tb_pairs
+        b.transfers = link_runs(b.transfers)    # fusing is None: alltoall is "link"
+        b.ordered_sends = True
+        return b.schedule("multitree", opts, topology.name, REFERENCE)
+    # the other collectives as columns (a million transfers on 32x32): a row per tree edge
+    cb = ColumnBuilder(Collective(kind, n, n if kind is CollKind.ALLREDUCE else 1, request.inplace))
+    if kind is CollKind.ALLREDUCE:
+        assert rs is not None and ag is not None
+        start = prefix_copy(cb, I, O, n, range(n))
+        r, p, c, t = rs.edge_columns
+        cb.moves(start + rs.steps - t, c, p, O, r, O, r, reduce=True, lane=_lanes(ln_rs, r, c, p))
+        r, p, c, t = ag.edge_columns
+        cb.moves(start + rs.steps - 1 + t, p, c, O, r, O, r, lane=_lanes(ln_ag, r, p, c))
+    elif kind is CollKind.ALLGATHER:
+        assert ag is not None
+        if not request.inplace:
+            ranks = np.arange(n, dtype=np.int64)
+            cb.moves(0, ranks, ranks, I, 0, O, ranks)
+        r, p, c, t = ag.edge_columns
+        # the root reads its input (in place it is o[r]); others forward o[r]
+        root = p == r
+        cb.moves(t - 1, p, c, np.where(root, code(I), code(O)), np.where(root, 0, r), O, r,
+                 lane=_lanes(ln_ag, r, p, c))
+    elif kind is CollKind.REDUCESCATTER:
+        assert rs is not None
+        start = 0
+        if not request.inplace:
+            cb.scratch = n
+            for x in range(n):
+                cb.move(0, x, x, I, range(n), S, range(n))
+                cb.move(0, x, x, I, range(x, x + 1), O, range(0, 1))
+            start = 1
+        work = I if request.inplace else S
+        r, p, c, t = rs.edge_columns
+        # in place o[0] of rank r is i[r]; out of place the root accumulates in o[0]
+        last = (p == r) & (not request.inplace)
+        cb.moves(start + rs.steps - t, c, p, work, r, np.where(last, code(O), code(work)), np.where(last, 0, r),
+                 reduce=True, lane=_lanes(ln_rs, r, c, p))
     else:  # pragma: no cover - the registry filters collectives
         raise ScheduleError(f"multitree does not implement {kind.value}")
-    b.tb_pairs = tb_pairs
-    if fusing is None:
+    cb.tb_pairs = tb_pairs
+    linked = fusing is None
+    del ag, rs, r, p, c, t, ln_rs, ln_ag, fusing     # the trees and lane maps: not alive beside the transfers
+    if linked:
         # one tb per link and run: a link's transfers in step order, never sharing the link
-        b.transfers = link_runs(b.transfers)
-        b.ordered_sends = True
-    return b.schedule("multitree", opts, topology.name, REFERENCE)
+        cb.set_lanes(link_run_lanes(cb.columns()))
+        cb.ordered_sends = True
+    return cb.schedule("multitree", opts, topology.name, REFERENCE)
+
+
+def _lanes(lanes: dict[Edge3, int], r: Ints, a: Ints, b: Ints) -> Ints | int:
+    """The lane of each edge ``(r, a, b)`` (0 where ``lanes`` has none)."""
+    if not lanes:
+        return 0
+    get = lanes.get
+    return np.fromiter((get(e, 0) for e in zip(r.tolist(), a.tolist(), b.tolist())), dtype=np.int64, count=len(r))
 
 
 def _alltoall(b: Builder, trees: Trees) -> None:

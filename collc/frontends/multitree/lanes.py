@@ -14,13 +14,18 @@ from collections import Counter
 from collections.abc import Sequence
 from operator import itemgetter
 
+import numpy as np
+import numpy.typing as npt
+
 from collc.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
 from collc.frontends.multitree.trees import Trees, _grid_dims, neighbour_order
 from collc.ir.schedule import Transfer
 from collc.topology import Topology
 
-__all__ = ["Edge3", "TB_MODES", "RUN_STEPS", "link_runs", "runs_needed", "link_tbs_nodes", "turn_order",
-           "FusedTbs"]
+__all__ = ["Edge3", "TB_MODES", "RUN_STEPS", "link_runs", "link_run_lanes", "runs_needed", "link_tbs_nodes",
+           "turn_order", "FusedTbs"]
+
+Ints = npt.NDArray[np.int64]
 
 #: Transfers of one link that one tb holds in ``threadblocks=link``: the lowering's own share of
 #: the executor's and RCCL's 64 steps per tb (the rest is room for dependency nops).
@@ -66,6 +71,38 @@ def link_runs(transfers: Sequence[Transfer]) -> list[Transfer]:
             if lane != out[i].lane:     # a transfer is a frozen value: rebuild only those that move
                 out[i] = out[i].on_lane(lane)
     return out
+
+def link_run_lanes(cols: Ints) -> Ints:
+    """:func:`link_runs` on a Schedule's columns (:data:`collc.ir.schedule.COLUMNS`, rows in the
+    order the transfers were made): the lane of every row.
+
+    >>> from collc.ir.schedule import COLUMNS
+    >>> cols = np.full((len(COLUMNS), 100), -1, dtype=np.int64)
+    >>> cols[:10] = 0
+    >>> cols[0] = cols[8] = cols[9] = np.arange(100)[::-1]       # made last step first
+    >>> cols[2], cols[7] = 1, 1
+    >>> lanes = link_run_lanes(cols)
+    >>> [int((lanes == k).sum()) for k in range(3)], bool((lanes[::-1] == np.sort(lanes)).all())
+    ([34, 33, 33], True)
+    """
+    step, src, dst, lane, sfirst, dfirst = cols[0], cols[1], cols[2], cols[6], cols[8], cols[9]
+    out: Ints = lane.copy()
+    remote = np.flatnonzero(src != dst)
+    if not len(remote):
+        return out
+    _, link, per_link = np.unique(src[remote] * (int(dst.max()) + 1) + dst[remote], return_inverse=True,
+                                  return_counts=True)
+    runs = runs_needed(int(per_link.max()))
+    if runs == 1:
+        return out
+    # a link's transfers in Schedule order (Transfer.sort_key, ties in the order made)
+    order = np.lexsort((remote, dfirst[remote], sfirst[remote], lane[remote], step[remote], link))
+    first = np.cumsum(per_link) - per_link
+    k = np.empty(len(remote), dtype=np.int64)
+    k[order] = np.arange(len(remote), dtype=np.int64) - first[link[order]]
+    out[remote] = k * runs // per_link[link]
+    return out
+
 
 # ---------------------------------------------------------------------- fused threadblocks
 #: A transfer of one phase: (tree root, sender, receiver).

@@ -11,9 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
+
+import numpy as np
+import numpy.typing as npt
 
 from collc.errors import ScheduleError
 from collc.topology import Topology
@@ -82,6 +86,15 @@ class Trees:
                 for link in zip(path, path[1:]):
                     step[link] = step.get(link, 0) + 1
         return tuple(use)
+
+    @cached_property
+    def edge_columns(self) -> tuple[npt.NDArray[np.int64], ...]:
+        """Every tree's edges as four arrays (root, parent, child, t), tree by tree in ``edges``' order."""
+        total = sum(map(len, self.edges))
+        flat = np.fromiter(chain.from_iterable(chain.from_iterable(self.edges)), dtype=np.int64, count=3 * total)
+        roots = np.repeat(np.arange(self.nranks, dtype=np.int64), [len(e) for e in self.edges])
+        p, c, t = flat.reshape(-1, 3).T
+        return roots, p, c, t
 
     @property
     def links_used(self) -> tuple[int, ...]:
@@ -435,6 +448,8 @@ class _Grower:
         """Grow all trees.  ``rounds[0]`` is the order of the very first round,
         ``rounds[1]`` the order of every later one."""
         n, cap = self.n, self.cap
+        if not cap and not self.up_any and not any(self.feeders):
+            return self._run_direct(rule, rounds)
         pick = self._pick if self.up_any else self._pick_direct
         link_src, feeders = self.link_src, self.feeders
         members = [bytearray(n) for _ in range(n)]
@@ -516,6 +531,133 @@ class _Grower:
                     continue
                 if dead[r]:
                     gone = dead[r]
+                    live[r] = [p for p in live[r] if p not in gone]
+                live[r].extend(fresh[r])
+        return edges, paths, sequence, t
+
+
+    def _run_direct(self, rule: str, rounds: Sequence[Sequence[int]]) -> tuple[
+            list[list[Edge]], list[list[tuple[int, ...]]], list[tuple[int, int, int, int]], int]:
+        """:meth:`run` without switches and without an NI cap (tori, meshes, hypercubes): the
+        same trees, with :meth:`_pick_direct` inlined in the round (a million turns on 32x32).
+
+        A tree's turn scans its parents from ``ptr`` in insertion order and takes the first
+        neighbour not in the tree over a link with capacity left; a parent skipped in a step
+        (no free link, or none to a non-member) stays skipped for the rest of the step, as
+        both only shrink, and one with no non-member neighbour leaves ``live`` at the step's end."""
+        n = self.n
+        direct, link_src = self.direct, self.link_src
+        # per link between ranks: its receiver and its place in its sender's neighbour order
+        link_dst = [-1] * len(link_src)
+        rank_in_order = [0] * len(link_src)
+        width = 1 + max(map(len, direct), default=0)
+        for p_, order_ in enumerate(direct):
+            for k, (c_, lid_) in enumerate(order_):
+                link_dst[lid_], rank_in_order[lid_] = c_, k
+        members = [bytearray(n) for _ in range(n)]
+        size = [1] * n
+        for r in range(n):
+            members[r][r] = 1
+        edges: list[list[Edge]] = [[] for _ in range(n)]
+        paths: list[list[tuple[int, ...]]] = [[] for _ in range(n)]
+        sequence: list[tuple[int, int, int, int]] = []
+        live: list[list[int]] = [[r] for r in range(n)]   # candidate parents, insertion order
+        incomplete = sum(1 for r in range(n) if size[r] < n)
+        t = 0
+        first_round = True
+        while incomplete:
+            t += 1
+            free = list(self.capacity)
+            outs = list(self.out_degree)     # per rank, its links to ranks with capacity left
+            open_links = {lid for lid, x in enumerate(free) if x and link_src[lid] >= 0}
+            table = len(open_links)
+            place: list[dict[int, int] | None] = [None] * n     # per tree: parent -> index in live
+            ptr = [0] * n
+            dead: list[list[int]] = [[] for _ in range(n)]
+            fresh: list[list[int]] = [[] for _ in range(n)]
+            failed = bytearray(n)
+            added = 0
+            while True:
+                order = rounds[0] if first_round else rounds[1]
+                last = order[-1]
+                first_round = False
+                grew_any = False
+                grew_last = False
+                for r in order:
+                    if failed[r] or size[r] == n:
+                        continue
+                    parents, mem = live[r], members[r]
+                    if not open_links:     # every link is in use: no tree grows again this step
+                        failed[r] = 1
+                        continue
+                    if 4 * len(open_links) < len(parents) - ptr[r]:
+                        # far fewer links left than parents to scan (late in a step): the scan's
+                        # answer is the usable link whose parent comes first, then its neighbour
+                        at = place[r]
+                        if at is None:
+                            at = place[r] = dict(zip(parents, range(len(parents))))
+                        start, best, lid = ptr[r], -1, -1
+                        for x in open_links:
+                            if not mem[link_dst[x]]:
+                                i = at.get(link_src[x], -1)
+                                if i >= start and (best < 0 or i * width + rank_in_order[x] < best):
+                                    best, lid = i * width + rank_in_order[x], x
+                        if best < 0:
+                            ptr[r] = len(parents)
+                            failed[r] = 1
+                            continue
+                        i = best // width
+                        p, c = parents[i], link_dst[lid]
+                    else:
+                        for i in range(ptr[r], len(parents)):
+                            p = parents[i]
+                            if not outs[p]:
+                                continue
+                            open_ = False
+                            for c, lid in direct[p]:
+                                if not mem[c]:
+                                    if free[lid]:
+                                        break
+                                    open_ = True
+                            else:
+                                if not open_:
+                                    dead[r].append(p)
+                                continue
+                            break
+                        else:
+                            ptr[r] = len(parents)
+                            failed[r] = 1
+                            continue
+                    ptr[r] = i
+                    free[lid] -= 1
+                    if not free[lid]:
+                        outs[p] -= 1
+                        open_links.discard(lid)
+                        if len(open_links) * 4 < table:      # a set keeps its table: iterate a compact one
+                            open_links = set(open_links)
+                            table = len(open_links)
+                    mem[c] = 1
+                    size[r] += 1
+                    if size[r] == n:
+                        incomplete -= 1
+                    fresh[r].append(c)
+                    edges[r].append((p, c, t))
+                    paths[r].append((p, c))
+                    sequence.append((r, p, c, t))
+                    added += 1
+                    grew_any = True
+                    if r == last:
+                        grew_last = True
+                if not incomplete or not grew_any or (rule == "last" and not grew_last):
+                    break
+            if not added:  # cannot happen on a connected topology (checked before); guards the loop
+                raise ScheduleError(f"multitree made no progress at step {t}")
+            for r in range(n):
+                if size[r] == n:
+                    live[r] = []
+                    continue
+                if dead[r]:
+                    gone = set(dead[r])
                     live[r] = [p for p in live[r] if p not in gone]
                 live[r].extend(fresh[r])
         return edges, paths, sequence, t
