@@ -32,7 +32,7 @@ from collc.check.xml.opstream import BAD_BUFFER, BUFFERS, OP_FLAGS, TYPES, OpStr
 from collc.check.runtime_model import F_COMBINE, F_LOCAL, F_PLAIN, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
 from collc.compiler.msccl.program import Program, StepType
 from collc.ir.collective import Buffer, Collective
-from collc.ir.symbolic import NumVec, leaf_at
+from collc.ir.symbolic import NumVec
 
 #: Total steps from which :func:`collc.check.xml.executor.simulate` takes the kernel when it has
 #: not run in this process yet: below it, loading numba and the cached kernel (about 0.85 CPU s) costs
@@ -49,6 +49,9 @@ EXACT_CHUNKS_PER_STEP = 5
 
 _OP = {t: i for i, t in enumerate(TYPES)}
 _I32 = np.iinfo(np.int32)
+# per op code: its flags (OP_FLAGS, narrow) and its step record's S_CODE but for hasdep
+_FLAGS8 = OP_FLAGS.astype(np.uint8)
+_CODE = (OP_FLAGS | np.arange(len(TYPES)) << 16).astype(np.int32)
 _SEND, _CPY, _RE = _OP[StepType.SEND], _OP[StepType.COPY], _OP[StepType.REDUCE]
 
 # kernel status
@@ -155,12 +158,67 @@ def _join_source(at: Any, am: Any, ak: Any, a: int, bt: Any, bm: Any, bk: Any, b
     return True
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_RANK = np.uint64(1 << 32)
+_ONE = np.uint64(1)
+
+
+def _inputs_source(seed: Any, ids: Any, first: Any, c: int, mem_v: Any, mem_ok: Any, exact: bool, masks: bool,
+                   mem_t: Any, mem_m: Any, mem_k: Any) -> None:
+    """GPU ``j``'s ``c`` inputs (:func:`collc.ir.symbolic.leaf_at` of ``ids[j]``, in one pass
+    with no temporaries) into the run from ``first[j]``, and with ``exact`` their exact fields."""
+    for j in range(len(ids)):
+        base = ids[j] * _RANK + seed
+        a = first[j]
+        for x in range(c):
+            v = _mix((np.uint64(x) + base) * _GOLDEN)
+            mem_v[a + x] = v
+            mem_ok[a + x] = True
+            if exact:
+                mem_t[a + x] = v
+                mem_m[a + x] = (np.uint64(x) + _ONE) << _SHIFT | _ONE
+                if masks:
+                    mem_k[a + x] = _ONE << ids[j]
+
+
+def _colsum_source(seed: Any, nranks: int, c: int) -> Any:
+    """:meth:`collc.ir.symbolic.NumericExpectation.colsum`: per input chunk the sum of every
+    rank's input (mod 2^64), without a temporary per rank."""
+    out = np.zeros(c, dtype=np.uint64)
+    for q in range(nranks):
+        base = np.uint64(q) * _RANK + seed
+        for x in range(c):
+            out[x] += _mix((np.uint64(x) + base) * _GOLDEN)
+    return out
+
+
+def _pack_source(code: Any, op: Any, hasdep: Any, cnt: Any, dep: Any, deps: Any, soff: Any, doff: Any,
+                 sbuf: Any, dbuf: Any, out: Any) -> None:
+    """The step records (``S_*``) in one pass: a flag never reaches 2^31, so clipping ``deps``
+    there keeps every comparison with it; the offsets of steps that use no operand do not
+    matter (:func:`_memory` refuses a used one outside int32) and an unknown buffer reads the
+    tb's column BAD_BUFFER."""
+    hi = 2 ** 31 - 1
+    for i in range(len(op)):
+        out[i, S_CODE] = code[op[i]] | (256 if hasdep[i] != 0 else 0)
+        out[i, S_CNT] = cnt[i]
+        out[i, S_DEP] = dep[i]
+        out[i, S_DEPS] = min(max(deps[i], -hi - 1), hi)
+        out[i, S_SOFF] = min(max(soff[i], 0), hi)
+        out[i, S_DOFF] = min(max(doff[i], 0), hi)
+        out[i, S_SBUF] = min(max(sbuf[i], 0), BAD_BUFFER)
+        out[i, S_DBUF] = min(max(dbuf[i], 0), BAD_BUFFER)
+
+
 #: What the kernel calls; :func:`_compiled` replaces them by their numba-compiled forms first.
 _wake: Callable[..., tuple[int, int]] = _wake_source
 _park: Callable[..., None] = _park_source
 _mix: Callable[..., Any] = _mix_source
 _carry: Callable[..., None] = _carry_source
 _join: Callable[..., bool] = _join_source
+_inputs: Callable[..., None] = _inputs_source
+_colsum: Callable[..., Any] = _colsum_source
+_pack: Callable[..., None] = _pack_source
 
 
 def _kernel_source(tbr: Any, st: Any, nkeys: int, nconn: int, mac: int, nslots: int, ps: Any,
@@ -454,28 +512,21 @@ def _compiled() -> Callable[..., Any] | None:
     machine code is cached next to this module, or when that directory is read-only in
     numba's user cache directory (or ``NUMBA_CACHE_DIR``); with no writable place at all it
     is compiled in memory, once per process."""
-    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park, _mix, _carry, _join
+    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park, _mix, _carry, _join, _inputs, _colsum, _pack
     if _KERNEL is None and not _NO_NUMBA:
         try:
             import numba
         except ImportError:
             _NO_NUMBA = True
             return None
+        sources = (_wake_source, _park_source, _mix_source, _carry_source, _join_source, _inputs_source,
+                   _colsum_source, _pack_source, _kernel_source)
         try:
-            _wake = numba.njit(cache=True, nogil=True)(_wake_source)
-            _park = numba.njit(cache=True, nogil=True)(_park_source)
-            _mix = numba.njit(cache=True, nogil=True)(_mix_source)
-            _carry = numba.njit(cache=True, nogil=True)(_carry_source)
-            _join = numba.njit(cache=True, nogil=True)(_join_source)
-            _KERNEL = numba.njit(cache=True, nogil=True)(_kernel_source)
+            compiled = [numba.njit(cache=True, nogil=True)(f) for f in sources]
             _CACHED = True
         except RuntimeError:      # numba found no writable cache directory
-            _wake = numba.njit(cache=False, nogil=True)(_wake_source)
-            _park = numba.njit(cache=False, nogil=True)(_park_source)
-            _mix = numba.njit(cache=False, nogil=True)(_mix_source)
-            _carry = numba.njit(cache=False, nogil=True)(_carry_source)
-            _join = numba.njit(cache=False, nogil=True)(_join_source)
-            _KERNEL = numba.njit(cache=False, nogil=True)(_kernel_source)
+            compiled = [numba.njit(cache=False, nogil=True)(f) for f in sources]
+        _wake, _park, _mix, _carry, _join, _inputs, _colsum, _pack, _KERNEL = compiled
     return _KERNEL
 
 
@@ -559,10 +610,11 @@ def _groups(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
+    _compiled()          # _pack compiled, where numba is there
     ids = np.array([g.id for g in p.gpus], dtype=np.int64)
     if len(unique(ids)) != len(ids):
         return None
-    flags = OP_FLAGS[ops.op]
+    flags = _FLAGS8[ops.op]
     cnt = ops.count
     tb = ops.tb
     nonlocal_ = (flags & F_LOCAL) == 0
@@ -612,20 +664,10 @@ def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
         dep[w[hit]] = name_vals[at[hit]]
     by_id = np.argsort(ids)
     gpu_row = by_id[np.searchsorted(ids[by_id], gpu)]
-    # one int32 record per step (5 million steps at 4096 ranks); a flag never reaches 2^31, so
-    # clipping ``deps`` there keeps every comparison with it; the offsets of steps that use no
-    # operand do not matter (_memory refuses a used one outside int32) and an unknown buffer
-    # reads the tb's column BAD_BUFFER
+    # one int32 record per step (5 million steps at 4096 ranks)
     steps = np.empty((len(cnt), S_WIDTH), dtype=np.int32)
-    steps[:, S_CODE] = flags | ((ops.hasdep != 0).astype(np.int64) << 8) | (ops.op.astype(np.int64) << 16)
-    steps[:, S_CNT] = cnt
-    steps[:, S_DEP] = dep
-    steps[:, S_DEPS] = np.clip(deps, _I32.min, _I32.max)
-    steps[:, S_SOFF] = np.clip(ops.srcoff, 0, _I32.max)
-    steps[:, S_DOFF] = np.clip(ops.dstoff, 0, _I32.max)
-    steps[:, S_SBUF] = np.clip(ops.srcbuf, 0, BAD_BUFFER)
-    steps[:, S_DBUF] = np.clip(ops.dstbuf, 0, BAD_BUFFER)
-    return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, nkeys, nconn, flags.astype(np.uint8), steps, gpu_row)
+    _pack(_CODE, ops.op, ops.hasdep, cnt, dep, deps, ops.srcoff, ops.dstoff, ops.srcbuf, ops.dstbuf, steps)
+    return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, nkeys, nconn, flags, steps, gpu_row)
 
 
 @dataclass
@@ -699,7 +741,8 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
     if numeric:
         errors: list[str] = []
         gpus = {g.id: g for g in p.gpus}
-        numeric_postcondition(coll, mem, amap, gpus, seed, errors)
+        numeric_postcondition(coll, mem, amap, gpus, seed, errors,
+                              lambda: _colsum(np.uint64(seed), coll.nranks, coll.input_chunks))
         if errors:
             return KernelResult(True, int(pieces), False, [])
         if exact and coll.kind.reduces:
@@ -741,22 +784,7 @@ def _memory(p: Program, coll: Collective, lay: _Layout, seed: int, exact: bool =
     mem_m = np.zeros(at if exact else 1, dtype=np.uint64)
     mem_k = np.zeros(at if masks else 0, dtype=np.uint64)
     first = start[np.arange(ngpu), pb[:, 0]] + base[:, 0]
-    step = max(1, (1 << 20) // max(c, 1))          # GPUs at a time: bounded temporaries
-    chunk = np.arange(c, dtype=np.uint64)
-    meta = (chunk + np.uint64(1)) << np.uint64(32) | np.uint64(1)
-    for g0 in range(0, ngpu if c else 0, step):
-        g1 = min(ngpu, g0 + step)
-        # each GPU's inputs are one run of c values: slices, not a scatter over every index
-        values = leaf_at(seed, ids[g0:g1, None], chunk[None, :])
-        for j, at0 in enumerate(first[g0:g1].tolist()):
-            row = slice(at0, at0 + c)
-            mem_v[row] = values[j]
-            mem_ok[row] = True
-            if exact:
-                mem_t[row] = values[j]
-                mem_m[row] = meta
-                if masks:
-                    mem_k[row] = np.uint64(1) << ids[g0 + j]
+    _inputs(np.uint64(seed), ids, first, c, mem_v, mem_ok, exact, masks, mem_t, mem_m, mem_k)
     # where each tb's logical buffers start (column len(BUFFERS): an unknown buffer, never used)
     g_of = lay.gpu_row
     tb_base = np.zeros((len(g_of), len(BUFFERS) + 1), dtype=np.int64)
