@@ -62,11 +62,10 @@ W_DEP, W_RECV, W_SPACE = 1, 2, 3
 
 # =========================================================================== the kernel
 # The kernel's records: one row per tb, per connection, per run of pieces and per step, so that
-# what one visit of a tb reads shares a few cache lines (a tb's hot fields lie in its first 64
-# bytes) instead of one line per array.
-# per tb (int64)
+# what one visit of a tb reads shares a few cache lines instead of one line per array.
+# per tb (int32: 64 bytes, one cache line; where its buffers start is a separate int64 array)
 T_PC, T_PIECE, T_READY, T_NXT, T_IN, T_OUT, T_RX, T_END = 0, 1, 2, 3, 4, 5, 6, 7
-T_FLAG, T_WAITS, T_KEY, T_START, T_BASE = 8, 9, 10, 11, 12     # T_BASE + b: where buffer b starts
+T_FLAG, T_WAITS, T_KEY, T_START = 8, 9, 10, 11
 T_WIDTH = 16
 # per connection (int64): pieces and slots held, its run queue, its data and space wait lists
 C_AVAIL, C_USED, C_HEAD, C_TAIL, C_DATA, C_SPACE = 0, 1, 2, 3, 4, 6
@@ -222,13 +221,14 @@ _pack: Callable[..., None] = _pack_source
 
 
 def _kernel_source(tbr: Any, st: Any, nkeys: int, nconn: int, mac: int, nslots: int, ps: Any,
-                   data: bool, mem_v: Any, mem_ok: Any, npool: int, ntmp: int,
+                   data: bool, tb_base: Any, mem_v: Any, mem_ok: Any, npool: int, ntmp: int,
                    exact: bool, mem_t: Any, mem_m: Any, mem_k: Any, nranks: Any) -> Any:
     """The scheduling loop of ``executor.simulate`` over arrays (compiled by :func:`_compiled`).
 
     ``tbr``: a row per tb (``T_*``; updated in place): its position, its connections (-1:
     none), the tb receiving on its out connection (-1: none), its flag's wait-list key (one
-    of ``nkeys``) and, with ``data``, where its GPU's buffers start in ``mem_v``/``mem_ok``.
+    of ``nkeys``); with ``data``, ``tb_base[t, b]`` is where buffer ``b`` of tb ``t``'s GPU
+    starts in ``mem_v``/``mem_ok``.
     ``st``: a row per step (``S_*``).  The payloads in flight live in a pool of ``npool``
     chunks at first, compacted (and grown) when full.  With ``exact`` too, each value also
     carries ``mem_t``/``mem_m``/``mem_k`` (see :func:`_join_source`; ``mem_k`` is empty above
@@ -361,8 +361,8 @@ def _kernel_source(tbr: Any, st: Any, nkeys: int, nconn: int, mac: int, nslots: 
                     return DATA_ERROR, total, conn[:, C_AVAIL].copy()
             op = code >> 16
             if data:
-                src0 = tbr[t, T_BASE + st[row, S_SBUF]] + st[row, S_SOFF]
-                dst0 = tbr[t, T_BASE + st[row, S_DBUF]] + st[row, S_DOFF]
+                src0 = tb_base[t, st[row, S_SBUF]] + st[row, S_SOFF]
+                dst0 = tb_base[t, st[row, S_DBUF]] + st[row, S_DOFF]
                 src = src0 + lo
                 dst = dst0 + lo
                 if fl & F_COMBINE:           # combine what arrived with src
@@ -464,7 +464,7 @@ def _kernel_source(tbr: Any, st: Any, nkeys: int, nconn: int, mac: int, nslots: 
                 conn[cout, C_USED] += (k - 1) * full + ps[tail]
                 if data:
                     if op == 0:   # s: a snapshot of src at send time
-                        src = tbr[t, T_BASE + st[row, S_SBUF]] + st[row, S_SOFF] + lo
+                        src = tb_base[t, st[row, S_SBUF]] + st[row, S_SOFF] + lo
                         for x in range(n):
                             pool_v[cursor + x] = mem_v[src + x]
                             pool_ok[cursor + x] = mem_ok[src + x]
@@ -618,7 +618,7 @@ def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
     cnt = ops.count
     tb = ops.tb
     nonlocal_ = (flags & F_LOCAL) == 0
-    if np.any(nonlocal_ & (cnt < 1)) or (len(cnt) and int(cnt.max()) > _I32.max):
+    if np.any(nonlocal_ & (cnt < 1)) or (len(cnt) and int(cnt.max()) > _I32.max) or len(cnt) > _I32.max:
         return None
     if np.any(((flags & F_RECV) != 0) & (ops.tb_recv[tb] < 0)) or np.any(((flags & F_SEND) != 0) & (ops.tb_send[tb] < 0)):
         return None
@@ -713,13 +713,13 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
     exact = exact and numeric
     mem_t = mem_m = mem_k = np.zeros(1, dtype=np.uint64)
     ntbs = ops.ntbs
-    tbr = np.zeros((ntbs, T_WIDTH), dtype=np.int64)
+    tbr = np.zeros((ntbs, T_WIDTH), dtype=np.int32)
+    tb_base = np.zeros((ntbs, len(BUFFERS) + 1), dtype=np.int64)
     if numeric:
         memory = _memory(p, coll, lay, seed, exact)
         if memory is None:
             return None
         mem_v, mem_ok, tb_base, mem, amap, (mem_t, mem_m, mem_k, trees) = memory
-        tbr[:, T_BASE:T_BASE + tb_base.shape[1]] = tb_base
         # the pool holds what is in flight; it starts at a size that rarely needs to grow
         sends = int(lay.cnt[(lay.flags & F_SEND) != 0].sum(dtype=np.int64))
         ntmp = int(lay.cnt.max(initial=0)) + model.mac + 1
@@ -730,7 +730,7 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
     tbr[:, T_NXT] = tbr[:, T_FLAG] = -1
     tbr[:, T_IN], tbr[:, T_OUT], tbr[:, T_RX], tbr[:, T_KEY] = lay.tb_in, lay.tb_out, lay.tb_rx, lay.tb_key
     status, pieces, avail = kernel(tbr, lay.steps, lay.nkeys, lay.nconn, model.mac, model.slots, ps,
-                                   numeric, mem_v, mem_ok, npool, ntmp,
+                                   numeric, tb_base, mem_v, mem_ok, npool, ntmp,
                                    exact, mem_t, mem_m, mem_k, np.uint64(coll.nranks))
     pc, waits, flag = tbr[:, T_PC], tbr[:, T_WAITS], tbr[:, T_FLAG]
     _RAN = True
