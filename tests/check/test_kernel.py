@@ -22,6 +22,7 @@ from collc.check import check_program
 from collc.check.xml import kernel
 from collc.check.xml.checker import _collective_of, _placements, _roots
 from collc.check.xml.executor import SimResult, simulate
+from collc.check.data import _mismatches
 from collc.check.runtime_model import SizeModel, buffering_model, size_model
 from collc.limits import Dialect
 from collc.compiler.msccl.program import Program, Proto, Step, StepType, Threadblock
@@ -270,3 +271,16 @@ def test_compiled_inputs_and_column_sums_are_symbolics() -> None:
         coll = Collective(CollKind.ALLREDUCE, 9, c)
         want = NumericExpectation(coll, seed).colsum()
         assert (kernel._colsum(np.uint64(seed), 9, coll.input_chunks) == want).all()
+
+
+def test_compiled_mismatches_are_numpys() -> None:
+    """The numeric check's compiled search for failing output chunks finds what numpy finds."""
+    assert kernel._compiled() is not None
+    rng = np.random.default_rng(5)
+    v = rng.integers(0, 4, 50).astype(np.uint64)
+    ok = rng.random(50) < 0.8
+    idx = rng.permutation(50)[:30].astype(np.int64)
+    want = rng.integers(0, 4, 30).astype(np.uint64)
+    for n in (0, 1, 3, 100):
+        assert kernel._mismatches(v, ok, idx, want, n).tolist() == _mismatches(v, ok, idx, want, n).tolist()
+    assert len(_mismatches(v, ok, idx, want, 100)) > 3

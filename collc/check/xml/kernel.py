@@ -209,6 +209,22 @@ def _pack_source(code: Any, op: Any, hasdep: Any, cnt: Any, dep: Any, deps: Any,
         out[i, S_DBUF] = min(max(dbuf[i], 0), BAD_BUFFER)
 
 
+def _mismatches_source(v: Any, ok: Any, idx: Any, want: Any, n: int) -> Any:
+    """:data:`collc.check.data.Mismatches` in one pass with no temporaries (``n`` >= 0)."""
+    out = np.empty(max(n, 0), dtype=np.int64)
+    found = 0
+    if n <= 0:
+        return out
+    for k in range(len(idx)):
+        if found == n:
+            break
+        i = idx[k]
+        if not ok[i] or v[i] != want[k]:
+            out[found] = k
+            found += 1
+    return out[:found]
+
+
 #: What the kernel calls; :func:`_compiled` replaces them by their numba-compiled forms first.
 _wake: Callable[..., tuple[int, int]] = _wake_source
 _park: Callable[..., None] = _park_source
@@ -218,6 +234,7 @@ _join: Callable[..., bool] = _join_source
 _inputs: Callable[..., None] = _inputs_source
 _colsum: Callable[..., Any] = _colsum_source
 _pack: Callable[..., None] = _pack_source
+_mismatches: Callable[..., Any] = _mismatches_source
 
 
 def _kernel_source(tbr: Any, st: Any, nkeys: int, nconn: int, mac: int, nslots: int, ps: Any,
@@ -512,7 +529,7 @@ def _compiled() -> Callable[..., Any] | None:
     machine code is cached next to this module, or when that directory is read-only in
     numba's user cache directory (or ``NUMBA_CACHE_DIR``); with no writable place at all it
     is compiled in memory, once per process."""
-    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park, _mix, _carry, _join, _inputs, _colsum, _pack
+    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park, _mix, _carry, _join, _inputs, _colsum, _pack, _mismatches
     if _KERNEL is None and not _NO_NUMBA:
         try:
             import numba
@@ -520,13 +537,13 @@ def _compiled() -> Callable[..., Any] | None:
             _NO_NUMBA = True
             return None
         sources = (_wake_source, _park_source, _mix_source, _carry_source, _join_source, _inputs_source,
-                   _colsum_source, _pack_source, _kernel_source)
+                   _colsum_source, _pack_source, _mismatches_source, _kernel_source)
         try:
             compiled = [numba.njit(cache=True, nogil=True)(f) for f in sources]
             _CACHED = True
         except RuntimeError:      # numba found no writable cache directory
             compiled = [numba.njit(cache=False, nogil=True)(f) for f in sources]
-        _wake, _park, _mix, _carry, _join, _inputs, _colsum, _pack, _KERNEL = compiled
+        _wake, _park, _mix, _carry, _join, _inputs, _colsum, _pack, _mismatches, _KERNEL = compiled
     return _KERNEL
 
 
@@ -742,7 +759,7 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
         errors: list[str] = []
         gpus = {g.id: g for g in p.gpus}
         numeric_postcondition(coll, mem, amap, gpus, seed, errors,
-                              lambda: _colsum(np.uint64(seed), coll.nranks, coll.input_chunks))
+                              lambda: _colsum(np.uint64(seed), coll.nranks, coll.input_chunks), _mismatches)
         if errors:
             return KernelResult(True, int(pieces), False, [])
         if exact and coll.kind.reduces:
