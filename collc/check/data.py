@@ -17,11 +17,36 @@ from collc.ir.collective import CollKind, Collective
 from collc.ir.symbolic import ExactDomain, NumericExpectation
 
 
+class _GivenColsum(NumericExpectation):
+    """The expectation with its column sums computed elsewhere (the compiled kernel's)."""
+
+    def __init__(self, coll: Collective, seed: int, colsum: np.ndarray) -> None:
+        super().__init__(coll, seed)
+        self._given = colsum
+
+    def colsum(self) -> np.ndarray:
+        return self._given
+
+
+#: Finds failing output chunks: (values, initialized, positions, expected, at most n) -> the first
+#: n indices k into positions whose value is uninitialized or differs from expected[k].
+Mismatches = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
+
+
+def _mismatches(v: np.ndarray, ok: np.ndarray, idx: np.ndarray, want: np.ndarray, n: int) -> np.ndarray:
+    bad: np.ndarray = np.nonzero(~ok[idx] | (v[idx] != want))[0][:n]
+    return bad
+
+
 def numeric_postcondition(coll: Collective, mem: dict[tuple[int, str], Any],
                            amap: dict[tuple[int, str], tuple[str, int]], gpus: Mapping[int, object], seed: int,
-                           errors: list[str]) -> None:
-    """Compare every output chunk with the expected sum of random inputs (mod 2^64)."""
-    expectation = NumericExpectation(coll, seed)
+                           errors: list[str], colsum: Callable[[], np.ndarray] | None = None,
+                           mismatches: Mismatches = _mismatches) -> None:
+    """Compare every output chunk with the expected sum of random inputs (mod 2^64).
+    ``colsum`` computes :meth:`NumericExpectation.colsum` faster (called only if needed) and
+    ``mismatches`` finds failing chunks faster: the compiled kernel's (docs/runtime-model.md)."""
+    expectation = NumericExpectation(coll, seed) if colsum is None or not coll.kind.reduces \
+        else _GivenColsum(coll, seed, colsum())
     for r in range(coll.nranks):
         if r not in gpus:
             continue
@@ -31,10 +56,8 @@ def numeric_postcondition(coll: Collective, mem: dict[tuple[int, str], Any],
         pb, base = amap[(r, "o")]
         row = mem[(r, pb)]
         idx = outs + base
-        got_ok = row.ok[idx]
-        bad = np.nonzero(~got_ok | (row.v[idx] != want))[0]
-        for k in bad[:MAX_LISTED - len(errors)]:
-            what = "uninitialized data" if not got_ok[k] else "a wrong sum (a contribution missing or doubled)"
+        for k in mismatches(row.v, row.ok, idx, want, MAX_LISTED - len(errors)).tolist():
+            what = "uninitialized data" if not row.ok[idx[k]] else "a wrong sum (a contribution missing or doubled)"
             errors.append(f"rank {r} output chunk {outs[k]} holds {what} (numeric check)")
         if len(errors) >= MAX_LISTED:
             return

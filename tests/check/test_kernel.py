@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,12 +22,14 @@ from collc.check import check_program
 from collc.check.xml import kernel
 from collc.check.xml.checker import _collective_of, _placements, _roots
 from collc.check.xml.executor import SimResult, simulate
+from collc.check.data import _mismatches
 from collc.check.runtime_model import SizeModel, buffering_model, size_model
 from collc.limits import Dialect
 from collc.compiler.msccl.program import Program, Proto, Step, StepType, Threadblock
 from collc.driver import compile_xml
 from collc.errors import CollcError
 from collc.ir.collective import CollKind, Collective
+from collc.ir.symbolic import NumericExpectation, leaf_at
 from collc.topology import parse_spec
 from tests._corpus import corpus_files
 
@@ -248,3 +251,36 @@ def test_exact_check_may_take_the_kernel() -> None:
 def test_small_runs_stay_in_python() -> None:
     assert not kernel.worth_it(kernel.KERNEL_WARM_MIN_STEPS - 1)
     assert kernel.KERNEL_WARM_MIN_STEPS < kernel.KERNEL_MIN_STEPS < kernel.KERNEL_UNCACHED_MIN_STEPS
+
+
+def test_compiled_inputs_and_column_sums_are_symbolics() -> None:
+    """The kernel's inputs (values, exact fields) and the numeric check's column sums, computed
+    in compiled loops, equal ``leaf_at`` and ``NumericExpectation.colsum``."""
+    assert kernel._compiled() is not None
+    ids = np.array([0, 3, 5, 63], dtype=np.uint64)
+    c = 37
+    chunks = np.arange(c, dtype=np.uint64)
+    for seed in (1, 7, 12345):
+        v, t, m, k = (np.zeros(len(ids) * c, dtype=np.uint64) for _ in range(4))
+        ok = np.zeros(len(ids) * c, dtype=bool)
+        kernel._inputs(np.uint64(seed), ids, np.arange(len(ids)) * c, c, v, ok, True, True, t, m, k)
+        want = leaf_at(seed, ids[:, None], chunks[None, :]).ravel()
+        assert (v == want).all() and (t == want).all() and ok.all()
+        assert (m == np.tile((chunks + np.uint64(1)) << np.uint64(32) | np.uint64(1), len(ids))).all()
+        assert (k == np.repeat(np.uint64(1) << ids, c)).all()
+        coll = Collective(CollKind.ALLREDUCE, 9, c)
+        want = NumericExpectation(coll, seed).colsum()
+        assert (kernel._colsum(np.uint64(seed), 9, coll.input_chunks) == want).all()
+
+
+def test_compiled_mismatches_are_numpys() -> None:
+    """The numeric check's compiled search for failing output chunks finds what numpy finds."""
+    assert kernel._compiled() is not None
+    rng = np.random.default_rng(5)
+    v = rng.integers(0, 4, 50).astype(np.uint64)
+    ok = rng.random(50) < 0.8
+    idx = rng.permutation(50)[:30].astype(np.int64)
+    want = rng.integers(0, 4, 30).astype(np.uint64)
+    for n in (0, 1, 3, 100):
+        assert kernel._mismatches(v, ok, idx, want, n).tolist() == _mismatches(v, ok, idx, want, n).tolist()
+    assert len(_mismatches(v, ok, idx, want, 100)) > 3

@@ -28,11 +28,11 @@ import numpy as np
 
 from collc.check.data import numeric_postcondition, order_warnings
 from collc.arrays import unique
-from collc.check.xml.opstream import BUFFERS, OP_FLAGS, TYPES, OpStream
-from collc.check.runtime_model import F_COMBINE, F_LOCAL, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
+from collc.check.xml.opstream import BAD_BUFFER, BUFFERS, OP_FLAGS, TYPES, OpStream
+from collc.check.runtime_model import F_COMBINE, F_LOCAL, F_PLAIN, F_READ, F_RECV, F_SEND, F_WRITE, SizeModel
 from collc.compiler.msccl.program import Program, StepType
 from collc.ir.collective import Buffer, Collective
-from collc.ir.symbolic import NumVec, leaf_at
+from collc.ir.symbolic import NumVec
 
 #: Total steps from which :func:`collc.check.xml.executor.simulate` takes the kernel when it has
 #: not run in this process yet: below it, loading numba and the cached kernel (about 0.85 CPU s) costs
@@ -49,6 +49,9 @@ EXACT_CHUNKS_PER_STEP = 5
 
 _OP = {t: i for i, t in enumerate(TYPES)}
 _I32 = np.iinfo(np.int32)
+# per op code: its flags (OP_FLAGS, narrow) and its step record's S_CODE but for hasdep
+_FLAGS8 = OP_FLAGS.astype(np.uint8)
+_CODE = (OP_FLAGS | np.arange(len(TYPES)) << 16).astype(np.int32)
 _SEND, _CPY, _RE = _OP[StepType.SEND], _OP[StepType.COPY], _OP[StepType.REDUCE]
 
 # kernel status
@@ -58,27 +61,46 @@ W_DEP, W_RECV, W_SPACE = 1, 2, 3
 
 
 # =========================================================================== the kernel
-def _wake_source(key: int, k_head: Any, k_tail: Any, nxt: Any, q_head: int, q_tail: int) -> tuple[int, int]:
-    """Move the wait list of ``key`` to the end of the runnable queue (as ``runnable.extend(w)``
-    does in the Python model); returns the queue's new head and tail."""
-    if k_head[key] >= 0:
+# The kernel's records: one row per tb, per connection, per run of pieces and per step, so that
+# what one visit of a tb reads shares a few cache lines instead of one line per array.
+# per tb (int32: 64 bytes, one cache line; where its buffers start is a separate int64 array)
+T_PC, T_PIECE, T_READY, T_NXT, T_IN, T_OUT, T_RX, T_END = 0, 1, 2, 3, 4, 5, 6, 7
+T_FLAG, T_WAITS, T_KEY, T_START = 8, 9, 10, 11
+T_WIDTH = 16
+# per connection (int64): pieces and slots held, its run queue, its data and space wait lists
+C_AVAIL, C_USED, C_HEAD, C_TAIL, C_DATA, C_SPACE = 0, 1, 2, 3, 4, 6
+# per run of pieces (int64): pieces left, pool position, tail chunks, next run
+R_N, R_POS, R_TAIL, R_NEXT = 0, 1, 2, 3
+# per step (int32): flags | hasdep << 8 | op << 16, count, the tb it waits for (-1: none), the
+# flag it waits for, the operands' offsets and buffers
+S_CODE, S_CNT, S_DEP, S_DEPS, S_SOFF, S_DOFF, S_SBUF, S_DBUF = 0, 1, 2, 3, 4, 5, 6, 7
+S_WIDTH = 8
+
+
+def _wake_source(lists: Any, row: int, col: int, tbr: Any, q_head: int, q_tail: int) -> tuple[int, int]:
+    """Move the wait list at ``lists[row, col]`` (head; its tail at ``col + 1``) to the end of
+    the runnable queue (as ``runnable.extend(w)`` does in the Python model); returns the
+    queue's new head and tail."""
+    h = lists[row, col]
+    if h >= 0:
         if q_tail < 0:
-            q_head = k_head[key]
+            q_head = h
         else:
-            nxt[q_tail] = k_head[key]
-        q_tail = k_tail[key]
-        k_head[key] = -1
-        k_tail[key] = -1
+            tbr[q_tail, T_NXT] = h
+        q_tail = lists[row, col + 1]
+        lists[row, col] = -1
+        lists[row, col + 1] = -1
     return q_head, q_tail
 
 
-def _park_source(t: int, key: int, k_head: Any, k_tail: Any, nxt: Any) -> None:
-    """Append tb ``t`` to the wait list of ``key`` (as ``waiters.setdefault(key, []).append(st)``)."""
-    if k_tail[key] < 0:
-        k_head[key] = t
+def _park_source(t: int, lists: Any, row: int, col: int, tbr: Any) -> None:
+    """Append tb ``t`` to the wait list at ``lists[row, col]`` (as ``waiters.append(st)``)."""
+    last = lists[row, col + 1]
+    if last < 0:
+        lists[row, col] = t
     else:
-        nxt[k_tail[key]] = t
-    k_tail[key] = t
+        tbr[last, T_NXT] = t
+    lists[row, col + 1] = t
 
 
 # The exact mode's extra fields of a value (besides its sum): a tree hash, a meta word
@@ -135,60 +157,117 @@ def _join_source(at: Any, am: Any, ak: Any, a: int, bt: Any, bm: Any, bk: Any, b
     return True
 
 
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_RANK = np.uint64(1 << 32)
+_ONE = np.uint64(1)
+
+
+def _inputs_source(seed: Any, ids: Any, first: Any, c: int, mem_v: Any, mem_ok: Any, exact: bool, masks: bool,
+                   mem_t: Any, mem_m: Any, mem_k: Any) -> None:
+    """GPU ``j``'s ``c`` inputs (:func:`collc.ir.symbolic.leaf_at` of ``ids[j]``, in one pass
+    with no temporaries) into the run from ``first[j]``, and with ``exact`` their exact fields."""
+    for j in range(len(ids)):
+        base = ids[j] * _RANK + seed
+        a = first[j]
+        for x in range(c):
+            v = _mix((np.uint64(x) + base) * _GOLDEN)
+            mem_v[a + x] = v
+            mem_ok[a + x] = True
+            if exact:
+                mem_t[a + x] = v
+                mem_m[a + x] = (np.uint64(x) + _ONE) << _SHIFT | _ONE
+                if masks:
+                    mem_k[a + x] = _ONE << ids[j]
+
+
+def _colsum_source(seed: Any, nranks: int, c: int) -> Any:
+    """:meth:`collc.ir.symbolic.NumericExpectation.colsum`: per input chunk the sum of every
+    rank's input (mod 2^64), without a temporary per rank."""
+    out = np.zeros(c, dtype=np.uint64)
+    for q in range(nranks):
+        base = np.uint64(q) * _RANK + seed
+        for x in range(c):
+            out[x] += _mix((np.uint64(x) + base) * _GOLDEN)
+    return out
+
+
+def _pack_source(code: Any, op: Any, hasdep: Any, cnt: Any, dep: Any, deps: Any, soff: Any, doff: Any,
+                 sbuf: Any, dbuf: Any, out: Any) -> None:
+    """The step records (``S_*``) in one pass: a flag never reaches 2^31, so clipping ``deps``
+    there keeps every comparison with it; the offsets of steps that use no operand do not
+    matter (:func:`_memory` refuses a used one outside int32) and an unknown buffer reads the
+    tb's column BAD_BUFFER."""
+    hi = 2 ** 31 - 1
+    for i in range(len(op)):
+        out[i, S_CODE] = code[op[i]] | (256 if hasdep[i] != 0 else 0)
+        out[i, S_CNT] = cnt[i]
+        out[i, S_DEP] = dep[i]
+        out[i, S_DEPS] = min(max(deps[i], -hi - 1), hi)
+        out[i, S_SOFF] = min(max(soff[i], 0), hi)
+        out[i, S_DOFF] = min(max(doff[i], 0), hi)
+        out[i, S_SBUF] = min(max(sbuf[i], 0), BAD_BUFFER)
+        out[i, S_DBUF] = min(max(dbuf[i], 0), BAD_BUFFER)
+
+
+def _mismatches_source(v: Any, ok: Any, idx: Any, want: Any, n: int) -> Any:
+    """:data:`collc.check.data.Mismatches` in one pass with no temporaries (``n`` >= 0)."""
+    out = np.empty(max(n, 0), dtype=np.int64)
+    found = 0
+    if n <= 0:
+        return out
+    for k in range(len(idx)):
+        if found == n:
+            break
+        i = idx[k]
+        if not ok[i] or v[i] != want[k]:
+            out[found] = k
+            found += 1
+    return out[:found]
+
+
 #: What the kernel calls; :func:`_compiled` replaces them by their numba-compiled forms first.
 _wake: Callable[..., tuple[int, int]] = _wake_source
 _park: Callable[..., None] = _park_source
 _mix: Callable[..., Any] = _mix_source
 _carry: Callable[..., None] = _carry_source
 _join: Callable[..., bool] = _join_source
+_inputs: Callable[..., None] = _inputs_source
+_colsum: Callable[..., Any] = _colsum_source
+_pack: Callable[..., None] = _pack_source
+_mismatches: Callable[..., Any] = _mismatches_source
 
 
-def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: Any, nkeys: int, nconn: int,
-                   st_flags: Any, st_op: Any, st_cnt: Any, st_dep: Any, st_deps: Any, st_hasdep: Any,
-                   mac: int, nslots: int, ps: Any,
-                   data: bool, tb_base: Any, st_sbuf: Any, st_soff: Any, st_dbuf: Any, st_doff: Any,
-                   mem_v: Any, mem_ok: Any, npool: int, ntmp: int,
+def _kernel_source(tbr: Any, st: Any, nkeys: int, nconn: int, mac: int, nslots: int, ps: Any,
+                   data: bool, tb_base: Any, mem_v: Any, mem_ok: Any, npool: int, ntmp: int,
                    exact: bool, mem_t: Any, mem_m: Any, mem_k: Any, nranks: Any) -> Any:
     """The scheduling loop of ``executor.simulate`` over arrays (compiled by :func:`_compiled`).
 
-    Per tb: ``tb_in``/``tb_out`` connection ids (-1: none), ``tb_rx`` the tb receiving on its
-    out connection (-1: none), ``tb_key`` its flag's wait-list key; connection ``c`` waits for
-    data on key ``nkeys + c`` and for space on ``nkeys + nconn + c``.  Per step: ``st_dep`` the
-    tb whose flag it waits for (-1: none).  With ``data``: ``tb_base[t, b]`` is where buffer
-    ``b`` of tb ``t``'s GPU starts in ``mem_v``/``mem_ok``, and the payloads in flight live in
-    a pool of ``npool`` chunks at first, compacted (and grown) when full.  With ``exact`` too,
-    each value also carries ``mem_t``/``mem_m``/``mem_k`` (see :func:`_join_source`; ``mem_k``
-    is empty above 64 ranks) and a reduction that the exact domain refuses is a data error.
-    Returns (status, pieces, pc, waits, flag, avail).
+    ``tbr``: a row per tb (``T_*``; updated in place): its position, its connections (-1:
+    none), the tb receiving on its out connection (-1: none), its flag's wait-list key (one
+    of ``nkeys``); with ``data``, ``tb_base[t, b]`` is where buffer ``b`` of tb ``t``'s GPU
+    starts in ``mem_v``/``mem_ok``.
+    ``st``: a row per step (``S_*``).  The payloads in flight live in a pool of ``npool``
+    chunks at first, compacted (and grown) when full.  With ``exact`` too, each value also
+    carries ``mem_t``/``mem_m``/``mem_k`` (see :func:`_join_source`; ``mem_k`` is empty above
+    64 ranks) and a reduction that the exact domain refuses is a data error.
+    Returns (status, pieces, pieces held per connection).
     """
-    ntbs = len(tb_in)
+    ntbs = len(tbr)
     full = ps[mac]
-    # tb state; pc is a row of the step arrays
-    pc = tb_start[:-1].copy()
-    piece = np.zeros(ntbs, dtype=np.int64)
-    ready = np.zeros(ntbs, dtype=np.bool_)
-    flag = np.full(ntbs, -1, dtype=np.int64)
-    waits = np.zeros(ntbs, dtype=np.int8)
-    # connections: a queue of runs each (pieces left, pool position, tail chunks)
-    avail = np.zeros(nconn, dtype=np.int64)
-    used = np.zeros(nconn, dtype=np.int64)
-    c_head = np.full(nconn, -1, dtype=np.int64)
-    c_tail = np.full(nconn, -1, dtype=np.int64)
+    conn = np.full((nconn, 8), -1, dtype=np.int64)
+    conn[:, C_AVAIL] = 0
+    conn[:, C_USED] = 0
     cap = 2 * nconn + 64
-    r_n = np.zeros(cap, dtype=np.int64)
-    r_pos = np.zeros(cap, dtype=np.int64)
-    r_tail = np.zeros(cap, dtype=np.int64)
-    r_next = np.full(cap, -1, dtype=np.int64)
+    runs = np.full((cap, 4), -1, dtype=np.int64)
     free = 0                          # runs [free, cap) never used; freed runs go on a free list
     free_list = -1
-    # one intrusive list per wait key and one runnable queue (a tb is in at most one of them)
-    nxt = np.full(ntbs, -1, dtype=np.int64)
-    k_head = np.full(nkeys + 2 * nconn, -1, dtype=np.int64)
-    k_tail = np.full(nkeys + 2 * nconn, -1, dtype=np.int64)
+    # one intrusive list per flag key and per connection side, and one runnable queue (a tb
+    # is in at most one of them; T_NXT links them)
+    fk = np.full((nkeys, 2), -1, dtype=np.int64)
     q_head = 0 if ntbs else -1
     q_tail = ntbs - 1
     for t in range(ntbs - 1):
-        nxt[t] = t + 1
+        tbr[t, T_NXT] = t + 1
     pool_v = np.zeros(npool if data else 0, dtype=np.uint64)
     pool_ok = np.zeros(npool if data else 0, dtype=np.bool_)
     cursor = 0
@@ -207,97 +286,100 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
 
     while q_head >= 0:
         t = q_head
-        q_head = nxt[t]
+        q_head = tbr[t, T_NXT]
         if q_head < 0:
             q_tail = -1
-        nxt[t] = -1
-        end = tb_start[t + 1]
-        while pc[t] < end:
-            row = pc[t]
-            if not ready[t]:
-                target = st_dep[row]
-                if target >= 0 and flag[target] < st_deps[row]:
-                    waits[t] = W_DEP
-                    _park(t, tb_key[target], k_head, k_tail, nxt)
+        tbr[t, T_NXT] = -1
+        end = tbr[t, T_END]
+        cin = tbr[t, T_IN]
+        cout = tbr[t, T_OUT]
+        while tbr[t, T_PC] < end:
+            row = tbr[t, T_PC]
+            if not tbr[t, T_READY]:
+                target = st[row, S_DEP]
+                if target >= 0 and tbr[target, T_FLAG] < st[row, S_DEPS]:
+                    tbr[t, T_WAITS] = W_DEP
+                    _park(t, fk, tbr[target, T_KEY], 0, tbr)
                     break
-                ready[t] = True
-            fl = st_flags[row]
-            cnt = st_cnt[row]
+                tbr[t, T_READY] = 1
+            code = st[row, S_CODE]
+            fl = code & 0xFF
+            cnt = st[row, S_CNT]
             n_pieces = 1 if fl & F_LOCAL else (cnt + mac - 1) // mac
-            k = n_pieces - piece[t]
-            cin = tb_in[t]
-            cout = tb_out[t]
+            piece = tbr[t, T_PIECE]
+            k = n_pieces - piece
             if fl & F_RECV:
-                if avail[cin] < k:
-                    k = avail[cin]
+                if conn[cin, C_AVAIL] < k:
+                    k = conn[cin, C_AVAIL]
                     if k == 0:
-                        waits[t] = W_RECV
-                        _park(t, nkeys + cin, k_head, k_tail, nxt)
+                        tbr[t, T_WAITS] = W_RECV
+                        _park(t, conn, cin, C_DATA, tbr)
                         break
             if fl & F_SEND:
-                room = nslots - used[cout]
+                room = nslots - conn[cout, C_USED]
                 fits = room // full
                 if fits < k:
                     last = n_pieces - 1
-                    if piece[t] + fits == last:
+                    if piece + fits == last:
                         # only the step's last piece can be smaller than a full one
                         if ps[cnt - last * mac] <= room - fits * full:
                             fits += 1
                     # the hand-off rule (executor.simulate)
-                    rx = tb_rx[t]
-                    if rx >= 0 and ready[rx] and pc[rx] < tb_start[rx + 1] and st_flags[pc[rx]] & 32:
-                        rx_left = (st_cnt[pc[rx]] + mac - 1) // mac - piece[rx] - avail[cout]
-                        if rx_left > fits:
-                            fits = rx_left
+                    rx = tbr[t, T_RX]
+                    if rx >= 0 and tbr[rx, T_READY] and tbr[rx, T_PC] < tbr[rx, T_END]:
+                        rrow = tbr[rx, T_PC]
+                        if st[rrow, S_CODE] & F_PLAIN:
+                            rx_left = (st[rrow, S_CNT] + mac - 1) // mac - tbr[rx, T_PIECE] - conn[cout, C_AVAIL]
+                            if rx_left > fits:
+                                fits = rx_left
                     if fits < k:
                         k = fits
                     if k <= 0:
-                        waits[t] = W_SPACE
-                        _park(t, nkeys + nconn + cout, k_head, k_tail, nxt)
+                        tbr[t, T_WAITS] = W_SPACE
+                        _park(t, conn, cout, C_SPACE, tbr)
                         break
-            lo = piece[t] * mac
-            hi = cnt if fl & F_LOCAL else min(cnt, (piece[t] + k) * mac)
+            lo = piece * mac
+            hi = cnt if fl & F_LOCAL else min(cnt, (piece + k) * mac)
             n = hi - lo
             if fl & F_RECV:
                 got = 0
                 j = k
                 while j > 0:
-                    r = c_head[cin]
-                    rn = r_n[r]
+                    r = conn[cin, C_HEAD]
+                    rn = runs[r, R_N]
                     take = min(j, rn)
                     if take == rn:
-                        m = (rn - 1) * mac + r_tail[r]
-                        used[cin] -= (rn - 1) * full + ps[r_tail[r]]
-                        c_head[cin] = r_next[r]
-                        if c_head[cin] < 0:
-                            c_tail[cin] = -1
-                        r_next[r] = free_list
+                        m = (rn - 1) * mac + runs[r, R_TAIL]
+                        conn[cin, C_USED] -= (rn - 1) * full + ps[runs[r, R_TAIL]]
+                        conn[cin, C_HEAD] = runs[r, R_NEXT]
+                        if runs[r, R_NEXT] < 0:
+                            conn[cin, C_TAIL] = -1
+                        runs[r, R_NEXT] = free_list
                         free_list = r
                     else:
                         m = take * mac
-                        used[cin] -= take * full
-                        r_n[r] = rn - take
+                        conn[cin, C_USED] -= take * full
+                        runs[r, R_N] = rn - take
                     if data:
                         if got + m > ntmp:
-                            return DATA_ERROR, total, pc, waits, flag, avail
-                        p0 = r_pos[r]
+                            return DATA_ERROR, total, conn[:, C_AVAIL].copy()
+                        p0 = runs[r, R_POS]
                         for x in range(m):
                             tmp_v[got + x] = pool_v[p0 + x]
                             tmp_ok[got + x] = pool_ok[p0 + x]
                         if exact:
                             _carry(tmp_t, tmp_m, tmp_k, got, pool_t, pool_m, pool_k, p0, m, masks)
-                        r_pos[r] = p0 + m
+                        runs[r, R_POS] = p0 + m
                     got += m
-                    avail[cin] -= take
+                    conn[cin, C_AVAIL] -= take
                     j -= take
-                key = nkeys + nconn + cin
-                q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
+                q_head, q_tail = _wake(conn, cin, C_SPACE, tbr, q_head, q_tail)
                 if data and got != n:
-                    return DATA_ERROR, total, pc, waits, flag, avail
+                    return DATA_ERROR, total, conn[:, C_AVAIL].copy()
+            op = code >> 16
             if data:
-                op = st_op[row]
-                src0 = tb_base[t, st_sbuf[row]] + st_soff[row]
-                dst0 = tb_base[t, st_dbuf[row]] + st_doff[row]
+                src0 = tb_base[t, st[row, S_SBUF]] + st[row, S_SOFF]
+                dst0 = tb_base[t, st[row, S_DBUF]] + st[row, S_DOFF]
                 src = src0 + lo
                 dst = dst0 + lo
                 if fl & F_COMBINE:           # combine what arrived with src
@@ -305,19 +387,19 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                         tmp_v[x] = mem_v[src + x] + tmp_v[x]
                         tmp_ok[x] = mem_ok[src + x] and tmp_ok[x]
                         if not tmp_ok[x]:
-                            return DATA_ERROR, total, pc, waits, flag, avail
+                            return DATA_ERROR, total, conn[:, C_AVAIL].copy()
                         if exact and not _join(mem_t, mem_m, mem_k, src + x, tmp_t, tmp_m, tmp_k, x,
                                                tmp_t, tmp_m, tmp_k, x, nranks, masks):
-                            return DATA_ERROR, total, pc, waits, flag, avail
+                            return DATA_ERROR, total, conn[:, C_AVAIL].copy()
                 elif op == 7:         # re: dst + src
                     for x in range(n):
                         tmp_v[x] = mem_v[dst + x] + mem_v[src + x]
                         tmp_ok[x] = mem_ok[dst + x] and mem_ok[src + x]
                         if not tmp_ok[x]:
-                            return DATA_ERROR, total, pc, waits, flag, avail
+                            return DATA_ERROR, total, conn[:, C_AVAIL].copy()
                         if exact and not _join(mem_t, mem_m, mem_k, dst + x, mem_t, mem_m, mem_k, src + x,
                                                tmp_t, tmp_m, tmp_k, x, nranks, masks):
-                            return DATA_ERROR, total, pc, waits, flag, avail
+                            return DATA_ERROR, total, conn[:, C_AVAIL].copy()
                 elif op == 6:         # cpy (through tmp: the ranges may overlap)
                     for x in range(n):
                         tmp_v[x] = mem_v[src + x]
@@ -337,29 +419,29 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                     # compact: the payloads still in flight to the front, in pool order
                     nlive = 0
                     for c in range(nconn):
-                        r = c_head[c]
+                        r = conn[c, C_HEAD]
                         while r >= 0:
                             nlive += 1
-                            r = r_next[r]
+                            r = runs[r, R_NEXT]
                     live = np.empty(nlive, dtype=np.int64)
                     nlive = 0
                     for c in range(nconn):
-                        r = c_head[c]
+                        r = conn[c, C_HEAD]
                         while r >= 0:
                             live[nlive] = r
                             nlive += 1
-                            r = r_next[r]
+                            r = runs[r, R_NEXT]
                     cursor = 0
-                    for i in np.argsort(r_pos[live]):
+                    for i in np.argsort(runs[live, R_POS]):
                         r = live[i]
-                        m = (r_n[r] - 1) * mac + r_tail[r]
-                        p0 = r_pos[r]
+                        m = (runs[r, R_N] - 1) * mac + runs[r, R_TAIL]
+                        p0 = runs[r, R_POS]
                         for x in range(m):
                             pool_v[cursor + x] = pool_v[p0 + x]
                             pool_ok[cursor + x] = pool_ok[p0 + x]
                         if exact:
                             _carry(pool_t, pool_m, pool_k, cursor, pool_t, pool_m, pool_k, p0, m, masks)
-                        r_pos[r] = cursor
+                        runs[r, R_POS] = cursor
                         cursor += m
                     if 2 * (cursor + n) > len(pool_v):
                         size = max(2 * len(pool_v), 2 * (cursor + n))
@@ -376,36 +458,30 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                             pool_t, pool_m, pool_k = pool_t2, pool_m2, pool_k2
                 if free_list >= 0:
                     r = free_list
-                    free_list = r_next[r]
+                    free_list = runs[r, R_NEXT]
                 else:
                     if free == cap:
+                        runs2 = np.full((2 * cap, 4), -1, dtype=np.int64)
+                        runs2[:cap] = runs
+                        runs = runs2
                         cap *= 2
-                        r_n2 = np.zeros(cap, dtype=np.int64)
-                        r_pos2 = np.zeros(cap, dtype=np.int64)
-                        r_tail2 = np.zeros(cap, dtype=np.int64)
-                        r_next2 = np.full(cap, -1, dtype=np.int64)
-                        r_n2[:free] = r_n[:free]
-                        r_pos2[:free] = r_pos[:free]
-                        r_tail2[:free] = r_tail[:free]
-                        r_next2[:free] = r_next[:free]
-                        r_n, r_pos, r_tail, r_next = r_n2, r_pos2, r_tail2, r_next2
                     r = free
                     free += 1
                 tail = n - (k - 1) * mac
-                r_n[r] = k
-                r_tail[r] = tail
-                r_pos[r] = cursor
-                r_next[r] = -1
-                if c_tail[cout] < 0:
-                    c_head[cout] = r
+                runs[r, R_N] = k
+                runs[r, R_TAIL] = tail
+                runs[r, R_POS] = cursor
+                runs[r, R_NEXT] = -1
+                if conn[cout, C_TAIL] < 0:
+                    conn[cout, C_HEAD] = r
                 else:
-                    r_next[c_tail[cout]] = r
-                c_tail[cout] = r
-                avail[cout] += k
-                used[cout] += (k - 1) * full + ps[tail]
+                    runs[conn[cout, C_TAIL], R_NEXT] = r
+                conn[cout, C_TAIL] = r
+                conn[cout, C_AVAIL] += k
+                conn[cout, C_USED] += (k - 1) * full + ps[tail]
                 if data:
-                    if st_op[row] == 0:   # s: a snapshot of src at send time
-                        src = tb_base[t, st_sbuf[row]] + st_soff[row] + lo
+                    if op == 0:   # s: a snapshot of src at send time
+                        src = tb_base[t, st[row, S_SBUF]] + st[row, S_SOFF] + lo
                         for x in range(n):
                             pool_v[cursor + x] = mem_v[src + x]
                             pool_ok[cursor + x] = mem_ok[src + x]
@@ -418,27 +494,28 @@ def _kernel_source(tb_start: Any, tb_in: Any, tb_out: Any, tb_rx: Any, tb_key: A
                         if exact:
                             _carry(pool_t, pool_m, pool_k, cursor, tmp_t, tmp_m, tmp_k, 0, n, masks)
                     cursor += n
-                key = nkeys + cout
-                q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
+                q_head, q_tail = _wake(conn, cout, C_DATA, tbr, q_head, q_tail)
             total += k
-            piece[t] += k
-            if piece[t] >= n_pieces:
-                key = tb_key[t]
-                if st_hasdep[row]:
-                    flag[t] = row - tb_start[t]
-                    q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
-                piece[t] = 0
-                ready[t] = False
-                pc[t] = row + 1
+            piece += k
+            if piece >= n_pieces:
+                key = tbr[t, T_KEY]
+                if (code >> 8) & 1:
+                    tbr[t, T_FLAG] = row - tbr[t, T_START]
+                    q_head, q_tail = _wake(fk, key, 0, tbr, q_head, q_tail)
+                tbr[t, T_PIECE] = 0
+                tbr[t, T_READY] = 0
+                tbr[t, T_PC] = row + 1
                 if row + 1 >= end:
                     # waiters on a finished tb re-check once and then block for good
-                    q_head, q_tail = _wake(key, k_head, k_tail, nxt, q_head, q_tail)
+                    q_head, q_tail = _wake(fk, key, 0, tbr, q_head, q_tail)
+            else:
+                tbr[t, T_PIECE] = piece
     status = OK
     for t in range(ntbs):
-        if pc[t] < tb_start[t + 1]:
+        if tbr[t, T_PC] < tbr[t, T_END]:
             status = BLOCKED
             break
-    return status, total, pc, waits, flag, avail
+    return status, total, conn[:, C_AVAIL].copy()
 
 
 _KERNEL: Callable[..., Any] | None = None
@@ -452,28 +529,21 @@ def _compiled() -> Callable[..., Any] | None:
     machine code is cached next to this module, or when that directory is read-only in
     numba's user cache directory (or ``NUMBA_CACHE_DIR``); with no writable place at all it
     is compiled in memory, once per process."""
-    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park, _mix, _carry, _join
+    global _KERNEL, _NO_NUMBA, _CACHED, _wake, _park, _mix, _carry, _join, _inputs, _colsum, _pack, _mismatches
     if _KERNEL is None and not _NO_NUMBA:
         try:
             import numba
         except ImportError:
             _NO_NUMBA = True
             return None
+        sources = (_wake_source, _park_source, _mix_source, _carry_source, _join_source, _inputs_source,
+                   _colsum_source, _pack_source, _mismatches_source, _kernel_source)
         try:
-            _wake = numba.njit(cache=True, nogil=True)(_wake_source)
-            _park = numba.njit(cache=True, nogil=True)(_park_source)
-            _mix = numba.njit(cache=True, nogil=True)(_mix_source)
-            _carry = numba.njit(cache=True, nogil=True)(_carry_source)
-            _join = numba.njit(cache=True, nogil=True)(_join_source)
-            _KERNEL = numba.njit(cache=True, nogil=True)(_kernel_source)
+            compiled = [numba.njit(cache=True, nogil=True)(f) for f in sources]
             _CACHED = True
         except RuntimeError:      # numba found no writable cache directory
-            _wake = numba.njit(cache=False, nogil=True)(_wake_source)
-            _park = numba.njit(cache=False, nogil=True)(_park_source)
-            _mix = numba.njit(cache=False, nogil=True)(_mix_source)
-            _carry = numba.njit(cache=False, nogil=True)(_carry_source)
-            _join = numba.njit(cache=False, nogil=True)(_join_source)
-            _KERNEL = numba.njit(cache=False, nogil=True)(_kernel_source)
+            compiled = [numba.njit(cache=False, nogil=True)(f) for f in sources]
+        _wake, _park, _mix, _carry, _join, _inputs, _colsum, _pack, _mismatches, _KERNEL = compiled
     return _KERNEL
 
 
@@ -501,12 +571,17 @@ class _Layout:
     nkeys: int
     nconn: int
     flags: np.ndarray
-    op: np.ndarray
-    cnt: np.ndarray
-    dep: np.ndarray
-    deps: np.ndarray
-    hasdep: np.ndarray
+    steps: np.ndarray                      # the kernel's step records (S_*)
     gpu_row: np.ndarray                    # per tb: its GPU's position in p.gpus
+
+    @property
+    def cnt(self) -> np.ndarray:
+        return self.steps[:, S_CNT]
+
+    @property
+    def dep(self) -> np.ndarray:
+        """Per step the tb whose flag it waits for (-1: none)."""
+        return self.steps[:, S_DEP]
 
 
 _LAYOUTS: dict[int, tuple[weakref.ref[Program], _Layout | None]] = {}
@@ -552,14 +627,15 @@ def _groups(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
+    _compiled()          # _pack compiled, where numba is there
     ids = np.array([g.id for g in p.gpus], dtype=np.int64)
     if len(unique(ids)) != len(ids):
         return None
-    flags = OP_FLAGS[ops.op]
+    flags = _FLAGS8[ops.op]
     cnt = ops.count
     tb = ops.tb
     nonlocal_ = (flags & F_LOCAL) == 0
-    if np.any(nonlocal_ & (cnt < 1)) or (len(cnt) and int(cnt.max()) > _I32.max):
+    if np.any(nonlocal_ & (cnt < 1)) or (len(cnt) and int(cnt.max()) > _I32.max) or len(cnt) > _I32.max:
         return None
     if np.any(((flags & F_RECV) != 0) & (ops.tb_recv[tb] < 0)) or np.any(((flags & F_SEND) != 0) & (ops.tb_send[tb] < 0)):
         return None
@@ -605,11 +681,10 @@ def _make_layout(p: Program, ops: OpStream) -> _Layout | None:
         dep[w[hit]] = name_vals[at[hit]]
     by_id = np.argsort(ids)
     gpu_row = by_id[np.searchsorted(ids[by_id], gpu)]
-    # narrow per-step arrays (5 million steps at 4096 ranks); a flag never reaches 2^31, so
-    # clipping ``deps`` there keeps every comparison with it
-    return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, nkeys, nconn, flags.astype(np.uint8),
-                   ops.op.astype(np.int8, copy=False), cnt.astype(np.int32, copy=False), dep.astype(np.int32),
-                   np.clip(deps, _I32.min, _I32.max).astype(np.int32), (ops.hasdep != 0).astype(np.int8), gpu_row)
+    # one int32 record per step (5 million steps at 4096 ranks)
+    steps = np.empty((len(cnt), S_WIDTH), dtype=np.int32)
+    _pack(_CODE, ops.op, ops.hasdep, cnt, dep, deps, ops.srcoff, ops.dstoff, ops.srcbuf, ops.dstbuf, steps)
+    return _Layout(ops, tb_in, tb_out, tb_rx, tb_key, nkeys, nconn, flags, steps, gpu_row)
 
 
 @dataclass
@@ -648,29 +723,33 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
     ps = np.array([model.piece_slots(c) for c in range(model.mac + 1)], dtype=np.int64)
     mem_v = np.zeros(1, dtype=np.uint64)
     mem_ok = np.zeros(1, dtype=np.bool_)
-    tb_base = np.zeros((1, len(BUFFERS) + 1), dtype=np.int64)
-    soff = doff = np.zeros(1, dtype=np.int32)
     npool = ntmp = 0
     mem: dict[tuple[int, str], Any] = {}
     trees: dict[tuple[int, str], np.ndarray] = {}
     amap: dict[tuple[int, str], tuple[str, int]] = {}
     exact = exact and numeric
     mem_t = mem_m = mem_k = np.zeros(1, dtype=np.uint64)
+    ntbs = ops.ntbs
+    tbr = np.zeros((ntbs, T_WIDTH), dtype=np.int32)
+    tb_base = np.zeros((ntbs, len(BUFFERS) + 1), dtype=np.int64)
     if numeric:
         memory = _memory(p, coll, lay, seed, exact)
         if memory is None:
             return None
-        mem_v, mem_ok, tb_base, soff, doff, mem, amap, (mem_t, mem_m, mem_k, trees) = memory
+        mem_v, mem_ok, tb_base, mem, amap, (mem_t, mem_m, mem_k, trees) = memory
         # the pool holds what is in flight; it starts at a size that rarely needs to grow
         sends = int(lay.cnt[(lay.flags & F_SEND) != 0].sum(dtype=np.int64))
         ntmp = int(lay.cnt.max(initial=0)) + model.mac + 1
         npool = pool or max(1, min(sends, max(1 << 20, 8 * lay.nconn, 4 * ntmp)))
-    status, pieces, pc, waits, flag, avail = kernel(
-        ops.tb_start.astype(np.int64), lay.tb_in, lay.tb_out, lay.tb_rx, lay.tb_key, lay.nkeys, lay.nconn,
-        lay.flags, lay.op, lay.cnt, lay.dep, lay.deps, lay.hasdep, model.mac, model.slots, ps,
-        numeric, tb_base, ops.srcbuf.astype(np.int8, copy=False), soff,
-        ops.dstbuf.astype(np.int8, copy=False), doff, mem_v, mem_ok, npool, ntmp,
-        exact, mem_t, mem_m, mem_k, np.uint64(coll.nranks))
+    start = ops.tb_start.astype(np.int64)
+    tbr[:, T_PC] = tbr[:, T_START] = start[:-1]
+    tbr[:, T_END] = start[1:]
+    tbr[:, T_NXT] = tbr[:, T_FLAG] = -1
+    tbr[:, T_IN], tbr[:, T_OUT], tbr[:, T_RX], tbr[:, T_KEY] = lay.tb_in, lay.tb_out, lay.tb_rx, lay.tb_key
+    status, pieces, avail = kernel(tbr, lay.steps, lay.nkeys, lay.nconn, model.mac, model.slots, ps,
+                                   numeric, tb_base, mem_v, mem_ok, npool, ntmp,
+                                   exact, mem_t, mem_m, mem_k, np.uint64(coll.nranks))
+    pc, waits, flag = tbr[:, T_PC], tbr[:, T_WAITS], tbr[:, T_FLAG]
     _RAN = True
     if status == DATA_ERROR:
         return KernelResult(True, int(pieces), False, [])
@@ -679,7 +758,8 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
     if numeric:
         errors: list[str] = []
         gpus = {g.id: g for g in p.gpus}
-        numeric_postcondition(coll, mem, amap, gpus, seed, errors)
+        numeric_postcondition(coll, mem, amap, gpus, seed, errors,
+                              lambda: _colsum(np.uint64(seed), coll.nranks, coll.input_chunks), _mismatches)
         if errors:
             return KernelResult(True, int(pieces), False, [])
         if exact and coll.kind.reduces:
@@ -688,8 +768,8 @@ def run(p: Program, coll: Collective, model: SizeModel, lay: _Layout, numeric: b
 
 
 def _memory(p: Program, coll: Collective, lay: _Layout, seed: int, exact: bool = False) -> tuple[Any, ...] | None:
-    """Every GPU's physical buffers end to end with the inputs set, where each tb's buffers
-    start in them, and the steps' offsets as int32; None when a step's operand lies outside
+    """Every GPU's physical buffers end to end with the inputs set and where each tb's buffers
+    start in them; None when a step's operand lies outside
     its buffer (the Python model's slicing then decides what happens).  With ``exact``, the
     exact fields too (tree hashes, meta words, masks; see :func:`_join_source`) and the tree
     hashes' rows by (GPU, buffer)."""
@@ -721,22 +801,7 @@ def _memory(p: Program, coll: Collective, lay: _Layout, seed: int, exact: bool =
     mem_m = np.zeros(at if exact else 1, dtype=np.uint64)
     mem_k = np.zeros(at if masks else 0, dtype=np.uint64)
     first = start[np.arange(ngpu), pb[:, 0]] + base[:, 0]
-    step = max(1, (1 << 20) // max(c, 1))          # GPUs at a time: bounded temporaries
-    chunk = np.arange(c, dtype=np.uint64)
-    meta = (chunk + np.uint64(1)) << np.uint64(32) | np.uint64(1)
-    for g0 in range(0, ngpu if c else 0, step):
-        g1 = min(ngpu, g0 + step)
-        # each GPU's inputs are one run of c values: slices, not a scatter over every index
-        values = leaf_at(seed, ids[g0:g1, None], chunk[None, :])
-        for j, at0 in enumerate(first[g0:g1].tolist()):
-            row = slice(at0, at0 + c)
-            mem_v[row] = values[j]
-            mem_ok[row] = True
-            if exact:
-                mem_t[row] = values[j]
-                mem_m[row] = meta
-                if masks:
-                    mem_k[row] = np.uint64(1) << ids[g0 + j]
+    _inputs(np.uint64(seed), ids, first, c, mem_v, mem_ok, exact, masks, mem_t, mem_m, mem_k)
     # where each tb's logical buffers start (column len(BUFFERS): an unknown buffer, never used)
     g_of = lay.gpu_row
     tb_base = np.zeros((len(g_of), len(BUFFERS) + 1), dtype=np.int64)
@@ -761,8 +826,6 @@ def _memory(p: Program, coll: Collective, lay: _Layout, seed: int, exact: bool =
             # offsets and counts are below 2^31 here: their sum fits int64
             if np.any(used & (offs.astype(np.int64) + cnt > room[flat + bufs])):
                 return None
-    # the offsets of steps that use no operand do not matter
-    soff, doff = (np.clip(offs, 0, _I32.max).astype(np.int32, copy=False) for offs in (ops.srcoff, ops.dstoff))
     mem: dict[tuple[int, str], Any] = {}
     trees: dict[tuple[int, str], np.ndarray] = {}
     for gi, g in enumerate(p.gpus):
@@ -771,7 +834,7 @@ def _memory(p: Program, coll: Collective, lay: _Layout, seed: int, exact: bool =
             mem[(g.id, BUFFERS[b])] = NumVec(mem_v[a:a + n], mem_ok[a:a + n])
             if exact:
                 trees[(g.id, BUFFERS[b])] = mem_t[a:a + n]
-    return mem_v, mem_ok, tb_base, soff, doff, mem, amap, (mem_t, mem_m, mem_k, trees)
+    return mem_v, mem_ok, tb_base, mem, amap, (mem_t, mem_m, mem_k, trees)
 
 
 def _blocked(lay: _Layout, pc: np.ndarray, waits: np.ndarray, flag: np.ndarray, avail: np.ndarray) -> list[str]:
