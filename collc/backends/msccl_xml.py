@@ -21,8 +21,14 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import accumulate, repeat
+from operator import sub
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from collc.compiler.msccl.dependencies import GpuTable
 from collc.compiler.msccl.fusion import TYPES
@@ -37,6 +43,8 @@ from collc.outputs import write_file
 
 if TYPE_CHECKING:
     from lxml import etree  # type: ignore[import-untyped]
+
+    from collc.check.xml.opstream import OpStream
 
 ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
               "outofplace", "minBytes", "maxBytes")
@@ -292,61 +300,257 @@ _GPU_LINE = re.compile(rf'  <gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chu
 _STEP_START = "      <step "
 
 
-def _canonical_gpus(body: str, cache: dict[str, Step] | None = None) -> list[Gpu] | None:
+_TB_END, _GPU_END = "    </tb>", "  </gpu>"
+# whole lines of a text of lines joined by "\n" (a match cannot leave its line: no pattern matches "\n")
+_STEPS = re.compile(f"^{_STEP_LINE.pattern}$", re.MULTILINE)
+_TBS = re.compile(f"^{_TB_LINE.pattern}$", re.MULTILINE)
+_GPUS = re.compile(f"^{_GPU_LINE.pattern}$", re.MULTILINE)
+# the codes of collc.check.xml.opstream (TYPES, BUFFERS, BAD_BUFFER; not imported: collc.check
+# is a second's start-up that a build without a check does not need)
+_OP = {t.value: i for i, t in enumerate(StepType)}     # a step type's code
+_BUF = {b: i for i, b in enumerate("ios")}            # a buffer's; any other letter: BAD_BUFFER
+BAD_BUFFER = 3
+# the kinds of the lines that are not step lines, in a body's codes (a step line's code is its row)
+_CLOSE_TB, _CLOSE_GPU, _OPEN_TB, _OPEN_GPU = -1, -2, -3, -4
+# collc's nesting of those lines: (<gpu> (<tb> </tb>)* </gpu>)*, kinds as bytes 4 3 1 2
+_NESTING = re.compile(rb"(?:\x04(?:\x03\x01)*\x02)*")
+
+
+def _whole_lines(pattern: re.Pattern[str], lines: list[str]) -> list[tuple[str, ...]] | None:
+    """The groups of every line, or None if some line does not match all of ``pattern``."""
+    got = pattern.findall("\n".join(lines))
+    return got if len(got) == len(lines) else None
+
+
+@dataclass(frozen=True, eq=False)
+class Body:
+    """The gpus of a body in collc's own layout, as arrays: per gpu its (id, i_chunks, o_chunks,
+    s_chunks); per tb (in document order) its gpu's index, (id, send, recv, chan) and its number
+    of steps; per step (in document order) its row in the :class:`StepTable` that read it.
+    ``gpu_at``: the line of each ``<gpu>`` (its index in the lines scanned)."""
+
+    gpus: np.ndarray
+    gpu_at: np.ndarray
+    tb_gpu: np.ndarray
+    tbs: np.ndarray
+    nsteps: np.ndarray
+    rows: np.ndarray
+
+
+class StepTable:
+    """The distinct step lines of one or more bodies in collc's layout: line -> row, and each
+    row's ten values as :class:`collc.check.xml.opstream.OpStream` holds them (op code, s,
+    srcbuf code, srcoff, dstbuf code, dstoff, cnt, depid, deps, hasdep).
+
+    A schedule repeats its step lines many times over (7 to 15 times in Swing and ring files;
+    the same lines in many ranks' shards): every line is looked up at C speed (``map``), and the
+    lines not seen before are read all at once (one regular expression over their joined
+    text, ``int`` by ``map``)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self._parts: list[np.ndarray] = []
+        self._values = np.zeros((0, 10), dtype=np.int64)
+
+    def values(self) -> np.ndarray:
+        """The rows' values, int64, one row per distinct line."""
+        if self._parts:
+            self._values = np.concatenate([self._values, *self._parts])
+            self._parts.clear()
+        return self._values
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self._parts.clear()
+        self._values = self._values[:0]
+
+    def _add_steps(self, lines: list[str]) -> bool:
+        got = _whole_lines(_STEPS, lines)
+        if got is None:
+            return False
+        s, ty, sb, so, db, do, cnt, di, ds, h = zip(*got)
+        if not set(ty) <= _OP.keys():
+            return False
+        part = np.empty((len(lines), 10), dtype=np.int64)
+        part[:, 0] = np.fromiter(map(_OP.__getitem__, ty), dtype=np.int64, count=len(lines))
+        part[:, 2] = np.fromiter(map(_BUF.get, sb, repeat(BAD_BUFFER)), dtype=np.int64, count=len(lines))
+        part[:, 4] = np.fromiter(map(_BUF.get, db, repeat(BAD_BUFFER)), dtype=np.int64, count=len(lines))
+        for k, col in zip((1, 3, 5, 6, 7, 8, 9), (s, so, do, cnt, di, ds, h)):
+            part[:, k] = np.fromiter(map(int, col), dtype=np.int64, count=len(lines))
+        self._parts.append(part)
+        first = len(self.rows)
+        self.rows.update(zip(lines, range(first, first + len(lines))))
+        return True
+
+    def scan(self, lines: list[str]) -> Body | None:
+        """The :class:`Body` of ``lines`` (a body split at its newlines, without the last empty
+        piece), or None if they are not in collc's layout: only the five kinds of line that
+        :func:`to_xml` prints, nested as it nests them, step lines only inside a tb."""
+        n = len(lines)
+        rows = self.rows
+        codes: np.ndarray | None = None
+        unknown: np.ndarray | None = None
+        others = lines                 # a fresh table knows no line
+        if rows:
+            codes = np.fromiter(map(rows.get, lines, repeat(-1)), dtype=np.int64, count=n)
+            unknown = np.flatnonzero(codes < 0)
+            others = list(map(lines.__getitem__, unknown.tolist()))
+        kinds: dict[str, int] = dict.fromkeys(others, 0)
+        new: list[str] = []
+        tb_lines: list[str] = []
+        gpu_lines: list[str] = []
+        for line in kinds:      # the distinct lines not in the table
+            if line.startswith(_STEP_START):
+                new.append(line)
+            elif line == _TB_END:
+                kinds[line] = _CLOSE_TB
+            elif line == _GPU_END:
+                kinds[line] = _CLOSE_GPU
+            elif line.startswith("    <tb "):
+                tb_lines.append(line)
+            elif line.startswith("  <gpu "):
+                gpu_lines.append(line)
+            else:
+                return None
+        tb_heads = _whole_lines(_TBS, tb_lines)
+        gpu_heads = _whole_lines(_GPUS, gpu_lines)
+        if tb_heads is None or gpu_heads is None or (new and not self._add_steps(new)):
+            return None
+        kinds.update(zip(new, map(rows.__getitem__, new)))
+        # a <tb> line: -5 - 2k for the k-th distinct one; a <gpu> line: -6 - 2k
+        kinds.update(zip(tb_lines, range(-5, -5 - 2 * len(tb_lines), -2)))
+        kinds.update(zip(gpu_lines, range(-6, -6 - 2 * len(gpu_lines), -2)))
+        found = np.fromiter(map(kinds.__getitem__, others), dtype=np.int64, count=len(others))
+        if codes is None:
+            codes = found
+        else:
+            codes[unknown] = found
+        marks = np.flatnonzero(codes < 0)
+        code = codes[marks]
+        head = (-5 - code) >> 1            # the <tb> or <gpu> line's index (for those)
+        kind = np.where(code > -5, code, np.where(code & 1, _OPEN_TB, _OPEN_GPU))
+        # the nesting, on the kinds of the lines that are not steps
+        if _NESTING.fullmatch((-kind).astype(np.uint8).tobytes()) is None:
+            return None
+        # step lines only right after a <tb> (up to its </tb>, which the nesting puts next)
+        gaps = np.diff(np.append(marks, n)) - 1
+        if (len(marks) and marks[0] != 0) or (n and not len(marks)) or gaps[kind != _OPEN_TB].any():
+            return None
+        is_tb, is_gpu = kind == _OPEN_TB, kind == _OPEN_GPU
+        tbs = _int_table(tb_heads, 4)[head[is_tb]]
+        gpus = _int_table(gpu_heads, 4)[head[is_gpu]]
+        return Body(gpus, marks[is_gpu], np.cumsum(is_gpu)[is_tb] - 1, tbs, gaps[is_tb], codes[codes >= 0])
+
+
+def _int_table(groups: list[tuple[str, ...]], width: int) -> np.ndarray:
+    out = np.empty((len(groups), width), dtype=np.int64)
+    for k, col in enumerate(zip(*groups)):
+        out[:, k] = np.fromiter(map(int, col), dtype=np.int64, count=len(groups))
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class _Canon:
+    """A body in collc's layout: its gpus, and what :class:`OpStream` holds of them (the tbs'
+    (gpu, id, send, recv, chan) rows, their step counts, the distinct step lines' values as
+    :class:`StepTable` has them, and each step's row among those), as lists."""
+
+    gpus: list[Gpu]
+    tbs: list[tuple[int, int, int, int, int]]
+    counts: list[int]
+    values: list[tuple[int, ...]]
+    rows: list[int]
+
+    def ops(self) -> OpStream:
+        from collc.check.xml.opstream import OpStream, narrow
+
+        head = np.array(self.tbs, dtype=np.int64).reshape(-1, 5)
+        table = np.array(self.values, dtype=np.int64).reshape(-1, 10)
+        which = np.array(self.rows, dtype=np.int64)
+        cols = [col[which] for col in narrow(list(table.T))]     # narrowed, then gathered
+        return OpStream.of_columns(head, np.array(self.counts, dtype=np.int64), cols)
+
+
+def _canonical_gpus(body: str, cache: dict[str, Step] | None = None) -> _Canon | None:
     """The ``<gpu>`` elements of a body in collc's own layout, or None if it is not in it.
 
     A step line seen before (in this body, or in ``cache`` when the caller shares one between
     files) gives the same (immutable) Step: a schedule repeats its step lines many times over
     (7 to 15 times in Swing and ring files), and a dictionary look-up is a fraction of reading
-    ten integers and building the object."""
-    gpus: list[Gpu] = []
-    steps: list[Step] = []
-    gpu: tuple[int, ...] | None = None
-    tbs: list[Threadblock] = []
-    tb: tuple[int, ...] | None = None
-    types = _STEP_TYPES
-    seen: dict[str, Step] = {} if cache is None else cache
-    known = seen.get
-    step_line, add = _STEP_LINE.fullmatch, steps.append
+    ten integers and building the object.  Each step is kept as its row among the distinct
+    lines, which are the columns of :class:`OpStream` without a pass over the Steps."""
     lines = body.split("\n")
     if lines.pop() != "":
         return None                 # the body ends with a newline (the caller cut "</algo>" off)
+    seen: dict[str, int] = {}       # step line -> row
+    known = seen.get
+    shared: dict[str, Step] = {} if cache is None else cache
+    objs: list[Step] = []
+    values: list[tuple[int, ...]] = []
+    rows: list[int] = []
+    add = rows.append
+    heads: list[tuple[int, int, int, int, int]] = []
+    counts: list[int] = []
+    per_gpu: list[tuple[int, int, int, int, int]] = []      # (id, i, o, s, number of tbs)
+    gpu: tuple[int, int, int, int] | None = None
+    tb: tuple[int, int, int, int, int] | None = None
+    first = 0
+    types, step_line = _STEP_TYPES, _STEP_LINE.fullmatch
     for line in lines:
-        st = known(line)
-        if st is not None:
+        r = known(line)
+        if r is not None:
             if tb is None:
                 return None
-            add(st)
+            add(r)
         elif line.startswith(_STEP_START):
             m = step_line(line)
             if m is None or tb is None or m[2] not in types:
                 return None
-            st = Step(int(m[1]), types[m[2]], m[3], int(m[4]), m[5], int(m[6]), int(m[7]), int(m[8]),
-                      int(m[9]), int(m[10]))
-            seen[line] = st
-            add(st)
-        elif line == "    </tb>":
+            v = (_OP[m[2]], int(m[1]), _BUF.get(m[3], BAD_BUFFER), int(m[4]), _BUF.get(m[5], BAD_BUFFER),
+                 int(m[6]), int(m[7]), int(m[8]), int(m[9]), int(m[10]))
+            st = shared.get(line)
+            if st is None:
+                st = shared[line] = Step(v[1], types[m[2]], m[3], v[3], m[5], v[5], v[6], v[7], v[8], v[9])
+            r = seen[line] = len(objs)
+            objs.append(st)
+            values.append(v)
+            add(r)
+        elif line == _TB_END:
             if tb is None:
                 return None
-            tbs.append(Threadblock(tb[0], tb[1], tb[2], tb[3], tuple(steps)))
+            heads.append(tb)
+            counts.append(len(rows) - first)
             tb = None
-            steps.clear()
-        elif line == "  </gpu>":
+        elif line == _GPU_END:
             if gpu is None or tb is not None:
                 return None
-            gpus.append(Gpu(gpu[0], gpu[1], gpu[2], gpu[3], tuple(tbs)))
-            gpu, tbs = None, []
+            per_gpu.append((*gpu, len(heads)))
+            gpu = None
         elif (m := _TB_LINE.fullmatch(line)) is not None:
             if gpu is None or tb is not None:
                 return None
-            tb = (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
+            tb, first = (gpu[0], int(m[1]), int(m[2]), int(m[3]), int(m[4])), len(rows)
         elif (m := _GPU_LINE.fullmatch(line)) is not None:
             if gpu is not None:
                 return None
             gpu = (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
         else:
             return None
-    return gpus if gpu is None else None
+    if gpu is not None:
+        return None
+    flat = list(map(objs.__getitem__, rows))
+    ends = list(accumulate(counts))
+    steps = map(tuple, map(flat.__getitem__, map(slice, map(sub, ends, counts), ends)))
+    tbs: list[Threadblock] = []
+    if heads:
+        _, ids, sends, recvs, chans = zip(*heads)
+        tbs = list(map(Threadblock, ids, sends, recvs, chans, steps))
+    gpus: list[Gpu] = []
+    done = 0
+    for g in per_gpu:
+        gpus.append(Gpu(g[0], g[1], g[2], g[3], tuple(tbs[done:g[4]])))
+        done = g[4]
+    return _Canon(gpus, heads, counts, values, rows)
 
 
 def _quiet_int(raw: str | None) -> int:
@@ -395,7 +599,7 @@ def parse_xml(text: str, path: str = "<string>", step_cache: dict[str, Step] | N
 
 
 def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> ParsedFile:
-    canon: list[Gpu] | None = None
+    canon: _Canon | None = None
     first = text.find("\n")
     if text.startswith("<algo ") and text.endswith("\n</algo>\n") and first > 0:
         canon = _canonical_gpus(text[first + 1:-len("</algo>\n")], step_cache)
@@ -438,7 +642,7 @@ def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> Pars
             diags.append(Diagnostic("<algo>", f"{key}=\"{_clip(raw_v)}\" {what}"))
             return None
 
-    gpus: list[Gpu] = canon if canon is not None else []
+    gpus: list[Gpu] = canon.gpus if canon is not None else []
     for g in root.iterchildren("gpu") if root is not None else ():   # (a canonical head has none)
         gid = _int(g, "id", "<gpu>", missing, diags)
         gpath = f"gpu {gid}"
@@ -497,4 +701,9 @@ def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> Pars
         nchunksperloop=opt("nchunksperloop") or 0, ngpus=opt("ngpus") or 0,
         coll=attrs.get("coll", ""), inplace=opt("inplace") or 0, outofplace=opt("outofplace"),
         min_bytes=opt("minBytes"), max_bytes=opt("maxBytes"), gpus=tuple(gpus), extra=extra)
+    # the checker's columns from the rows kept (only where it is loaded: importing collc.check
+    # costs a reader that does not check a second of start-up)
+    ops = sys.modules.get("collc.check.xml.opstream")
+    if canon is not None and step_cache is None and ops is not None:
+        ops.provide(program, canon.ops)
     return ParsedFile(path, program, attrs, tuple(diags), tuple(missing))

@@ -21,7 +21,8 @@ rows ``tb_start[k]`` to ``tb_start[k + 1]``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 
@@ -78,6 +79,9 @@ class OpStream:
 
     @staticmethod
     def of(p: Program) -> OpStream:
+        made = _PROVIDED.pop(id(p), None)
+        if made is not None and made[0]() is p:
+            return made[1]()
         tbs = [(g.id, t) for g in p.gpus for t in g.tbs]
         nsteps = np.fromiter((len(t.steps) for _, t in tbs), dtype=np.int64, count=len(tbs))
         # one row per distinct Step object, gathered by index: a program shares one immutable Step
@@ -114,6 +118,24 @@ class OpStream:
                         tb_recv=head[:, 3].copy(), tb_chan=head[:, 4].copy(), tb_start=start, tb=tb, step=step,
                         op=cols[0], s=cols[1], srcbuf=cols[2], srcoff=cols[3], dstbuf=cols[4], dstoff=cols[5],
                         count=cols[6], depid=cols[7], deps=cols[8], hasdep=cols[9])
+
+
+# Program (by id, while it lives) -> how to make its OpStream from what its reader kept
+_PROVIDED: dict[int, tuple[weakref.ref[Program], Callable[[], OpStream]]] = {}
+
+
+def provide(p: Program, make: Callable[[], OpStream]) -> None:
+    """Let the next :meth:`OpStream.of` of ``p`` return ``make()``: a reader that has the columns
+    already (:func:`collc.backends.msccl_xml.parse_xml` keeps each step's row among the distinct
+    step lines) spares the pass over a million Steps.  ``make()`` must equal what the Steps
+    give; the entry goes with its first use or with ``p``."""
+    key = id(p)
+
+    def gone(ref: weakref.ref[Program]) -> None:
+        if _PROVIDED.get(key, (None,))[0] is ref:
+            del _PROVIDED[key]
+
+    _PROVIDED[key] = (weakref.ref(p, gone), make)
 
 
 #: The per-step columns, in the order of :meth:`OpStream.of_columns`.
