@@ -48,6 +48,9 @@ class _Block:
     tbs: np.ndarray           # per tb: (gpu, id, send, recv, chan)
     nsteps: np.ndarray        # per tb
     cols: list[np.ndarray]    # the ten per-step columns (opstream.COLUMNS), narrowed
+    # read in the parent as the only block: the gpus without their steps and the OpStream that
+    # its checks made, which the whole-program check would make again
+    kept: tuple[tuple[Gpu, ...], OpStream] | None = None
 
 
 _UNCLEAN = _Block(False, [], np.zeros((0, 4), dtype=np.int64), np.zeros((0, 5), dtype=np.int64),
@@ -82,8 +85,9 @@ def _head(line: str, name: str) -> ParsedFile | None:
     return None if hit.diagnostics or hit.missing else hit
 
 
-def read_block(root: Path, ranks: list[tuple[int, Path]], dialect: Dialect) -> _Block:
-    """Read and check the per-rank files of ``ranks`` (rank, its directory) into columns."""
+def read_block(root: Path, ranks: list[tuple[int, Path]], dialect: Dialect, keep: bool = False) -> _Block:
+    """Read and check the per-rank files of ``ranks`` (rank, its directory) into columns
+    (``keep``: with :attr:`_Block.kept`)."""
     global _TABLE
     if _TABLE is None:
         _TABLE = StepTable()
@@ -114,6 +118,8 @@ def read_block(root: Path, ranks: list[tuple[int, Path]], dialect: Dialect) -> _
         suspect = suspect_tbs(block, ops, LIMITS[dialect])
         if suspect is None or suspect.any() or suspect_gpus(block, ops, dialect, 1).any():
             return _UNCLEAN
+        return _Block(True, heads, np.ascontiguousarray(gpu_arr), head_arr, nsteps, cols,
+                      (hollow, ops) if keep else None)
     return _Block(True, heads, np.ascontiguousarray(gpu_arr), head_arr, nsteps, cols)
 
 
@@ -192,7 +198,7 @@ def check_shard_dir(path: str | Path, dialect: Dialect, root: int | None = None,
     blocks: list[_Block] = []
     if jobs == 1:
         for task in tasks:
-            blocks.append(_read_block_task(task))
+            blocks.append(read_block(*task, keep=len(tasks) == 1))
             if not blocks[-1].clean:
                 break
     else:
@@ -215,6 +221,13 @@ def check_shard_dir(path: str | Path, dialect: Dialect, root: int | None = None,
 def _check_blocks(top: Path, blocks: list[_Block], dialect: Dialect,
                   root: int | None, data_check: str) -> Report | None:
     head = parse_xml(blocks[0].heads[0] + "</algo>\n", str(top))
+    kept = blocks[0].kept if len(blocks) == 1 else None
+    if kept is not None:
+        gpus = blocks[0].gpus
+        blocks.clear()
+        check_program_size(head.program.ngpus, head.program.nchunksperloop,
+                           int(np.maximum(gpus[:, 1:], 0).sum()), show(top), EmitError)
+        return _check_columns(top, replace(head.program, gpus=kept[0]), kept[1], head, dialect, root, data_check)
     gpus = np.concatenate([b.gpus for b in blocks])
     tbs = np.concatenate([b.tbs for b in blocks])
     nsteps = np.concatenate([b.nsteps for b in blocks])
@@ -235,7 +248,11 @@ def _check_blocks(top: Path, blocks: list[_Block], dialect: Dialect,
     hollow = tuple(Gpu(g[0], g[1], g[2], g[3], tuple(Threadblock(t[1], t[2], t[3], t[4], ())
                                                      for t in heads[start[k]:start[k + 1]]))
                    for k, g in enumerate(gpus.tolist()))
-    program = replace(head.program, gpus=hollow)
+    return _check_columns(top, replace(head.program, gpus=hollow), ops, head, dialect, root, data_check)
+
+
+def _check_columns(top: Path, program: Program, ops: OpStream, head: ParsedFile, dialect: Dialect,
+                   root: int | None, data_check: str) -> Report | None:
     try:
         return check_columns(program, ops, dialect, path=str(top), attrs=head.attrs, root=root,
                              data_check=data_check)
