@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import accumulate, repeat
-from operator import sub
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,8 +41,6 @@ from collc.outputs import write_file
 
 if TYPE_CHECKING:
     from lxml import etree  # type: ignore[import-untyped]
-
-    from collc.check.xml.opstream import OpStream
 
 ALGO_ATTRS = ("name", "proto", "nchannels", "nchunksperloop", "ngpus", "coll", "inplace",
               "outofplace", "minBytes", "maxBytes")
@@ -449,108 +445,61 @@ def _int_table(groups: list[tuple[str, ...]], width: int) -> np.ndarray:
     return out
 
 
-@dataclass(frozen=True, eq=False)
-class _Canon:
-    """A body in collc's layout: its gpus, and what :class:`OpStream` holds of them (the tbs'
-    (gpu, id, send, recv, chan) rows, their step counts, the distinct step lines' values as
-    :class:`StepTable` has them, and each step's row among those), as lists."""
-
-    gpus: list[Gpu]
-    tbs: list[tuple[int, int, int, int, int]]
-    counts: list[int]
-    values: list[tuple[int, ...]]
-    rows: list[int]
-
-    def ops(self) -> OpStream:
-        from collc.check.xml.opstream import OpStream, narrow
-
-        head = np.array(self.tbs, dtype=np.int64).reshape(-1, 5)
-        table = np.array(self.values, dtype=np.int64).reshape(-1, 10)
-        which = np.array(self.rows, dtype=np.int64)
-        cols = [col[which] for col in narrow(list(table.T))]     # narrowed, then gathered
-        return OpStream.of_columns(head, np.array(self.counts, dtype=np.int64), cols)
-
-
-def _canonical_gpus(body: str, cache: dict[str, Step] | None = None) -> _Canon | None:
+def _canonical_gpus(body: str, cache: dict[str, Step] | None = None) -> list[Gpu] | None:
     """The ``<gpu>`` elements of a body in collc's own layout, or None if it is not in it.
 
     A step line seen before (in this body, or in ``cache`` when the caller shares one between
     files) gives the same (immutable) Step: a schedule repeats its step lines many times over
     (7 to 15 times in Swing and ring files), and a dictionary look-up is a fraction of reading
-    ten integers and building the object.  Each step is kept as its row among the distinct
-    lines, which are the columns of :class:`OpStream` without a pass over the Steps."""
+    ten integers and building the object."""
+    gpus: list[Gpu] = []
+    steps: list[Step] = []
+    gpu: tuple[int, ...] | None = None
+    tbs: list[Threadblock] = []
+    tb: tuple[int, ...] | None = None
+    types = _STEP_TYPES
+    seen: dict[str, Step] = {} if cache is None else cache
+    known = seen.get
+    step_line, add = _STEP_LINE.fullmatch, steps.append
     lines = body.split("\n")
     if lines.pop() != "":
         return None                 # the body ends with a newline (the caller cut "</algo>" off)
-    seen: dict[str, int] = {}       # step line -> row
-    known = seen.get
-    shared: dict[str, Step] = {} if cache is None else cache
-    objs: list[Step] = []
-    values: list[tuple[int, ...]] = []
-    rows: list[int] = []
-    add = rows.append
-    heads: list[tuple[int, int, int, int, int]] = []
-    counts: list[int] = []
-    per_gpu: list[tuple[int, int, int, int, int]] = []      # (id, i, o, s, number of tbs)
-    gpu: tuple[int, int, int, int] | None = None
-    tb: tuple[int, int, int, int, int] | None = None
-    first = 0
-    types, step_line = _STEP_TYPES, _STEP_LINE.fullmatch
     for line in lines:
-        r = known(line)
-        if r is not None:
+        st = known(line)
+        if st is not None:
             if tb is None:
                 return None
-            add(r)
+            add(st)
         elif line.startswith(_STEP_START):
             m = step_line(line)
             if m is None or tb is None or m[2] not in types:
                 return None
-            v = (_OP[m[2]], int(m[1]), _BUF.get(m[3], BAD_BUFFER), int(m[4]), _BUF.get(m[5], BAD_BUFFER),
-                 int(m[6]), int(m[7]), int(m[8]), int(m[9]), int(m[10]))
-            st = shared.get(line)
-            if st is None:
-                st = shared[line] = Step(v[1], types[m[2]], m[3], v[3], m[5], v[5], v[6], v[7], v[8], v[9])
-            r = seen[line] = len(objs)
-            objs.append(st)
-            values.append(v)
-            add(r)
-        elif line == _TB_END:
+            st = Step(int(m[1]), types[m[2]], m[3], int(m[4]), m[5], int(m[6]), int(m[7]), int(m[8]),
+                      int(m[9]), int(m[10]))
+            seen[line] = st
+            add(st)
+        elif line == "    </tb>":
             if tb is None:
                 return None
-            heads.append(tb)
-            counts.append(len(rows) - first)
+            tbs.append(Threadblock(tb[0], tb[1], tb[2], tb[3], tuple(steps)))
             tb = None
-        elif line == _GPU_END:
+            steps.clear()
+        elif line == "  </gpu>":
             if gpu is None or tb is not None:
                 return None
-            per_gpu.append((*gpu, len(heads)))
-            gpu = None
+            gpus.append(Gpu(gpu[0], gpu[1], gpu[2], gpu[3], tuple(tbs)))
+            gpu, tbs = None, []
         elif (m := _TB_LINE.fullmatch(line)) is not None:
             if gpu is None or tb is not None:
                 return None
-            tb, first = (gpu[0], int(m[1]), int(m[2]), int(m[3]), int(m[4])), len(rows)
+            tb = (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
         elif (m := _GPU_LINE.fullmatch(line)) is not None:
             if gpu is not None:
                 return None
             gpu = (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
         else:
             return None
-    if gpu is not None:
-        return None
-    flat = list(map(objs.__getitem__, rows))
-    ends = list(accumulate(counts))
-    steps = map(tuple, map(flat.__getitem__, map(slice, map(sub, ends, counts), ends)))
-    tbs: list[Threadblock] = []
-    if heads:
-        _, ids, sends, recvs, chans = zip(*heads)
-        tbs = list(map(Threadblock, ids, sends, recvs, chans, steps))
-    gpus: list[Gpu] = []
-    done = 0
-    for g in per_gpu:
-        gpus.append(Gpu(g[0], g[1], g[2], g[3], tuple(tbs[done:g[4]])))
-        done = g[4]
-    return _Canon(gpus, heads, counts, values, rows)
+    return gpus if gpu is None else None
 
 
 def _quiet_int(raw: str | None) -> int:
@@ -599,7 +548,7 @@ def parse_xml(text: str, path: str = "<string>", step_cache: dict[str, Step] | N
 
 
 def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> ParsedFile:
-    canon: _Canon | None = None
+    canon: list[Gpu] | None = None
     first = text.find("\n")
     if text.startswith("<algo ") and text.endswith("\n</algo>\n") and first > 0:
         canon = _canonical_gpus(text[first + 1:-len("</algo>\n")], step_cache)
@@ -642,7 +591,7 @@ def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> Pars
             diags.append(Diagnostic("<algo>", f"{key}=\"{_clip(raw_v)}\" {what}"))
             return None
 
-    gpus: list[Gpu] = canon.gpus if canon is not None else []
+    gpus: list[Gpu] = canon if canon is not None else []
     for g in root.iterchildren("gpu") if root is not None else ():   # (a canonical head has none)
         gid = _int(g, "id", "<gpu>", missing, diags)
         gpath = f"gpu {gid}"
@@ -701,9 +650,4 @@ def _parse_xml(text: str, path: str, step_cache: dict[str, Step] | None) -> Pars
         nchunksperloop=opt("nchunksperloop") or 0, ngpus=opt("ngpus") or 0,
         coll=attrs.get("coll", ""), inplace=opt("inplace") or 0, outofplace=opt("outofplace"),
         min_bytes=opt("minBytes"), max_bytes=opt("maxBytes"), gpus=tuple(gpus), extra=extra)
-    # the checker's columns from the rows kept (only where it is loaded: importing collc.check
-    # costs a reader that does not check a second of start-up)
-    ops = sys.modules.get("collc.check.xml.opstream")
-    if canon is not None and step_cache is None and ops is not None:
-        ops.provide(program, canon.ops)
     return ParsedFile(path, program, attrs, tuple(diags), tuple(missing))

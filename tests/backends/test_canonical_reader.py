@@ -1,14 +1,13 @@
-"""The readers of collc's own XML layout (collc.backends.msccl_xml): the single-file reader's
-columns handed to the checker (``OpStream.of``), and :class:`StepTable`, which reads the per-rank
-files of a shard directory (collc.backends.shard_check).  Both must give what the Steps give, and
-refuse (None: the general reader decides) anything that is not exactly the layout ``to_xml``
-prints."""
+"""The checker's columns of collc's own XML layout: ``OpStream.of`` of a Program (what a file read
+by collc.backends.msccl_xml becomes), and :class:`StepTable`, which reads the per-rank files of a
+shard directory straight into them (collc.backends.shard_check).  Both must give what the Steps
+give one at a time, and the readers refuse (None: the general reader decides) anything that is
+not exactly the layout ``to_xml`` prints."""
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
@@ -41,54 +40,51 @@ def _body_lines(text: str) -> list[str]:
     return text.split("\n")[1:-2]
 
 
-def _from_steps(p: Program) -> OpStream:
-    return OpStream.of(replace(p))      # another Program object: nothing provided for it
-
-
-# ------------------------------------------------------------------ the single-file reader's columns
+# ------------------------------------------------------------------ OpStream.of
 def test_codes_are_the_opstreams() -> None:
     assert list(msccl_xml._OP) == [t.value for t in opstream.TYPES]
     assert "".join(msccl_xml._BUF) == "".join(opstream.BUFFERS)
     assert msccl_xml.BAD_BUFFER == opstream.BAD_BUFFER
 
 
+def _reference(p: Program) -> OpStream:
+    """The op stream of ``p`` one step at a time (what :meth:`OpStream.of` computes in bulk)."""
+    tbs = [(g.id, t) for g in p.gpus for t in g.tbs]
+    head = np.array([(gid, t.id, t.send, t.recv, t.chan) for gid, t in tbs], dtype=np.int64).reshape(-1, 5)
+    buf = {b: i for i, b in enumerate(opstream.BUFFERS)}
+    rows = [(opstream.TYPES.index(st.type), st.s, buf.get(st.srcbuf, opstream.BAD_BUFFER), st.srcoff,
+             buf.get(st.dstbuf, opstream.BAD_BUFFER), st.dstoff, st.cnt, st.depid, st.deps, st.hasdep)
+            for _, t in tbs for st in t.steps]
+    table = np.array(rows, dtype=np.int64).reshape(-1, 10)
+    nsteps = np.array([len(t.steps) for _, t in tbs], dtype=np.int64)
+    return OpStream.of_columns(head, nsteps, opstream.narrow(list(table.T)))
+
+
 @pytest.mark.parametrize("alg,spec", [("ring", "ring:4"), ("swing", "torus:4x4"), ("multitree", "torus:4x4")])
-def test_provided_columns_equal_the_steps(alg: str, spec: str) -> None:
-    p = parse_xml(to_xml(_program(alg, spec))).program
-    assert id(p) in opstream._PROVIDED
-    _same(OpStream.of(p), _from_steps(p))
-    assert id(p) not in opstream._PROVIDED            # used once
+def test_op_stream_of_read_files(alg: str, spec: str) -> None:
+    p = parse_xml(to_xml(_program(alg, spec))).program      # equal step lines share one Step
+    _same(OpStream.of(p), _reference(p))
 
 
-def test_provided_columns_odd_values() -> None:
-    """A buffer the runtime does not know, the largest values the layout's nine digits hold, an
-    empty tb and a gpu without tbs: the reader's columns are still the Steps'."""
-    big = 999_999_999
-    steps = (Step(0, StepType.SEND, "x", big, "o", 0, 1), Step(1, StepType.RECV, "i", 0, "q", -big, 2, 0, 0, 1))
+@pytest.mark.parametrize("big", [999_999_999, 1 << 40])
+def test_op_stream_of_odd_programs(big: int) -> None:
+    """A buffer the runtime does not know, values that need int64 (or not), equal Steps shared
+    and not shared, an empty tb and a gpu without tbs."""
+    one = Step(0, StepType.SEND, "x", big, "o", 0, 1)
+    steps = (one, Step(1, StepType.RECV, "i", 0, "q", -big, 2, 0, 0, 1), one,
+             Step(0, StepType.SEND, "x", big, "o", 0, 1))
     p = Program("odd", Proto.SIMPLE, 1, 2, 3, "allgather", 0, 1, 0, 0,
-                (Gpu(0, 1, 2, 0, (Threadblock(0, 1, 1, 0, steps), Threadblock(1, -1, -1, 0, ()))),
-                 Gpu(1, 1, 2, 0, ()), Gpu(2, 1, 2, 0, (Threadblock(0, 1, -1, 0, steps[:1]),))))
-    read = parse_xml(to_xml(p)).program
-    assert read == p
-    ops = OpStream.of(read)
-    _same(ops, _from_steps(read))
-    assert "x" not in opstream.BUFFERS and ops.srcbuf[0] == opstream.BAD_BUFFER
+                (Gpu(2, 1, 2, 0, (Threadblock(0, 1, 1, 0, steps), Threadblock(1, -1, -1, 0, ()))),
+                 Gpu(1, 1, 2, 0, ()), Gpu(0, 1, 2, 0, (Threadblock(3, 1, -1, 0, steps[1:2]),))))
+    ops = OpStream.of(p)
+    _same(ops, _reference(p))
+    assert ops.srcbuf[0] == opstream.BAD_BUFFER and ops.s.dtype == (np.int64 if big >= 1 << 30 else np.int32)
+    assert ops.tb_gpu.tolist() == [2, 2, 0]
 
 
-def test_not_canonical_provides_nothing() -> None:
-    text = to_xml(_program("ring", "ring:4")).replace('"/>\n', '" />\n', 1)
-    p = parse_xml(text).program
-    assert id(p) not in opstream._PROVIDED
-    _same(OpStream.of(p), _from_steps(p))
-
-
-def test_provided_entry_goes_with_its_program() -> None:
-    p = parse_xml(to_xml(_program("ring", "ring:4"))).program
-    key = id(p)
-    assert key in opstream._PROVIDED
-    del p
-    gc.collect()
-    assert key not in opstream._PROVIDED
+def test_op_stream_of_nothing() -> None:
+    p = Program("none", Proto.SIMPLE, 1, 2, 2, "allgather", 0, 1, 0, 0, (Gpu(0, 1, 2, 0, ()),))
+    _same(OpStream.of(p), _reference(p))
 
 
 # ------------------------------------------------------------------ StepTable.scan
@@ -98,7 +94,7 @@ def test_scan_equals_the_steps() -> None:
     table = StepTable()
     body = table.scan(lines)
     assert body is not None
-    want = _from_steps(p)
+    want = _reference(p)
     values = table.values()
     for k, name in enumerate(opstream.COLUMNS):
         assert np.array_equal(values[body.rows, k], getattr(want, name)), name
