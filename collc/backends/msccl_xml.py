@@ -23,7 +23,8 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import filterfalse, repeat
+from operator import methodcaller
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -310,6 +311,7 @@ BAD_BUFFER = 3
 _CLOSE_TB, _CLOSE_GPU, _OPEN_TB, _OPEN_GPU = -1, -2, -3, -4
 # collc's nesting of those lines: (<gpu> (<tb> </tb>)* </gpu>)*, kinds as bytes 4 3 1 2
 _NESTING = re.compile(rb"(?:\x04(?:\x03\x01)*\x02)*")
+_IS_STEP, _IS_TB = methodcaller("startswith", _STEP_START), methodcaller("startswith", "    <tb ")
 
 
 def _whole_lines(pattern: re.Pattern[str], lines: list[str]) -> list[tuple[str, ...]] | None:
@@ -360,13 +362,15 @@ class StepTable:
         self._parts.clear()
         self._values = self._values[:0]
 
-    def _add_steps(self, lines: list[str]) -> bool:
+    def _add_steps(self, lines: list[str]) -> int | None:
+        """Give the new step lines ``lines`` rows (the first one's is returned), or None if one
+        is not a step line of collc's layout."""
         got = _whole_lines(_STEPS, lines)
         if got is None:
-            return False
+            return None
         s, ty, sb, so, db, do, cnt, di, ds, h = zip(*got)
         if not set(ty) <= _OP.keys():
-            return False
+            return None
         part = np.empty((len(lines), 10), dtype=np.int64)
         part[:, 0] = np.fromiter(map(_OP.__getitem__, ty), dtype=np.int64, count=len(lines))
         part[:, 2] = np.fromiter(map(_BUF.get, sb, repeat(BAD_BUFFER)), dtype=np.int64, count=len(lines))
@@ -376,7 +380,7 @@ class StepTable:
         self._parts.append(part)
         first = len(self.rows)
         self.rows.update(zip(lines, range(first, first + len(lines))))
-        return True
+        return first
 
     def scan(self, lines: list[str]) -> Body | None:
         """The :class:`Body` of ``lines`` (a body split at its newlines, without the last empty
@@ -392,27 +396,30 @@ class StepTable:
             unknown = np.flatnonzero(codes < 0)
             others = list(map(lines.__getitem__, unknown.tolist()))
         kinds: dict[str, int] = dict.fromkeys(others, 0)
-        new: list[str] = []
-        tb_lines: list[str] = []
+        # the distinct lines not in the table, sorted by their start at C speed: new step lines,
+        # <tb> lines, and a few others (</tb>, </gpu>, <gpu>) looked at one by one
+        new = list(filter(_IS_STEP, kinds))
+        rest = list(filterfalse(_IS_STEP, kinds))
+        tb_lines = list(filter(_IS_TB, rest))
         gpu_lines: list[str] = []
-        for line in kinds:      # the distinct lines not in the table
-            if line.startswith(_STEP_START):
-                new.append(line)
-            elif line == _TB_END:
+        for line in filterfalse(_IS_TB, rest):
+            if line == _TB_END:
                 kinds[line] = _CLOSE_TB
             elif line == _GPU_END:
                 kinds[line] = _CLOSE_GPU
-            elif line.startswith("    <tb "):
-                tb_lines.append(line)
             elif line.startswith("  <gpu "):
                 gpu_lines.append(line)
             else:
                 return None
         tb_heads = _whole_lines(_TBS, tb_lines)
         gpu_heads = _whole_lines(_GPUS, gpu_lines)
-        if tb_heads is None or gpu_heads is None or (new and not self._add_steps(new)):
+        if tb_heads is None or gpu_heads is None:
             return None
-        kinds.update(zip(new, map(rows.__getitem__, new)))
+        if new:
+            first = self._add_steps(new)
+            if first is None:
+                return None
+            kinds.update(zip(new, range(first, first + len(new))))
         # a <tb> line: -5 - 2k for the k-th distinct one; a <gpu> line: -6 - 2k
         kinds.update(zip(tb_lines, range(-5, -5 - 2 * len(tb_lines), -2)))
         kinds.update(zip(gpu_lines, range(-6, -6 - 2 * len(gpu_lines), -2)))
