@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, replace
+from itertools import repeat
 from pathlib import Path
 
 import numpy as np
@@ -107,11 +108,7 @@ def read_block(root: Path, ranks: list[tuple[int, Path]], dialect: Dialect, keep
     cols = [col[idx] for col in narrow(list(table.values().T))]
     if program is not None:
         ops = OpStream.of_columns(head_arr, nsteps, cols)
-        tbl = head_arr.tolist()
-        ends = np.cumsum(per_gpu[:, 4]).tolist()
-        hollow = tuple(Gpu(g[0], g[1], g[2], g[3], tuple(Threadblock(t[1], t[2], t[3], t[4], ())
-                                                         for t in tbl[end - g[4]:end]))
-                       for g, end in zip(per_gpu.tolist(), ends))
+        hollow = _hollow(per_gpu, head_arr)
         block = replace(program, gpus=hollow)
         # the per-gpu rules (check_gpu) and the per-step ones, over the arrays: a gpu they flag
         # may have a finding, which the objects then explain
@@ -121,6 +118,14 @@ def read_block(root: Path, ranks: list[tuple[int, Path]], dialect: Dialect, keep
         return _Block(True, heads, np.ascontiguousarray(gpu_arr), head_arr, nsteps, cols,
                       (hollow, ops) if keep else None)
     return _Block(True, heads, np.ascontiguousarray(gpu_arr), head_arr, nsteps, cols)
+
+
+def _hollow(per_gpu: np.ndarray, tbs: np.ndarray) -> tuple[Gpu, ...]:
+    """The gpus of (id, i_chunks, o_chunks, s_chunks, number of tbs) rows, with their tbs of
+    (gpu, id, send, recv, chan) rows, without steps."""
+    made = list(map(Threadblock, *tbs[:, 1:].T.tolist(), repeat(()))) if len(tbs) else []
+    ends = np.cumsum(per_gpu[:, 4]).tolist()
+    return tuple(Gpu(g[0], g[1], g[2], g[3], tuple(made[end - g[4]:end])) for g, end in zip(per_gpu.tolist(), ends))
 
 
 _Read = tuple[list[str], Program | None, list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]
@@ -242,12 +247,8 @@ def _check_blocks(top: Path, blocks: list[_Block], dialect: Dialect,
     check_program_size(head.program.ngpus, head.program.nchunksperloop,
                        int(np.maximum(gpus[:, 1:], 0).sum()), show(top), EmitError)
     ops = OpStream.of_columns(tbs, nsteps, cols)
-    start = np.zeros(len(gpus) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(np.searchsorted(gpus[:, 0], tbs[:, 0]), minlength=len(gpus)), out=start[1:])
-    heads = tbs.tolist()
-    hollow = tuple(Gpu(g[0], g[1], g[2], g[3], tuple(Threadblock(t[1], t[2], t[3], t[4], ())
-                                                     for t in heads[start[k]:start[k + 1]]))
-                   for k, g in enumerate(gpus.tolist()))
+    per_gpu = np.bincount(np.searchsorted(gpus[:, 0], tbs[:, 0]), minlength=len(gpus))
+    hollow = _hollow(np.column_stack([gpus, per_gpu]), tbs)
     return _check_columns(top, replace(head.program, gpus=hollow), ops, head, dialect, root, data_check)
 
 
