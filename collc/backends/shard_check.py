@@ -2,7 +2,8 @@
 
 A shard directory of N ranks is N files of one program (:mod:`collc.backends.shards`).  Each
 worker reads a block of ranks straight into the columns of :class:`OpStream` (no Step
-objects: a line met before is a row number in the worker's table), runs the per-gpu rules
+objects: a line met before is a row number in the worker's
+:class:`collc.backends.msccl_xml.StepTable`, which scans 64 files' lines at a time), runs the per-gpu rules
 on its block over the arrays (:func:`collc.check.xml.structure.suspect_gpus` for those of
 :func:`collc.check.xml.structure.check_gpu`, :func:`collc.check.xml.structure.suspect_tbs`
 for the per-step ones), and sends back numpy arrays,

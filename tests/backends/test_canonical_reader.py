@@ -23,7 +23,13 @@ from collc.errors import CollcError
 from collc.frontends.registry import build_schedule
 from collc.ir.collective import CollKind
 from collc.topology import parse_spec
-from tests.test_shard_check import _copy, _edit, _parallel, _sequential, good, warm  # noqa: F401 (fixtures)
+from tests import test_shard_check
+from tests.test_shard_check import _copy, _edit, _parallel, _sequential
+
+# that module's fixtures, used here too: its 128-rank directory (two chunks of 64 files) and the
+# kernel taken as warm
+good = test_shard_check.good
+warm = test_shard_check.warm
 
 
 def _program(alg: str = "swing", spec: str = "torus:4x4") -> Program:
@@ -182,7 +188,7 @@ def _outcome(run: Callable[[], dict[str, object]]) -> object:
 
 
 @pytest.mark.parametrize("case", sorted(BROKEN))
-def test_broken_shard_directory_same_report(case: str, good: Path, tmp_path: Path, warm: None) -> None:  # noqa: F811
+def test_broken_shard_directory_same_report(case: str, good: Path, tmp_path: Path, warm: None) -> None:
     d = _copy(good, tmp_path)
     BROKEN[case](d)
     want = _outcome(lambda: _sequential(d))
@@ -190,7 +196,7 @@ def test_broken_shard_directory_same_report(case: str, good: Path, tmp_path: Pat
     assert _outcome(lambda: _parallel(d, 2)) == want
 
 
-def test_unclean_block_forgets_its_lines(good: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_unclean_block_forgets_its_lines(good: Path, tmp_path: Path) -> None:
     """A block that is not clean drops the worker's table (its lines may not be collc's)."""
     d = _copy(good, tmp_path)
     _edit(d, 2, lambda t: t.replace('<gpu id="2"', '<gpu id="5"', 1))
