@@ -22,7 +22,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import filterfalse, repeat
+from operator import methodcaller
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from collc.compiler.msccl.dependencies import GpuTable
 from collc.compiler.msccl.fusion import TYPES
@@ -290,6 +295,161 @@ _STEP_LINE = re.compile(rf'      <step s="{_N}" type="([a-z]+)" srcbuf="([a-z])"
 _TB_LINE = re.compile(rf'    <tb id="{_N}" send="{_Z}" recv="{_Z}" chan="{_N}">')
 _GPU_LINE = re.compile(rf'  <gpu id="{_N}" i_chunks="{_N}" o_chunks="{_N}" s_chunks="{_N}">')
 _STEP_START = "      <step "
+
+
+_TB_END, _GPU_END = "    </tb>", "  </gpu>"
+# whole lines of a text of lines joined by "\n" (a match cannot leave its line: no pattern matches "\n")
+_STEPS = re.compile(f"^{_STEP_LINE.pattern}$", re.MULTILINE)
+_TBS = re.compile(f"^{_TB_LINE.pattern}$", re.MULTILINE)
+_GPUS = re.compile(f"^{_GPU_LINE.pattern}$", re.MULTILINE)
+# the codes of collc.check.xml.opstream (TYPES, BUFFERS, BAD_BUFFER; not imported: collc.check
+# is a second's start-up that a build without a check does not need)
+_OP = {t.value: i for i, t in enumerate(StepType)}     # a step type's code
+_BUF = {b: i for i, b in enumerate("ios")}            # a buffer's; any other letter: BAD_BUFFER
+BAD_BUFFER = 3
+# the kinds of the lines that are not step lines, in a body's codes (a step line's code is its row)
+_CLOSE_TB, _CLOSE_GPU, _OPEN_TB, _OPEN_GPU = -1, -2, -3, -4
+# collc's nesting of those lines: (<gpu> (<tb> </tb>)* </gpu>)*, kinds as bytes 4 3 1 2
+_NESTING = re.compile(rb"(?:\x04(?:\x03\x01)*\x02)*")
+_IS_STEP, _IS_TB = methodcaller("startswith", _STEP_START), methodcaller("startswith", "    <tb ")
+
+
+def _whole_lines(pattern: re.Pattern[str], lines: list[str]) -> list[tuple[str, ...]] | None:
+    """The groups of every line, or None if some line does not match all of ``pattern``."""
+    got = pattern.findall("\n".join(lines))
+    return got if len(got) == len(lines) else None
+
+
+@dataclass(frozen=True, eq=False)
+class Body:
+    """The gpus of a body in collc's own layout, as arrays: per gpu its (id, i_chunks, o_chunks,
+    s_chunks); per tb (in document order) its gpu's index, (id, send, recv, chan) and its number
+    of steps; per step (in document order) its row in the :class:`StepTable` that read it.
+    ``gpu_at``: the line of each ``<gpu>`` (its index in the lines scanned)."""
+
+    gpus: np.ndarray
+    gpu_at: np.ndarray
+    tb_gpu: np.ndarray
+    tbs: np.ndarray
+    nsteps: np.ndarray
+    rows: np.ndarray
+
+
+class StepTable:
+    """The distinct step lines of one or more bodies in collc's layout: line -> row, and each
+    row's ten values as :class:`collc.check.xml.opstream.OpStream` holds them (op code, s,
+    srcbuf code, srcoff, dstbuf code, dstoff, cnt, depid, deps, hasdep).
+
+    A schedule repeats its step lines many times over (7 to 15 times in Swing and ring files;
+    the same lines in many ranks' shards): every line is looked up at C speed (``map``), and the
+    lines not seen before are read all at once (one regular expression over their joined
+    text, ``int`` by ``map``)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self._parts: list[np.ndarray] = []
+        self._values = np.zeros((0, 10), dtype=np.int64)
+
+    def values(self) -> np.ndarray:
+        """The rows' values, int64, one row per distinct line."""
+        if self._parts:
+            self._values = np.concatenate([self._values, *self._parts])
+            self._parts.clear()
+        return self._values
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self._parts.clear()
+        self._values = self._values[:0]
+
+    def _add_steps(self, lines: list[str]) -> int | None:
+        """Give the new step lines ``lines`` rows (the first one's is returned), or None if one
+        is not a step line of collc's layout."""
+        got = _whole_lines(_STEPS, lines)
+        if got is None:
+            return None
+        s, ty, sb, so, db, do, cnt, di, ds, h = zip(*got)
+        if not set(ty) <= _OP.keys():
+            return None
+        part = np.empty((len(lines), 10), dtype=np.int64)
+        part[:, 0] = np.fromiter(map(_OP.__getitem__, ty), dtype=np.int64, count=len(lines))
+        part[:, 2] = np.fromiter(map(_BUF.get, sb, repeat(BAD_BUFFER)), dtype=np.int64, count=len(lines))
+        part[:, 4] = np.fromiter(map(_BUF.get, db, repeat(BAD_BUFFER)), dtype=np.int64, count=len(lines))
+        for k, col in zip((1, 3, 5, 6, 7, 8, 9), (s, so, do, cnt, di, ds, h)):
+            part[:, k] = np.fromiter(map(int, col), dtype=np.int64, count=len(lines))
+        self._parts.append(part)
+        first = len(self.rows)
+        self.rows.update(zip(lines, range(first, first + len(lines))))
+        return first
+
+    def scan(self, lines: list[str]) -> Body | None:
+        """The :class:`Body` of ``lines`` (a body split at its newlines, without the last empty
+        piece), or None if they are not in collc's layout: only the five kinds of line that
+        :func:`to_xml` prints, nested as it nests them, step lines only inside a tb."""
+        n = len(lines)
+        rows = self.rows
+        codes: np.ndarray | None = None
+        unknown: np.ndarray | None = None
+        others = lines                 # a fresh table knows no line
+        if rows:
+            codes = np.fromiter(map(rows.get, lines, repeat(-1)), dtype=np.int64, count=n)
+            unknown = np.flatnonzero(codes < 0)
+            others = list(map(lines.__getitem__, unknown.tolist()))
+        kinds: dict[str, int] = dict.fromkeys(others, 0)
+        # the distinct lines not in the table, sorted by their start at C speed: new step lines,
+        # <tb> lines, and a few others (</tb>, </gpu>, <gpu>) looked at one by one
+        new = list(filter(_IS_STEP, kinds))
+        rest = list(filterfalse(_IS_STEP, kinds))
+        tb_lines = list(filter(_IS_TB, rest))
+        gpu_lines: list[str] = []
+        for line in filterfalse(_IS_TB, rest):
+            if line == _TB_END:
+                kinds[line] = _CLOSE_TB
+            elif line == _GPU_END:
+                kinds[line] = _CLOSE_GPU
+            elif line.startswith("  <gpu "):
+                gpu_lines.append(line)
+            else:
+                return None
+        tb_heads = _whole_lines(_TBS, tb_lines)
+        gpu_heads = _whole_lines(_GPUS, gpu_lines)
+        if tb_heads is None or gpu_heads is None:
+            return None
+        if new:
+            first = self._add_steps(new)
+            if first is None:
+                return None
+            kinds.update(zip(new, range(first, first + len(new))))
+        # a <tb> line: -5 - 2k for the k-th distinct one; a <gpu> line: -6 - 2k
+        kinds.update(zip(tb_lines, range(-5, -5 - 2 * len(tb_lines), -2)))
+        kinds.update(zip(gpu_lines, range(-6, -6 - 2 * len(gpu_lines), -2)))
+        found = np.fromiter(map(kinds.__getitem__, others), dtype=np.int64, count=len(others))
+        if codes is None:
+            codes = found
+        else:
+            codes[unknown] = found
+        marks = np.flatnonzero(codes < 0)
+        code = codes[marks]
+        head = (-5 - code) >> 1            # the <tb> or <gpu> line's index (for those)
+        kind = np.where(code > -5, code, np.where(code & 1, _OPEN_TB, _OPEN_GPU))
+        # the nesting, on the kinds of the lines that are not steps
+        if _NESTING.fullmatch((-kind).astype(np.uint8).tobytes()) is None:
+            return None
+        # step lines only right after a <tb> (up to its </tb>, which the nesting puts next)
+        gaps = np.diff(np.append(marks, n)) - 1
+        if (len(marks) and marks[0] != 0) or (n and not len(marks)) or gaps[kind != _OPEN_TB].any():
+            return None
+        is_tb, is_gpu = kind == _OPEN_TB, kind == _OPEN_GPU
+        tbs = _int_table(tb_heads, 4)[head[is_tb]]
+        gpus = _int_table(gpu_heads, 4)[head[is_gpu]]
+        return Body(gpus, marks[is_gpu], np.cumsum(is_gpu)[is_tb] - 1, tbs, gaps[is_tb], codes[codes >= 0])
+
+
+def _int_table(groups: list[tuple[str, ...]], width: int) -> np.ndarray:
+    out = np.empty((len(groups), width), dtype=np.int64)
+    for k, col in enumerate(zip(*groups)):
+        out[:, k] = np.fromiter(map(int, col), dtype=np.int64, count=len(groups))
+    return out
 
 
 def _canonical_gpus(body: str, cache: dict[str, Step] | None = None) -> list[Gpu] | None:

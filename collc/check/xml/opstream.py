@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, repeat
+from operator import attrgetter
 
 import numpy as np
 
@@ -37,6 +38,11 @@ _CODE = {t: i for i, t in enumerate(TYPES)}
 BUFFERS = ("i", "o", "s")
 _BUF = {b: i for i, b in enumerate(BUFFERS)}
 BAD_BUFFER = len(BUFFERS)
+# the attributes :meth:`OpStream.of` reads, fetched at C speed
+_TBS, _ID, _STEPS = attrgetter("tbs"), attrgetter("id"), attrgetter("steps")
+_TB_HEAD = attrgetter("id", "send", "recv", "chan")
+_INTS = attrgetter("s", "srcoff", "dstoff", "cnt", "depid", "deps", "hasdep")
+_TYPE, _SRCBUF, _DSTBUF = attrgetter("type"), attrgetter("srcbuf"), attrgetter("dstbuf")
 #: Flags of each op code (``runtime_model.FLAGS``), indexable by an op array.
 OP_FLAGS = np.array([FLAGS[t] for t in TYPES], dtype=np.int64)
 
@@ -78,28 +84,34 @@ class OpStream:
 
     @staticmethod
     def of(p: Program) -> OpStream:
-        tbs = [(g.id, t) for g in p.gpus for t in g.tbs]
-        nsteps = np.fromiter((len(t.steps) for _, t in tbs), dtype=np.int64, count=len(tbs))
+        tb_list = [t for g in p.gpus for t in g.tbs]
+        per_gpu = np.fromiter(map(len, map(_TBS, p.gpus)), dtype=np.int64, count=len(p.gpus))
+        gids = np.fromiter(map(_ID, p.gpus), dtype=np.int64, count=len(p.gpus))
+        nsteps = np.fromiter(map(len, map(_STEPS, tb_list)), dtype=np.int64, count=len(tb_list))
         # one row per distinct Step object, gathered by index: a program shares one immutable Step
         # among equal steps (the reader does, 14 times over at 4096 ranks), and grouping the steps'
         # ids in numpy costs a fraction of reading ten attributes of each
-        flat = list(chain.from_iterable(t.steps for _, t in tbs))
+        flat = list(chain.from_iterable(map(_STEPS, tb_list)))
         ids = np.fromiter(map(id, flat), dtype=np.int64, count=len(flat))
-        order = np.argsort(ids)
-        ids = ids[order]
-        new = np.concatenate(([True], ids[1:] != ids[:-1])) if len(ids) else np.zeros(0, dtype=bool)
+        # rows in the order of the Steps' ids (as sorting them gives), each step's row by ``inverse``
+        _, first, which = np.unique(ids, return_index=True, return_inverse=True)
         del ids
-        which = np.empty(len(flat), dtype=np.int64)
-        which[order] = np.cumsum(new) - 1
-        distinct = [flat[i] for i in order[new].tolist()]
-        del flat, order, new
-        table = np.array([(_CODE[st.type], st.s, _BUF.get(st.srcbuf, BAD_BUFFER), st.srcoff,
-                           _BUF.get(st.dstbuf, BAD_BUFFER), st.dstoff, st.cnt, st.depid, st.deps, st.hasdep)
-                          for st in distinct], dtype=np.int64).reshape(-1, 10)
+        distinct = list(map(flat.__getitem__, first.tolist()))
+        del flat, first
+        n = len(distinct)
+        table = np.empty((n, 10), dtype=np.int64)
+        table[:, [1, 3, 5, 6, 7, 8, 9]] = np.fromiter(chain.from_iterable(map(_INTS, distinct)), dtype=np.int64,
+                                                      count=7 * n).reshape(n, 7)
+        table[:, 0] = np.fromiter(map(_CODE.__getitem__, map(_TYPE, distinct)), dtype=np.int64, count=n)
+        table[:, 2] = np.fromiter(map(_BUF.get, map(_SRCBUF, distinct), repeat(BAD_BUFFER)), dtype=np.int64, count=n)
+        table[:, 4] = np.fromiter(map(_BUF.get, map(_DSTBUF, distinct), repeat(BAD_BUFFER)), dtype=np.int64, count=n)
         del distinct
         cols = [col[which] for col in narrow([table[:, k] for k in range(10)])]     # narrowed, then gathered
         del which
-        head = np.array([(gid, t.id, t.send, t.recv, t.chan) for gid, t in tbs], dtype=np.int64).reshape(len(tbs), 5)
+        head = np.empty((len(tb_list), 5), dtype=np.int64)
+        head[:, 0] = np.repeat(gids, per_gpu)
+        head[:, 1:] = np.fromiter(chain.from_iterable(map(_TB_HEAD, tb_list)), dtype=np.int64,
+                                  count=4 * len(tb_list)).reshape(len(tb_list), 4)
         return OpStream.of_columns(head, nsteps, cols)
 
     @staticmethod
