@@ -106,3 +106,20 @@ def test_the_exchange_test_matches_interval_overlap_by_brute_force() -> None:
             for q, qa, qb in zip(qkey, qlo, qhi)]
     assert _overlaps(keys, lo, hi, qkey, qlo, qhi).tolist() == want
     assert not _overlaps(keys[:0], lo[:0], hi[:0], qkey, qlo, qhi).any()
+
+
+def test_the_byte_printer_prints_any_values_as_the_gpu_printer_does() -> None:
+    """The columns' printer spells values from a table of -1 .. 65535 with each column as wide as
+    its widest value; wider or lower values go through its line-at-a-time path."""
+    rng = np.random.default_rng(3)
+    for top in (1, 9, 10, 99999, 1 << 16, 1 << 40):
+        ntb = 5
+        lens = rng.integers(1, 7, ntb)
+        n = int(lens.sum())
+
+        def col(lo: int, hi: int, size: int = n) -> np.ndarray:
+            return rng.integers(lo, hi + 1, size).astype(np.int64)
+        g = GpuTable(7, top, 0, 3, col(-1, min(top, 40), ntb), col(-1, min(top, 40), ntb), col(0, 3, ntb),
+                     np.concatenate([[0], np.cumsum(lens)]).astype(np.int64), col(0, 8), col(0, 2), col(-1, top),
+                     col(0, 2), col(0, top), col(1, top), col(-1, min(top, 4)), col(-1, 6), col(0, 1))
+        assert table_text(g) == gpu_text(g.to_gpu())
