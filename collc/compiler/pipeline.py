@@ -669,10 +669,13 @@ def _dense(major: Ints, top: int, minor: Ints, tops: int) -> Ints:
     """Each row's rank among the distinct ``(major, minor)`` (``0 <= major < top``,
     ``0 <= minor < tops``), as ``np.unique(..., return_inverse=True)`` gives it: from two
     stable radix sorts of 16-bit keys where they fit, else from that."""
+    out: Ints
     if not len(major):
-        return major.copy()
+        out = major.copy()
+        return out
     if top > 1 << 16 or tops > 1 << 16:
-        return np.unique(major * tops + minor, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        out = np.unique(major * tops + minor, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        return out
     order = np.argsort(minor.astype(np.uint16), kind="stable")
     order = order[np.argsort(major[order].astype(np.uint16), kind="stable")]
     key = major[order] * tops + minor[order]
