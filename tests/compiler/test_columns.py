@@ -123,3 +123,23 @@ def test_the_byte_printer_prints_any_values_as_the_gpu_printer_does() -> None:
                      np.concatenate([[0], np.cumsum(lens)]).astype(np.int64), col(0, 8), col(0, 2), col(-1, top),
                      col(0, 2), col(0, top), col(1, top), col(-1, min(top, 4)), col(-1, 6), col(0, 1))
         assert table_text(g) == gpu_text(g.to_gpu())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_plans_positions_are_the_logical_order_of_its_rows(name: str) -> None:
+    """``expand`` numbers the positions on its parts (stable sorts that merge their runs); the
+    table's own sort of (step, phase, number, sub) gives the same numbers."""
+    plan = expand(TransferTable.of(CASES[name]()))
+    again = OpTable.from_columns(plan.table.cols.copy())
+    assert np.array_equal(again.pos, plan.table.pos)
+    rank = plan.table.rank
+    assert bool((rank[1:] >= rank[:-1]).all())
+
+
+def test_dense_numbers_pairs_as_unique_does() -> None:
+    from collc.compiler.pipeline import _dense
+
+    rng = np.random.default_rng(5)
+    for top, tops in ((5, 7), (4096, 16384), (70000, 3), (3, 70000)):
+        a, b = rng.integers(0, top, 3000), rng.integers(0, tops, 3000)
+        assert np.array_equal(_dense(a, top, b, tops), np.unique(a * tops + b, return_inverse=True)[1].reshape(-1))
