@@ -143,3 +143,33 @@ def test_dense_numbers_pairs_as_unique_does() -> None:
     for top, tops in ((5, 7), (4096, 16384), (70000, 3), (3, 70000)):
         a, b = rng.integers(0, top, 3000), rng.integers(0, tops, 3000)
         assert np.array_equal(_dense(a, top, b, tops), np.unique(a * tops + b, return_inverse=True)[1].reshape(-1))
+
+
+CAPPED = {
+    "rhd-allreduce-outofplace": CASES["rhd-allreduce-outofplace"],
+    "swing-4x4": lambda: _sched("swing", "torus:4x4", CollKind.ALLREDUCE),
+    "rhd-reducescatter": lambda: _sched("recursive-halving-doubling", "hypercube:4", CollKind.REDUCESCATTER, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAPPED))
+def test_capped_pieces_come_in_the_schedules_order(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cap_counts orders its pieces by one stable sort of (run, sfirst, dfirst); the table's
+    lexsort of the whole Transfer.sort_key gives the same rows."""
+    import collc.compiler.pipelining as pipelining
+
+    seen: list[TransferTable] = []
+    real = pipelining._sorted_pieces
+    monkeypatch.setattr(pipelining, "_sorted_pieces", lambda t: seen.append(t) or real(t))
+    checked = 0
+    for parts, instances in ((1, 1), (2, 3)):
+        table = pipelining.split_chunks(TransferTable.of(CAPPED[name]()), parts, instances)
+        for cap in (1, 2, 3):
+            if int(table.cnt.max()) <= cap:
+                continue
+            seen.clear()
+            capped = pipelining.cap_counts(table, cap)
+            assert len(seen) == 1 and len(capped) > len(table)
+            assert np.array_equal(capped.cols, seen[0].sorted().cols)
+            checked += 1
+    assert checked
