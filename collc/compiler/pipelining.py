@@ -146,4 +146,6 @@ def _sorted_pieces(table: TransferTable) -> TransferTable:
         same &= c[1:] == c[:-1]
     run = np.concatenate([[0], np.cumsum(later)]).astype(np.int64)
     order = np.argsort(encode([run, table.sfirst, table.dfirst]), kind="stable")
+    if bool((order[1:] > order[:-1]).all()):
+        return table                         # in order already (the usual case): no copy
     return replace(table, cols=table.cols[:, order])

@@ -173,3 +173,20 @@ def test_capped_pieces_come_in_the_schedules_order(name: str, monkeypatch: pytes
             assert np.array_equal(capped.cols, seen[0].sorted().cols)
             checked += 1
     assert checked
+
+
+def test_pieces_out_of_order_within_their_run_are_sorted_as_the_table_sorts() -> None:
+    """Rows of one (step, lane, src, dst) in any order are put in the sort key's order; rows
+    whose (step, lane, src, dst) are out of order fall back to the table's own sort."""
+    from dataclasses import replace
+
+    import collc.compiler.pipelining as pipelining
+
+    capped = pipelining.cap_counts(TransferTable.of(CAPPED["swing-4x4"]()), 1)
+    key = np.stack([capped.step, capped.lane, capped.src, capped.dst])
+    run = np.concatenate([[0], np.cumsum((key[:, 1:] != key[:, :-1]).any(axis=0))])
+    backwards = np.lexsort((-np.arange(len(capped)), run))          # each run reversed
+    assert not np.array_equal(backwards, np.arange(len(capped)))
+    for order in (backwards, np.arange(len(capped))[::-1]):
+        shuffled = replace(capped, cols=capped.cols[:, order])
+        assert np.array_equal(pipelining._sorted_pieces(shuffled).cols, shuffled.sorted().cols)
