@@ -19,6 +19,7 @@ all (``EmitError``).
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +29,7 @@ from operator import methodcaller
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from collc.compiler.msccl.dependencies import GpuTable
 from collc.compiler.msccl.fusion import TYPES
@@ -101,9 +103,8 @@ def gpu_text(gpu: Gpu) -> str:
 _TYPE_TEXT = [t.value for t in TYPES]
 
 
-def table_text(g: GpuTable) -> str:
-    """:func:`gpu_text` of the gpu that the lowering's columns hold (``g.to_gpu()``), printed
-    from the columns."""
+def _loop_text(g: GpuTable) -> str:
+    """:func:`table_text` a line at a time (values the byte printer's table does not hold)."""
     out = [f'  <gpu id="{g.id}" i_chunks="{g.i_chunks}" o_chunks="{g.o_chunks}" s_chunks="{g.s_chunks}">']
     add = out.append
     types, bufs = _TYPE_TEXT, BUFS
@@ -118,6 +119,96 @@ def table_text(g: GpuTable) -> str:
         add("    </tb>")
     add("  </gpu>")
     return "\n".join(out)
+
+
+# The byte printer: every line of a kind is one row of a uint8 matrix -- its literal pieces and,
+# between them, each value right-aligned in its column's width, padded with NUL bytes -- so a
+# rank's lines are a few numpy calls, not a Python format per step; dropping the NULs leaves
+# the text.  Values are looked up in a table of the decimal spellings of -1 .. _TOP - 1.
+_TOP = 1 << 16
+_WIDE = len(str(_TOP - 1))
+_STEP_TEXT = ('      <step s="', '" type="', '" srcbuf="', '" srcoff="', '" dstbuf="', '" dstoff="', '" cnt="',
+              '" depid="', '" deps="', '" hasdep="', '"/>\n')
+_TB_TEXT = ('    <tb id="', '" send="', '" recv="', '" chan="', '">\n')
+_TB_CLOSE = "    </tb>\n"
+
+
+def _spelled(words: list[str]) -> npt.NDArray[np.uint8]:
+    """The words right-aligned in rows of their longest's width, NUL-padded."""
+    width = max(len(w) for w in words)
+    return np.frombuffer("".join(w.rjust(width, "\0") for w in words).encode("ascii"),
+                         dtype=np.uint8).reshape(len(words), width)
+
+
+@functools.cache
+def _tables() -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8], npt.NDArray[np.uint8]]:
+    """Row ``v + 1``: the decimal spelling of ``v`` (-1 <= v < _TOP); the step types; the buffers."""
+    v = np.arange(-1, _TOP, dtype=np.int64)
+    a = np.abs(v)
+    digits = np.zeros((len(v), _WIDE), dtype=np.uint8)
+    for d in range(_WIDE):
+        p = 10 ** d
+        digits[:, _WIDE - 1 - d] = np.where((a >= p) | (d == 0), 48 + a // p % 10, 0)
+    digits[0, _WIDE - 2] = ord("-")          # -1
+    return digits, _spelled(_TYPE_TEXT), _spelled(list(BUFS))
+
+
+def _bytes(text: str) -> npt.NDArray[np.uint8]:
+    return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+
+
+_STEP_BYTES = [_bytes(p) for p in _STEP_TEXT]
+_TB_BYTES = [_bytes(p) for p in _TB_TEXT]
+_CLOSE_BYTES = _bytes(_TB_CLOSE)
+
+
+def _lines(pieces: list[npt.NDArray[np.uint8]], fields: list[npt.NDArray[np.uint8]], n: int, width: int = 0
+           ) -> npt.NDArray[np.uint8]:
+    """``n`` lines as rows: ``pieces[0]``, field 0, ``pieces[1]``, ... (each field n x its width),
+    NUL-padded to ``width``."""
+    used = sum(len(p) for p in pieces) + sum(f.shape[1] for f in fields)
+    out = np.zeros((n, max(width, used)), dtype=np.uint8) if width > used else np.empty((n, used), dtype=np.uint8)
+    at = 0
+    for piece, field in zip(pieces, fields):
+        out[:, at:at + len(piece)] = piece
+        at += len(piece)
+        out[:, at:at + field.shape[1]] = field
+        at += field.shape[1]
+    out[:, at:used] = pieces[-1]
+    return out
+
+
+def table_text(g: GpuTable) -> str:
+    """:func:`gpu_text` of the gpu that the lowering's columns hold (``g.to_gpu()``), printed
+    from the columns."""
+    n, ntb = len(g.type), g.ntbs
+    if not n or not ntb:
+        return _loop_text(g)
+    ints = np.stack([g.s(), g.srcoff, g.dstoff, g.cnt, g.depid, g.deps, g.hasdep])
+    tbs = np.stack([np.arange(ntb, dtype=np.int64), g.send, g.recv, g.chan])
+    lo = ints.min(axis=1).tolist() + tbs.min(axis=1).tolist()
+    hi = ints.max(axis=1).tolist() + tbs.max(axis=1).tolist()
+    if min(lo) < -1 or max(hi) >= _TOP:
+        return _loop_text(g)
+    num, types, bufs = _tables()
+    # each column's width: its widest value's spelling
+    cut = [_WIDE - max(len(str(a)), len(str(b))) for a, b in zip(lo, hi)]
+    d = num[ints + 1]
+    t = num[tbs + 1]
+    steps = _lines(_STEP_BYTES, [d[0, :, cut[0]:], types[g.type], bufs[g.srcbuf], d[1, :, cut[1]:], bufs[g.dstbuf],
+                                 d[2, :, cut[2]:], d[3, :, cut[3]:], d[4, :, cut[4]:], d[5, :, cut[5]:],
+                                 d[6, :, cut[6]:]], n)
+    width = steps.shape[1]
+    # each tb's opening line before its first step, its closing line after its last (rows as
+    # wide as a step's: a tb's line is shorter)
+    around = np.zeros((2 * ntb, width), dtype=np.uint8)
+    around[0::2] = _lines(_TB_BYTES, [t[k, :, cut[7 + k]:] for k in range(4)], ntb, width)
+    around[1::2, :len(_CLOSE_BYTES)] = _CLOSE_BYTES
+    at = np.empty(2 * ntb, dtype=np.int64)
+    at[0::2], at[1::2] = g.start[:-1], g.start[1:]
+    rows = np.insert(steps, at, around, axis=0).reshape(-1)
+    return (f'  <gpu id="{g.id}" i_chunks="{g.i_chunks}" o_chunks="{g.o_chunks}" s_chunks="{g.s_chunks}">\n'
+            + str(rows[rows != 0], "ascii") + "  </gpu>")
 
 
 def join_xml(program: Program, dialect: Dialect, gpu_texts: Iterable[str]) -> str:

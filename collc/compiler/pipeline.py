@@ -48,7 +48,7 @@ from collc.compiler.msccl.dependencies import GpuTable, build_gpus
 from collc.compiler.dump import show_chops, show_gpu, show_op, show_plan, show_program_header, show_schedule, show_tbs
 from collc.compiler.msccl.fusion import ItemTable, fuse_tbs
 from collc.limits import LIMITS, Dialect, connection_steps_per_tb, parser_nodes
-from collc.compiler.optable import RECV, SEND, OpTable
+from collc.compiler.optable import RECV, SEND, Ints, OpTable
 from collc.compiler.pipelining import cap_counts, split_chunks
 from collc.compiler.msccl.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, expand
@@ -648,21 +648,43 @@ def estimate_groups(ops: OpTable, nranks: int, max_steps: int, most: int) -> int
     """
     if most <= 1:
         return 1          # no choice to make
-    remote = ops.take(ops.kind <= RECV)
-    if not len(remote):
+    remote = ops.kind <= RECV
+    if not remote.any():
         return 1
-    # a connection's id: any number unique to (rank, peer, lane, direction) will do
-    n = nranks
-    lanes = 1 + int(remote.lane.max())
-    ids = ((remote.rank * n + remote.peer) * lanes + remote.lane) * 2 + (remote.kind == SEND)
-    ids = np.unique(ids, return_inverse=True)[1].reshape(-1).astype(np.int64)
-    chunks = remote.chunk
+    rank, peer, lane = ops.rank[remote], ops.peer[remote], ops.lane[remote]
+    # a connection's id: its rank among the distinct (rank, peer, lane, direction)
+    lanes = 1 + int(lane.max())
+    side = (peer * lanes + lane) * 2 + (ops.kind[remote] == SEND)
+    ids = _dense(rank, nranks, side, nranks * lanes * 2)
+    chunks = ops.chunk[remote]
     groups = 1
     while groups < most:
         if np.bincount(ids * groups + chunks % groups).max() <= connection_steps_per_tb(max_steps):
             break
         groups = min(2 * groups, most)   # powers of two, then as many as the channels allow
     return groups
+
+
+def _dense(major: Ints, top: int, minor: Ints, tops: int) -> Ints:
+    """Each row's rank among the distinct ``(major, minor)`` (``0 <= major < top``,
+    ``0 <= minor < tops``), as ``np.unique(..., return_inverse=True)`` gives it: from two
+    stable radix sorts of 16-bit keys where they fit, else from that."""
+    out: Ints
+    if not len(major):
+        out = major.copy()
+        return out
+    if top > 1 << 16 or tops > 1 << 16:
+        out = np.unique(major * tops + minor, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        return out
+    order = np.argsort(minor.astype(np.uint16), kind="stable")
+    order = order[np.argsort(major[order].astype(np.uint16), kind="stable")]
+    key = major[order] * tops + minor[order]
+    new = np.empty(len(key), dtype=np.int64)
+    new[0] = 0
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    out = np.empty(len(key), dtype=np.int64)
+    out[order] = np.cumsum(new)
+    return out
 
 
 def enforce_limits(prog: Program, dialect: Dialect, shard: bool = False) -> None:

@@ -30,7 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from collc.arrays import unique
-from collc.compiler.optable import Ints
+from collc.compiler.optable import Ints, encode
 from collc.compiler.transfers import TransferTable, gather, pack
 from collc.errors import LoweringError
 
@@ -127,4 +127,25 @@ def cap_counts(table: TransferTable, max_cnt: int) -> TransferTable:
     cols = table.cols[:, owner]
     cols[7] = hi - lo
     sflat, dflat = _pieces(lo, cols[7], cols, (table.sflat, table.dflat))
-    return replace(table, cols=cols, sflat=sflat, dflat=dflat).sorted()
+    return _sorted_pieces(replace(table, cols=cols, sflat=sflat, dflat=dflat))
+
+
+def _sorted_pieces(table: TransferTable) -> TransferTable:
+    """``table.sorted()`` of pieces of a sorted table's rows, each piece where its transfer was:
+    their (step, lane, src, dst) are in order already, so one stable sort of (that run's
+    number, sfirst, dfirst) finds the order -- a merge of runs, not lexsort's six sorts."""
+    n = len(table)
+    if n < 2:
+        return table.sorted()
+    later = np.zeros(n - 1, dtype=bool)      # a row's (step, lane, src, dst) above the one before
+    same = np.ones(n - 1, dtype=bool)
+    for c in (table.step, table.lane, table.src, table.dst):
+        if bool((same & (c[1:] < c[:-1])).any()):
+            return table.sorted()            # not pieces of a sorted table after all
+        later |= same & (c[1:] > c[:-1])
+        same &= c[1:] == c[:-1]
+    run = np.concatenate([[0], np.cumsum(later)]).astype(np.int64)
+    order = np.argsort(encode([run, table.sfirst, table.dfirst]), kind="stable")
+    if bool((order[1:] > order[:-1]).all()):
+        return table                         # in order already (the usual case): no copy
+    return replace(table, cols=table.cols[:, order])

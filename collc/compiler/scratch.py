@@ -279,15 +279,31 @@ def expand(table: TransferTable) -> OpPlan:
     if extra:
         parts.append((np.array(tix, dtype=np.int64), np.array(seqs, dtype=np.int64),
                       list(np.array(extra, dtype=np.int64).reshape(len(extra), -1).T)))
-    # rank by rank, each rank's rows in plan order (transfer by transfer): by_rank takes views
-    order = np.argsort(encode([np.concatenate([p[2][0] for p in parts]), np.concatenate([p[0] for p in parts]),
-                               np.concatenate([p[1] for p in parts])]))       # one op per key
-    cols = np.empty((len(FIELDS), len(order)), dtype=np.int64)        # pos: OpTable.from_columns
+    # rank by rank, each rank's rows in plan order (transfer by transfer): by_rank takes views.
+    # Every part lists its rows by (transfer, place), so a stable sort by that merges the parts'
+    # runs, and a stable sort by rank (a radix sort of small integers) then keeps that order
+    # within each rank: the order of the one key (rank, transfer, place), which is one op's
+    order = np.argsort(encode([np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])]),
+                       kind="stable")
+    nparts = sum(len(p[0]) for p in parts)
+    rank_now = np.concatenate([p[2][0] for p in parts])[order]
+    order = order[np.argsort(rank_now.astype(np.uint16) if n <= 1 << 16 else rank_now, kind="stable")]
+    del rank_now
+    # the logical position (step, phase, number, sub) of each row: within a part too its rows
+    # come in that order (its phase is one), so this stable sort merges runs as well
+    step_, phase_, number_, sub_ = (np.concatenate([p[2][f] for p in parts]) for f in (1, 2, 12, 13))
+    logical = np.argsort(encode([step_, phase_, number_, sub_ + 1]), kind="stable")
+    del step_, phase_, number_, sub_
+    pos = np.empty(nparts, dtype=np.int64)
+    pos[logical] = np.arange(nparts, dtype=np.int64)
+    del logical
+    cols = np.empty((len(FIELDS), nparts), dtype=np.int64)
     for f in range(len(parts[0][2])):   # a field at a time: a million ops make 100 MB a copy
         np.take(np.concatenate([p[2][f] for p in parts]), order, out=cols[f])
         for p in parts:
             p[2][f] = p[2][f][:0]
-    return OpPlan(coll, OpTable.from_columns(cols), tuple(scratch_top), table.provenance.algorithm)
+    np.take(pos, order, out=cols[-1])
+    return OpPlan(coll, OpTable(cols), tuple(scratch_top), table.provenance.algorithm)
 
 
 @dataclass(frozen=True)

@@ -106,3 +106,87 @@ def test_the_exchange_test_matches_interval_overlap_by_brute_force() -> None:
             for q, qa, qb in zip(qkey, qlo, qhi)]
     assert _overlaps(keys, lo, hi, qkey, qlo, qhi).tolist() == want
     assert not _overlaps(keys[:0], lo[:0], hi[:0], qkey, qlo, qhi).any()
+
+
+def test_the_byte_printer_prints_any_values_as_the_gpu_printer_does() -> None:
+    """The columns' printer spells values from a table of -1 .. 65535 with each column as wide as
+    its widest value; wider or lower values go through its line-at-a-time path."""
+    rng = np.random.default_rng(3)
+    for top in (1, 9, 10, 99999, 1 << 16, 1 << 40):
+        ntb = 5
+        lens = rng.integers(1, 7, ntb)
+        n = int(lens.sum())
+
+        def col(lo: int, hi: int, size: int = n) -> np.ndarray:
+            return rng.integers(lo, hi + 1, size).astype(np.int64)
+        g = GpuTable(7, top, 0, 3, col(-1, min(top, 40), ntb), col(-1, min(top, 40), ntb), col(0, 3, ntb),
+                     np.concatenate([[0], np.cumsum(lens)]).astype(np.int64), col(0, 8), col(0, 2), col(-1, top),
+                     col(0, 2), col(0, top), col(1, top), col(-1, min(top, 4)), col(-1, 6), col(0, 1))
+        assert table_text(g) == gpu_text(g.to_gpu())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_plans_positions_are_the_logical_order_of_its_rows(name: str) -> None:
+    """``expand`` numbers the positions on its parts (stable sorts that merge their runs); the
+    table's own sort of (step, phase, number, sub) gives the same numbers."""
+    plan = expand(TransferTable.of(CASES[name]()))
+    again = OpTable.from_columns(plan.table.cols.copy())
+    assert np.array_equal(again.pos, plan.table.pos)
+    rank = plan.table.rank
+    assert bool((rank[1:] >= rank[:-1]).all())
+
+
+def test_dense_numbers_pairs_as_unique_does() -> None:
+    from collc.compiler.pipeline import _dense
+
+    rng = np.random.default_rng(5)
+    for top, tops in ((5, 7), (4096, 16384), (70000, 3), (3, 70000)):
+        a, b = rng.integers(0, top, 3000), rng.integers(0, tops, 3000)
+        assert np.array_equal(_dense(a, top, b, tops), np.unique(a * tops + b, return_inverse=True)[1].reshape(-1))
+
+
+CAPPED = {
+    "rhd-allreduce-outofplace": CASES["rhd-allreduce-outofplace"],
+    "swing-4x4": lambda: _sched("swing", "torus:4x4", CollKind.ALLREDUCE),
+    "rhd-reducescatter": lambda: _sched("recursive-halving-doubling", "hypercube:4", CollKind.REDUCESCATTER, False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CAPPED))
+def test_capped_pieces_come_in_the_schedules_order(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """cap_counts orders its pieces by one stable sort of (run, sfirst, dfirst); the table's
+    lexsort of the whole Transfer.sort_key gives the same rows."""
+    import collc.compiler.pipelining as pipelining
+
+    seen: list[TransferTable] = []
+    real = pipelining._sorted_pieces
+    monkeypatch.setattr(pipelining, "_sorted_pieces", lambda t: seen.append(t) or real(t))
+    checked = 0
+    for parts, instances in ((1, 1), (2, 3)):
+        table = pipelining.split_chunks(TransferTable.of(CAPPED[name]()), parts, instances)
+        for cap in (1, 2, 3):
+            if int(table.cnt.max()) <= cap:
+                continue
+            seen.clear()
+            capped = pipelining.cap_counts(table, cap)
+            assert len(seen) == 1 and len(capped) > len(table)
+            assert np.array_equal(capped.cols, seen[0].sorted().cols)
+            checked += 1
+    assert checked
+
+
+def test_pieces_out_of_order_within_their_run_are_sorted_as_the_table_sorts() -> None:
+    """Rows of one (step, lane, src, dst) in any order are put in the sort key's order; rows
+    whose (step, lane, src, dst) are out of order fall back to the table's own sort."""
+    from dataclasses import replace
+
+    import collc.compiler.pipelining as pipelining
+
+    capped = pipelining.cap_counts(TransferTable.of(CAPPED["swing-4x4"]()), 1)
+    key = np.stack([capped.step, capped.lane, capped.src, capped.dst])
+    run = np.concatenate([[0], np.cumsum((key[:, 1:] != key[:, :-1]).any(axis=0))])
+    backwards = np.lexsort((-np.arange(len(capped)), run))          # each run reversed
+    assert not np.array_equal(backwards, np.arange(len(capped)))
+    for order in (backwards, np.arange(len(capped))[::-1]):
+        shuffled = replace(capped, cols=capped.cols[:, order])
+        assert np.array_equal(pipelining._sorted_pieces(shuffled).cols, shuffled.sorted().cols)

@@ -51,7 +51,7 @@ from collc.arrays import unique
 from collc.compiler.msccl.fusion import (NOP, TYPES, Accesses, FusedPlan, ItemTable, R, RCS, RRC, RRCS,
                                          RRS, S, intervals)
 from collc.compiler.msccl.program import Gpu, Program, Proto, Step, Threadblock
-from collc.compiler.optable import BUF_CODE, BUFS, Ints
+from collc.compiler.optable import BUF_CODE, BUFS, Ints, encode
 from collc.ir.collective import Buffer, Collective
 from collc.limits import MAX_DEPID
 
@@ -214,7 +214,8 @@ def build_gpus(coll: Collective, ranks: Sequence[int], items: ItemTable, scratch
     ie = it_of[e]
     # per (tb, target tb), in the tb's item order: keep the latest target item of each item,
     # and only beyond the latest the tb already waits for (program order covers the same tb)
-    srt = np.lexsort((ie, d, te, td))
+    # one key and one sort, not lexsort's sort per key (rows of equal keys are equal rows)
+    srt = np.argsort(encode([td, te, d, ie]))
     d, td, te, ie = d[srt], td[srt], te[srt], ie[srt]
     last = _shift(_first_of_runs(d, te) - 1, len(d) - 1, -1)
     d, td, te, ie = d[last], td[last], te[last], ie[last]
@@ -228,7 +229,7 @@ def build_gpus(coll: Collective, ranks: Sequence[int], items: ItemTable, scratch
     kept = val > before
     d, te, ie = d[kept], te[kept], ie[kept]
     # the item's dependencies sorted by target tb: all but the last ride on nops before it
-    srt = np.lexsort((te, d))
+    srt = np.argsort(encode([d, te]))        # (item, target tb) is unique here
     d, te, ie = d[srt], te[srt], ie[srt]
     ndeps = np.bincount(d, minlength=n)
     nops = np.maximum(ndeps - 1, 0)

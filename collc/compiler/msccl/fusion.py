@@ -116,14 +116,14 @@ def fuse(plan: TbPlan) -> FusedPlan:
     return FusedPlan(plan, tuple(fuse_tbs(coll, tbs) for tbs in plan.tbs))
 
 
+# by (kind, reduce): a receive that reduces is rrc, the other kinds ignore the flag
+_SINGLE = np.array([S, S, R, RRC, CPY, CPY, RE, RE], dtype=np.int64)
+
+
 def single_types(t: OpTable) -> Ints:
     """The step type of each op alone."""
-    kind = t.kind
-    out = np.full(len(t), S, dtype=np.int64)
-    out[kind == RECV] = np.where(t.reduce[kind == RECV] > 0, RRC, R)
-    out[kind == COPY] = CPY
-    out[kind == REDUCE] = RE
-    return out
+    single: Ints = _SINGLE[t.kind * 2 + (t.reduce > 0)]
+    return single
 
 
 def coords(rank: Ints, buf: Ints, off: Ints) -> Ints:

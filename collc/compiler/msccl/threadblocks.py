@@ -316,22 +316,26 @@ class _Safety:
         key = so.inv * nstep + t.step[so.rows]
         sent_keys, inv = np.unique(key, return_inverse=True)
         sent = np.bincount(inv.reshape(-1), weights=slots)
-        self.over: dict[int, set[int]] = {}
-        for k in sent_keys[sent > self.slots].tolist():
-            self.over.setdefault(k // nstep, set()).add(k % nstep)
+        over = sent_keys[sent > self.slots]          # ascending: by send group, then step
+        self.over_at = np.searchsorted(over // nstep, np.arange(len(so.keys) + 1)).tolist()
+        self.over_steps = (over % nstep).tolist()
         self.so, self.ro = so, ro
-        self.recv_steps = t.step[ro.rows]
+        # each receive group's steps, the groups one after the other
+        by_group = np.argsort(ro.inv, kind="stable")
+        self.recv_at = np.searchsorted(ro.inv[by_group], np.arange(len(ro.keys) + 1)).tolist()
+        self.recv_steps = t.step[ro.rows][by_group].tolist()
         self.steps_of: dict[int, set[int]] = {}
 
     def __call__(self, rank: int, rpeer: int, speer: int, chan: int) -> bool:
-        over = self.over.get(self.so.index[self.so.code(rank, speer, chan)])
-        if not over:
+        sg = self.so.index[self.so.code(rank, speer, chan)]
+        a, b = self.over_at[sg], self.over_at[sg + 1]
+        if a == b:
             return True
         rg = self.ro.index[self.ro.code(rank, rpeer, chan)]
         steps = self.steps_of.get(rg)
         if steps is None:
-            steps = self.steps_of[rg] = set(self.recv_steps[self.ro.inv == rg].tolist())
-        return not over & steps
+            steps = self.steps_of[rg] = set(self.recv_steps[self.recv_at[rg]:self.recv_at[rg + 1]])
+        return steps.isdisjoint(self.over_steps[a:b])
 
 
 def safe_pair(chops: ChannelOps, rpeer: int, speer: int, chan: int, model: SizeModel | None = None) -> bool:
