@@ -4,6 +4,10 @@ Independent of lowering (DESIGN 4.7): it executes the transfers step by step wit
 synchronous semantics (all reads of step ``t`` see the state after step ``t-1``)
 on the physical buffers of the collective's placement, then compares every
 output chunk with the collective's postcondition.
+
+Large schedules are checked numerically (``verify_columns``): the transfers read once into
+columns -- the lowering table's layout -- and each step applied with numpy over every chunk it
+moves; only a step found malformed is walked transfer by transfer, to name its first problem.
 """
 
 from __future__ import annotations
