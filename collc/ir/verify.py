@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -38,21 +38,26 @@ def check_links(schedule: Schedule, topology: Topology, columns: Ints | None = N
                           f"{topology.name} has {topology.nranks}")
     if topology.is_routed():
         return  # the network forwards between any two ranks (collc.sim routes the load)
-    ts = schedule.transfers
+    # every pair once; a pair without a route is named at its first transfer, as a walk over the
+    # transfers would name it
     if columns is None:
-        step, src, dst = np.fromiter(chain.from_iterable(map(attrgetter("step", "src", "dst"), ts)), dtype=np.int64,
-                                     count=3 * len(ts)).reshape(len(ts), 3).T
-    else:
-        step, src, dst = columns[0], columns[1], columns[2]
-    remote = np.flatnonzero(src != dst)
-    # each pair once, in the order of its first transfer: the first pair without a route is named
-    # at its first transfer, as a walk over the transfers would name it
-    pairs, first = np.unique(src[remote] * n + dst[remote], return_index=True)
-    for k in np.argsort(first, kind="stable").tolist():
-        a, b = divmod(int(pairs[k]), n)
-        if topology.route(a, b) is None:
-            raise VerifyError(f"step {int(step[remote[first[k]]])}: rank {a} sends to rank {b}, but {topology.name} "
-                              f"has no link or switch route between them")
+        ts = schedule.transfers
+        bad = {(a, b) for a, b in set(map(attrgetter("src", "dst"), ts)) if a != b and topology.route(a, b) is None}
+        if bad:
+            t = next(t for t in ts if (t.src, t.dst) in bad)
+            _no_route(t.step, t.src, t.dst, topology)
+        return
+    step, src, dst = columns[0], columns[1], columns[2]
+    key = src * n + dst
+    missing = [k for k in np.unique(key).tolist() if k // n != k % n and topology.route(k // n, k % n) is None]
+    if missing:
+        first = int(np.argmax(np.isin(key, missing)))
+        _no_route(int(step[first]), int(src[first]), int(dst[first]), topology)
+
+
+def _no_route(step: int, src: int, dst: int, topology: Topology) -> NoReturn:
+    raise VerifyError(f"step {step}: rank {src} sends to rank {dst}, but {topology.name} "
+                      f"has no link or switch route between them")
 
 
 #: Rank-chunks above which ``auto`` verifies a Schedule numerically (the emitted file's own check
