@@ -527,7 +527,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                              chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
                              dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=stages.tell,
                              shard=args.shard_per_rank, rank_progress=stages.ranks, jobs=jobs, ranks=ranks,
-                             dump=frozenset(dump))
+                             dump=frozenset(dump), keep_schedule=bool(args.report))
     for w in said:
         if not issubclass(w.category, CollcWarning):    # not ours: shown as Python shows it
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
@@ -555,7 +555,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     steps = max(len(t.steps) for g in p.gpus for t in g.tbs)
     checked = "checked" if ranks is None else \
         f"these ranks checked alone; run `collc check {out}` once every node has written its ranks"
-    print(f"wrote {where}: {p.coll} on {p.ngpus} ranks, {result.schedule.nsteps} steps, {p.nchannels} channel(s), "
+    print(f"wrote {where}: {p.coll} on {p.ngpus} ranks, {result.nsteps} steps, {p.nchannels} channel(s), "
           f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, {checked}")
     if result.shards is not None and ranks is None:
         print(f"launch with: mpirun -np {p.ngpus} {out}/{WRAPPER} <command>")
@@ -567,6 +567,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         from collc.sim.report import schedule_report
         from collc.sim.runner import ModelParams, time_program
 
+        assert result.schedule is not None       # kept with --report
         for line in schedule_report(result.schedule, topo):
             print(line)
         if p.ngpus <= REPORT_SIM_RANKS:

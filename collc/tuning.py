@@ -199,7 +199,7 @@ def compare(topology: Topology, kind: CollKind, candidates: Sequence[Candidate],
             # files (what such a job must use: one file cannot hold its ranks' XML nodes)
             built = compile_xml(own, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
                                 chunks=cand.chunks, instances=cand.instances, proto=cand.proto,
-                                shard=topology.nranks >= 1024, dialect=dialect)
+                                shard=topology.nranks >= 1024, dialect=dialect, keep_schedule=False)
         except CollcError as exc:
             result.failed[cand.label] = str(exc)
             continue
@@ -387,7 +387,7 @@ def tune(topology: Topology, kind: CollKind, candidates: Sequence[Candidate], si
         cand = by_label[label]
         built = compile_xml(topology, cand.algorithm, kind, inplace=inplace, root=root, params=dict(cand.params),
                             chunks=cand.chunks, instances=cand.instances, proto=cand.proto, dialect=dialect,
-                            min_bytes=lo, max_bytes=hi, name=f"{cand.algorithm}-w{n}")
+                            min_bytes=lo, max_bytes=hi, name=f"{cand.algorithm}-w{n}", keep_schedule=False)
         if not built.report.ok:
             raise SimUsageError(f"window {human(lo)}..{human(hi) if hi else 'inf'} ({label}) fails its check at "
                                 f"its largest size: {built.report.errors()[0].message}")

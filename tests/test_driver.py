@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from collc import driver
+from collc.check import Report, check_parsed
 from collc.compiler.pipeline import LowerOptions, lower
 from collc.driver import compile_xml
 from collc.errors import NodeBudgetError
@@ -77,3 +79,40 @@ def test_node_budget_fallback_rebuilds_with_the_registered_layout(padded_algorit
 def test_node_budget_fallback_never_overrides_the_user(padded_algorithm: str) -> None:
     with pytest.raises(NodeBudgetError, match="gpu 0: .* parser nodes"):
         compile_xml(parse_spec("switch:2"), padded_algorithm, CollKind.ALLGATHER, params={"layout": "heavy"})
+
+
+def test_a_released_schedule_builds_the_same_files() -> None:
+    topo = parse_spec("torus:4x4")
+    kept = compile_xml(topo, "swing", CollKind.ALLREDUCE)
+    released = compile_xml(topo, "swing", CollKind.ALLREDUCE, keep_schedule=False)
+    assert kept.schedule is not None and released.schedule is None
+    assert released.text == kept.text and released.report.ok
+    assert released.nsteps == kept.nsteps == kept.schedule.nsteps
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_the_safety_net_lowers_a_released_schedule_again(keep: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the paired layout's check fails (as it never does while the pairing rule holds): the
+    # unpaired layout is lowered from the Schedule, built again where it was released
+    built: list[Schedule] = []
+    checks: list[bool] = []
+
+    def frontend(*args: object, **kwargs: object) -> Schedule:
+        built.append(build_schedule(*args, **kwargs))  # type: ignore[arg-type]
+        return built[-1]
+
+    def check(*args: object, **kwargs: object) -> Report:
+        report = check_parsed(*args, **kwargs)  # type: ignore[arg-type]
+        if not checks:
+            report.add("structure", "made to fail by the test")
+        checks.append(report.ok)
+        return report
+
+    monkeypatch.setattr(driver, "build_schedule", frontend)
+    monkeypatch.setattr(driver, "check_parsed", check)
+    out = compile_xml(parse_spec("ring:4"), "ring", CollKind.ALLREDUCE, keep_schedule=keep)
+    assert checks == [False, True] and out.report.ok and out.lowerings == 2
+    assert len(built) == (1 if keep else 2)
+    assert (out.schedule is built[0]) if keep else out.schedule is None
+    unpaired = LowerOptions(pair=False)
+    assert out.program == lower(build_schedule("ring", parse_spec("ring:4"), CollKind.ALLREDUCE, True), unpaired)

@@ -160,12 +160,16 @@ def leaf_at(seed: int, ranks: np.ndarray, chunks: np.ndarray) -> np.ndarray:
     that only moves data is checked exactly by these values.
     """
     with np.errstate(over="ignore"):
-        x = (chunks.astype(np.uint64) + ranks.astype(np.uint64) * np.uint64(1 << 32) + np.uint64(seed)) * _GOLDEN
-        x ^= x >> np.uint64(30)
-        x *= _M1
-        x ^= x >> np.uint64(27)
-        x *= _M2
-        x ^= x >> np.uint64(31)
+        x = chunks.astype(np.uint64) + ranks.astype(np.uint64) * np.uint64(1 << 32)
+        x += np.uint64(seed)
+        x *= _GOLDEN
+        # in place, one scratch array: a block of a 4096-rank check is millions of values
+        tmp = np.empty_like(x)
+        for shift, mul in ((30, _M1), (27, _M2), (31, None)):
+            np.right_shift(x, np.uint64(shift), out=tmp)
+            x ^= tmp
+            if mul is not None:
+                x *= mul
     out: np.ndarray = x
     return out
 
@@ -215,9 +219,11 @@ EXACT_LIMIT = 1 << 20   # ranks x chunks above which data checks are numeric by 
 class NumericExpectation:
     """Expected output values of each rank for the numeric check (shared by both verifiers)."""
 
-    def __init__(self, coll: Collective, seed: int) -> None:
+    def __init__(self, coll: Collective, seed: int, colsum: np.ndarray | None = None) -> None:
+        """``colsum``: the inputs' column sums where the caller already has them (``colsum``)."""
         self.coll, self.seed = coll, seed
-        self._colsum: np.ndarray | None = None
+        self._colsum: np.ndarray | None = colsum
+        self._shared: tuple[np.ndarray, np.ndarray] | None = None
 
     def colsum(self) -> np.ndarray:
         """Sum over all ranks of each input chunk, mod 2^64 (computed once)."""
@@ -229,8 +235,22 @@ class NumericExpectation:
             self._colsum = total
         return self._colsum
 
+    def same_for_all(self) -> bool:
+        """Whether every rank has the same obligations (allreduce, allgather, broadcast)."""
+        kind = self.coll.kind
+        return kind in (CollKind.ALLREDUCE, CollKind.ALLGATHER) or (kind is CollKind.BROADCAST
+                                                                   and self.coll.root is not None)
+
     def __call__(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
-        """(output chunk indices, expected values) of ``rank``'s obligations."""
+        """(output chunk indices, expected values) of ``rank``'s obligations (computed once where
+        they are every rank's: ``same_for_all``; the arrays are shared, never to be written)."""
+        if self.same_for_all():
+            if self._shared is None:
+                self._shared = self._of(rank)
+            return self._shared
+        return self._of(rank)
+
+    def _of(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
         coll = self.coll
         n, c, kind = coll.nranks, coll.chunk_factor, coll.kind
         # the collectives' own shapes, vectorised (Collective.expected spells out the same)

@@ -4,40 +4,60 @@ Independent of lowering (DESIGN 4.7): it executes the transfers step by step wit
 synchronous semantics (all reads of step ``t`` see the state after step ``t-1``)
 on the physical buffers of the collective's placement, then compares every
 output chunk with the collective's postcondition.
+
+Large schedules are checked numerically (``verify_columns``): the transfers read once into
+columns -- the lowering table's layout -- and each step applied with numpy over every chunk it
+moves; only a step found malformed is walked transfer by transfer, to name its first problem.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
+import numpy.typing as npt
 
 from collc.errors import VerifyError
-from collc.ir.collective import Buffer
+from collc.ir.collective import Buffer, Collective
 from collc.ir.schedule import Op, Schedule, Slots, Transfer
-from collc.ir.symbolic import DataError, ExactDomain, NumericExpectation, leaf_values
+from collc.ir.symbolic import DataError, ExactDomain, NumericExpectation, leaf_at
 
 if TYPE_CHECKING:
     from collc.topology import Topology
 
 
-def check_links(schedule: Schedule, topology: Topology) -> None:
+def check_links(schedule: Schedule, topology: Topology, columns: Ints | None = None) -> None:
     """Every remote transfer must use a link, or a route through switches only
-    (any pair on a routed network such as a torus)."""
-    if topology.nranks != schedule.collective.nranks:
-        raise VerifyError(f"schedule has {schedule.collective.nranks} ranks but topology "
+    (any pair on a routed network such as a torus).  ``columns``: the transfers' columns
+    (``transfer_columns``) where the caller has them."""
+    n = schedule.collective.nranks
+    if topology.nranks != n:
+        raise VerifyError(f"schedule has {n} ranks but topology "
                           f"{topology.name} has {topology.nranks}")
     if topology.is_routed():
         return  # the network forwards between any two ranks (collc.sim routes the load)
-    seen: set[tuple[int, int]] = set()
-    for t in schedule.transfers:
-        pair = (t.src, t.dst)
-        if t.is_local or pair in seen:
-            continue
-        seen.add(pair)
-        if topology.route(t.src, t.dst) is None:
-            raise VerifyError(f"step {t.step}: rank {t.src} sends to rank {t.dst}, but {topology.name} "
-                              f"has no link or switch route between them")
+    # every pair once; a pair without a route is named at its first transfer, as a walk over the
+    # transfers would name it
+    if columns is None:
+        ts = schedule.transfers
+        bad = {(a, b) for a, b in set(map(attrgetter("src", "dst"), ts)) if a != b and topology.route(a, b) is None}
+        if bad:
+            t = next(t for t in ts if (t.src, t.dst) in bad)
+            _no_route(t.step, t.src, t.dst, topology)
+        return
+    step, src, dst = columns[0], columns[1], columns[2]
+    key = src * n + dst
+    missing = [k for k in np.unique(key).tolist() if k // n != k % n and topology.route(k // n, k % n) is None]
+    if missing:
+        first = int(np.argmax(np.isin(key, missing)))
+        _no_route(int(step[first]), int(src[first]), int(dst[first]), topology)
+
+
+def _no_route(step: int, src: int, dst: int, topology: Topology) -> NoReturn:
+    raise VerifyError(f"step {step}: rank {src} sends to rank {dst}, but {topology.name} "
+                      f"has no link or switch route between them")
 
 
 #: Rank-chunks above which ``auto`` verifies a Schedule numerically (the emitted file's own check
@@ -55,13 +75,13 @@ def verify_schedule(schedule: Schedule, topology: Topology | None = None, data_c
     values summed modulo 2^64 (detects a dropped or doubled contribution except with
     probability about 2^-64); ``auto`` picks numeric above ``EXACT_LIMIT`` rank-chunks.
     """
-    if topology is not None:
-        check_links(schedule, topology)
     coll = schedule.collective
     if data_check == "numeric" or (data_check == "auto" and
                                    coll.nranks * max(coll.input_chunks, coll.output_chunks) > EXACT_LIMIT):
-        _verify_numeric(schedule)
+        _verify_numeric(schedule, topology)
         return
+    if topology is not None:
+        check_links(schedule, topology)
     n = coll.nranks
     dom = ExactDomain(n)
     sizes = {Buffer.INPUT: coll.input_chunks, Buffer.OUTPUT: coll.output_chunks,
@@ -198,141 +218,356 @@ def _exact_step_fast(dom: ExactDomain, state: list[dict[Buffer, list[int | None]
     return True
 
 
-LONG = 32   # chunks per transfer from which a step is checked transfer by transfer (slices)
+# --------------------------------------------------------------------------- numeric, on columns
+#: The columns of :func:`transfer_columns`, one row each, one entry per transfer in the Schedule's
+#: order -- the layout of the lowering's table (``collc.compiler.transfers``), which ``verify_columns``
+#: therefore reads as it is.  Buffers are coded in ``Buffer``'s order (i, o, s), ``reduce`` is 1 for
+#: ``Op.REDUCE``; a chunk list is ``cnt`` chunks from ``sfirst`` (``dfirst``) where ``sat`` (``dat``)
+#: is -1, else the ``cnt`` entries of ``sflat`` (``dflat``) from ``sat`` (``dat``).
+FIELDS = ("step", "src", "dst", "srcbuf", "dstbuf", "reduce", "lane", "cnt", "sfirst", "dfirst", "sat", "dat")
+_BUFFERS = tuple(Buffer)
+_CODE: dict[Buffer | Op, int] = {**{b: k for k, b in enumerate(_BUFFERS)}, Op.COPY: 0, Op.REDUCE: 1}
+Ints = npt.NDArray[np.int64]
 
 
-def _verify_numeric(schedule: Schedule, seed: int = 1) -> None:
-    """The same step semantics on random 64-bit values (numpy), for very large schedules."""
-    coll = schedule.collective
+def transfer_columns(schedule: Schedule) -> tuple[Ints, Ints, Ints]:
+    """``schedule``'s transfers as columns (``FIELDS`` x transfers), with the flat source and
+    destination lists: C-level passes (``map``, ``attrgetter``) over the transfers, a few fields each."""
+    ts = schedule.transfers
+    n = len(ts)
+    cols = np.zeros((len(FIELDS), n), dtype=np.int64)
+    if not n:
+        return cols, cols[0], cols[0]
+    cols[[0, 1, 2, 6]] = np.fromiter(chain.from_iterable(map(attrgetter("step", "src", "dst", "lane"), ts)),
+                                     dtype=np.int64, count=4 * n).reshape(n, 4).T
+    cols[3:6] = np.fromiter(map(_CODE.__getitem__, chain.from_iterable(map(attrgetter("src_buf", "dst_buf", "op"),
+                                                                           ts))),
+                            dtype=np.int64, count=3 * n).reshape(n, 3).T
+    flats: list[Ints] = []
+    for side, name in ((0, "src_idx"), (1, "dst_idx")):
+        idx = list(map(attrgetter(name), ts))
+        if side == 0:
+            cols[7] = np.fromiter(map(len, idx), dtype=np.int64, count=n)
+        cnt = cols[7]
+        ends = np.fromiter(chain.from_iterable(map(itemgetter(0, -1), idx)), dtype=np.int64, count=2 * n)
+        cols[8 + side] = ends[0::2]
+        # a range whose last entry is cnt - 1 past its first runs up by one (a tuple may not: (0, 2, 1))
+        ranged = np.fromiter(map(isinstance, idx, repeat(range)), dtype=bool, count=n) & (
+            ends[1::2] - ends[0::2] == cnt - 1)
+        lists = np.flatnonzero(~ranged)
+        lens = cnt[lists]
+        cols[10 + side] = -1
+        cols[10 + side, lists] = np.cumsum(lens) - lens
+        flats.append(np.fromiter(chain.from_iterable(map(idx.__getitem__, lists.tolist())), dtype=np.int64,
+                                 count=int(lens.sum())))
+    return cols, flats[0], flats[1]
+
+
+def _verify_numeric(schedule: Schedule, topology: Topology | None = None, seed: int = 1) -> None:
+    """``check_links`` and ``verify_columns`` on ``schedule``'s transfers, read into columns once
+    (the numeric check of ``verify_schedule``)."""
+    cols, sflat, dflat = transfer_columns(schedule)
+    if topology is not None:
+        check_links(schedule, topology, cols)
+    verify_columns(schedule.collective, schedule.scratch_chunks, cols, sflat, dflat, seed)
+
+
+def _expand(base: Ints, first: Ints, at: Ints, cnt: Ints, flat: Ints) -> Ints:
+    """The global slot of every chunk the transfers name, transfer after transfer: ``base + first
+    + k`` for a run, ``base + flat[at + k]`` for a list."""
+    total = int(cnt.sum())
+    if total == len(cnt):           # one chunk each (a tree's transfers): no repeat
+        out: Ints = base + np.where(at < 0, first, flat[np.maximum(at, 0)] if len(flat) else first)
+        return out
+    off = np.cumsum(cnt) - cnt
+    out = np.repeat(base + first - off, cnt) + np.arange(total, dtype=np.int64)
+    lists = np.flatnonzero(at >= 0)
+    if len(lists):
+        lens = cnt[lists]
+        lo = np.cumsum(lens) - lens
+        within = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(lo, lens)
+        out[np.repeat(off[lists], lens) + within] = flat[np.repeat(at[lists], lens) + within] + np.repeat(
+            base[lists], lens)
+    return out
+
+
+def _expand_into(out: Ints, base: Ints, first: Ints, at: Ints, cnt: Ints, flat: Ints) -> None:
+    """``_expand`` written into ``out`` (a step's work buffer: no new array as long as the step,
+    whose pages would be faulted in afresh at every step)."""
+    if len(out) == len(cnt):        # one chunk each (a tree's transfers)
+        np.add(base, first, out=out)
+    else:
+        # runs: steps of one from each run's first slot, as the running sum of ones, each run's
+        # first entry stepping from the previous run's last slot to its own first
+        start = base + first
+        out.fill(1)
+        jump = start.copy()
+        jump[1:] -= start[:-1] + cnt[:-1] - 1
+        out[np.cumsum(cnt) - cnt] = jump
+        np.cumsum(out, out=out)
+    lists = np.flatnonzero(at >= 0)
+    if len(lists):
+        off = np.cumsum(cnt) - cnt
+        lens = cnt[lists]
+        lo = np.cumsum(lens) - lens
+        within = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(lo, lens)
+        out[np.repeat(off[lists], lens) + within] = flat[np.repeat(at[lists], lens) + within] + np.repeat(
+            base[lists], lens)
+
+
+def _exclusive_max(x: Ints) -> Ints:
+    """``max(x[:k])`` at every k (-1 at 0)."""
+    out: Ints = np.empty_like(x)
+    out[0] = -1
+    np.maximum.accumulate(x[:-1], out=out[1:])
+    return out
+
+
+class _State:
+    """Every physical slot of every rank, end to end: its value and whether it holds data.
+
+    ``base[b, r]`` is the global slot of chunk 0 of rank ``r``'s logical buffer ``b`` (``Buffer``
+    order), in place aliases folded in (``Collective.alias``)."""
+
+    def __init__(self, coll: Collective, scratch_chunks: int) -> None:
+        n = coll.nranks
+        sizes = {Buffer.INPUT: coll.input_chunks, Buffer.OUTPUT: coll.output_chunks, Buffer.SCRATCH: scratch_chunks}
+        alias = [[coll.alias(r, b) for r in range(n)] for b in _BUFFERS]
+        phys = sorted({pb for row in alias for pb, _ in row}, key=_BUFFERS.index)
+        start, at = {}, 0
+        for pb in phys:
+            start[pb] = at
+            at += n * sizes[pb]
+        self.base: Ints = np.array([[start[pb] + r * sizes[pb] + off for r, (pb, off) in enumerate(row)]
+                                    for row in alias], dtype=np.int64).reshape(len(_BUFFERS), n)
+        self.vals = np.zeros(at, dtype=np.uint64)
+        self.ok = np.zeros(at, dtype=bool)
+
+    def rows(self, arr: np.ndarray, buf: int, first: int, count: int, width: int) -> np.ndarray | None:
+        """Chunks ``[0, width)`` of logical buffer ``buf`` of ranks ``first..first+count-1`` in
+        ``arr`` (``vals`` or ``ok``) as a (count, width) view, when the ranks' buffers lie a fixed
+        stride apart (every placement ``Collective.alias`` makes); else None (``slots``)."""
+        at = self.base[buf, first:first + count]
+        stride = int(at[1] - at[0]) if count > 1 else width
+        if not (count and stride >= width and bool((np.diff(at) == stride).all())):
+            return None
+        view: np.ndarray = np.lib.stride_tricks.as_strided(arr[int(at[0]):], shape=(count, width),
+                                                           strides=(stride * arr.itemsize, arr.itemsize))
+        return view
+
+    def slots(self, buf: int, first: int, count: int, width: int) -> Ints:
+        """The global slots that ``rows`` would view."""
+        out: Ints = self.base[buf, first:first + count][:, None] + np.arange(width, dtype=np.int64)[None, :]
+        return out
+
+
+def verify_columns(coll: Collective, scratch_chunks: int, cols: Ints, sflat: Ints, dflat: Ints,
+                   seed: int = 1) -> None:
+    """``verify_schedule``'s numeric check on transfer columns (``transfer_columns``' layout, sorted
+    by step): random 64-bit inputs, summed modulo 2^64, the step semantics applied a step at a time
+    with numpy over every chunk the step moves.
+
+    A step that is not well formed -- a slot written twice (reductions apart), copied and reduced
+    into, or a reduction of uninitialized data -- is taken again transfer by transfer
+    (``_name_problem``), which raises naming the first problem."""
     n = coll.nranks
-    sizes = {Buffer.INPUT: coll.input_chunks, Buffer.OUTPUT: coll.output_chunks,
-             Buffer.SCRATCH: schedule.scratch_chunks}
-    alias = [{b: coll.alias(r, b) for b in Buffer} for r in range(n)]
-    phys = {b for r in range(n) for b, _ in alias[r].values()}
-    vals = {b: np.zeros((n, sizes[b]), dtype=np.uint64) for b in phys}
-    ok = {b: np.zeros((n, sizes[b]), dtype=bool) for b in phys}
-    stamp = {b: np.full((n, sizes[b]), -1, dtype=np.int32) for b in phys}   # step of the last copy-in
-    rstamp = {b: np.full((n, sizes[b]), -1, dtype=np.int32) for b in phys}  # step of the last reduction
-    for r in range(n):
-        pb, base = alias[r][Buffer.INPUT]
-        vals[pb][r, base:base + coll.input_chunks] = leaf_values(seed, r, coll.input_chunks)
-        ok[pb][r, base:base + coll.input_chunks] = True
-
-    def index(rank: int, buf: Buffer, idx: range | tuple[int, ...]) -> tuple[Buffer, slice | np.ndarray]:
-        pb, base = alias[rank][buf]
-        if isinstance(idx, range):
-            return pb, slice(base + idx.start, base + idx.stop)
-        return pb, np.asarray(idx, dtype=np.int64) + base
-
-    def step_by_transfer(step_no: int, transfers: tuple[Transfer, ...]) -> None:
-        """One step transfer by transfer (slices: fast for long transfers); names any problem."""
-        moves = []
-        for t in transfers:   # all reads of the step first
-            sb, si = index(t.src, t.src_buf, t.src_idx)
-            moves.append((t, vals[sb][t.src, si].copy(), ok[sb][t.src, si].copy()))
-        for t, v, good in moves:
-            db, di = index(t.dst, t.dst_buf, t.dst_idx)
-            if t.op is Op.COPY:
-                if (stamp[db][t.dst, di] == step_no).any():
-                    raise VerifyError(f"step {step_no}: two transfers write rank {t.dst} {t.dst_buf.value} "
-                                      f"chunks in the same step")
-                if (rstamp[db][t.dst, di] == step_no).any():
-                    raise VerifyError(f"step {step_no}: rank {t.dst} {t.dst_buf.value} chunks are copied and "
-                                      f"reduced into in the same step")
-                stamp[db][t.dst, di] = step_no
-                vals[db][t.dst, di] = v
-                ok[db][t.dst, di] = good
-            else:
-                if (stamp[db][t.dst, di] == step_no).any():
-                    raise VerifyError(f"step {step_no}: rank {t.dst} {t.dst_buf.value} chunks are copied and "
-                                      f"reduced into in the same step")
-                if not (good.all() and ok[db][t.dst, di].all()):
-                    raise VerifyError(f"step {step_no}: rank {t.dst} reduces uninitialized data")
-                vals[db][t.dst, di] += v
-                rstamp[db][t.dst, di] = step_no
-
-    def flat(ranks: list[int], bufs: list[Buffer], idxs: list[range | tuple[int, ...]]) -> tuple[
-            np.ndarray, np.ndarray, np.ndarray]:
-        """(physical buffer code, rank, slot) of every chunk the given transfer ends name."""
-        lens = np.fromiter((len(i) for i in idxs), dtype=np.int64, count=len(idxs))
-        code = np.empty(len(idxs), dtype=np.int64)
-        first = np.empty(len(idxs), dtype=np.int64)
-        for k, (r, b, i) in enumerate(zip(ranks, bufs, idxs)):
-            pb, base = alias[r][b]
-            code[k] = code_of[pb]
-            first[k] = base + (i.start if isinstance(i, range) else 0)
-        # slot of each chunk: first + its position within the transfer (tuples filled in below)
-        offs = np.cumsum(lens) - lens
-        slot = np.repeat(first - offs, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-        for k, i in enumerate(idxs):
-            if not isinstance(i, range):
-                o = int(offs[k])
-                slot[o:o + len(i)] = np.asarray(i, dtype=np.int64) + first[k]
-        return np.repeat(code, lens), np.repeat(np.asarray(ranks, dtype=np.int64), lens), slot
-
-    code_of = {b: k for k, b in enumerate(sorted(phys, key=lambda b: b.value))}
-    codes = {k: b for b, k in code_of.items()}
+    st = _State(coll, scratch_chunks)
+    vals, ok = st.vals, st.ok
+    # the inputs, a block of ranks at a time, and their column sums (the reductions' expectation)
+    ic = coll.input_chunks
+    colsum = np.zeros(ic, dtype=np.uint64)
+    block = max(1, BLOCK // max(ic, 1))
+    chunk = np.arange(ic, dtype=np.uint64)[None, :]
+    for r0 in range(0, n, block):
+        rs = np.arange(r0, min(n, r0 + block), dtype=np.int64)
+        leaves = leaf_at(seed, rs.astype(np.uint64)[:, None], chunk)
+        colsum += leaves.sum(axis=0, dtype=np.uint64)
+        into, held = st.rows(vals, 0, r0, len(rs), ic), st.rows(ok, 0, r0, len(rs), ic)
+        if into is None or held is None:
+            pos = st.slots(0, r0, len(rs), ic)
+            vals[pos], ok[pos] = leaves, True
+        else:
+            into[:], held[:] = leaves, True
+        del leaves
+    nsteps = int(cols[0, -1]) + 1 if cols.shape[1] else 0
+    bounds = np.searchsorted(cols[0], np.arange(nsteps + 1, dtype=np.int64))
+    chunks = np.cumsum(np.concatenate(([0], cols[7])))[bounds]
+    work = _Work(int(np.diff(chunks).max(initial=0)))
     with np.errstate(over="ignore"):
-        for step_no, transfers in enumerate(schedule.steps):
-            if not transfers:
-                continue
-            if sum(len(t.src_idx) for t in transfers) >= LONG * len(transfers):
-                step_by_transfer(step_no, transfers)
-                continue
-            # short transfers: the whole step at once in flat arrays
-            scode, srank, sslot = flat([t.src for t in transfers], [t.src_buf for t in transfers],
-                                       [t.src_idx for t in transfers])
-            dcode, drank, dslot = flat([t.dst for t in transfers], [t.dst_buf for t in transfers],
-                                       [t.dst_idx for t in transfers])
-            reduce = np.repeat(np.fromiter((t.op is Op.REDUCE for t in transfers), dtype=bool, count=len(transfers)),
-                               [len(t.src_idx) for t in transfers])
-            # all reads of the step first
-            v = np.empty(len(scode), dtype=np.uint64)
-            good = np.empty(len(scode), dtype=bool)
-            for k, b in codes.items():
-                m = scode == k
-                v[m] = vals[b][srank[m], sslot[m]]
-                good[m] = ok[b][srank[m], sslot[m]]
-            # the step is well formed: no slot copied twice, or copied and reduced into; reductions
-            # read initialized data.  Otherwise the transfer-by-transfer pass names the problem.
-            # Collisions without sorting: every chunk written stamps its own id into its slot, and a
-            # chunk that reads back another id shares the slot with another write of this step.
-            ids = -2 - np.arange(len(dcode), dtype=np.int32)   # never a step number, nor -1
-            back = np.empty(len(dcode), dtype=np.int32)
-            for k, b in codes.items():
-                m = dcode == k
-                stamp[b][drank[m], dslot[m]] = ids[m]
-                back[m] = stamp[b][drank[m], dslot[m]]
-            shared = back != ids
-            bad = bool((shared & ~reduce).any()) or not bool(reduce[-2 - back[shared & reduce]].all())
-            if not bad and reduce.any():
-                dst_ok = np.empty(int(reduce.sum()), dtype=bool)
-                rc, rr, rs = dcode[reduce], drank[reduce], dslot[reduce]
-                for k, b in codes.items():
-                    m = rc == k
-                    dst_ok[m] = ok[b][rr[m], rs[m]]
-                bad = not (good[reduce].all() and dst_ok.all())
-            if bad:
-                step_by_transfer(step_no, transfers)
+        for step_no in range(nsteps):
+            a, b = int(bounds[step_no]), int(bounds[step_no + 1])
+            if a < b and not _numeric_step(st, work, cols[:, a:b], sflat, dflat):
+                _name_problem(st, step_no, cols[:, a:b], sflat, dflat)
                 raise AssertionError("the transfer-by-transfer pass must name the problem")  # pragma: no cover
-            several = bool((shared & reduce).any())   # several reductions into one slot: add them all
-            for k, b in codes.items():
-                m = (dcode == k) & ~reduce
-                vals[b][drank[m], dslot[m]] = v[m]
-                ok[b][drank[m], dslot[m]] = good[m]
-                m = (dcode == k) & reduce
-                if several:
-                    np.add.at(vals[b], (drank[m], dslot[m]), v[m])
-                else:
-                    vals[b][drank[m], dslot[m]] += v[m]
-    expectation = NumericExpectation(coll, seed)
-    for r in range(n):
-        ob, obase = alias[r][Buffer.OUTPUT]
+    _check_outputs(st, NumericExpectation(coll, seed, colsum), n, nsteps)
+
+
+BLOCK = 1 << 15   # values per block of ranks where all ranks' inputs or outputs are computed (no big temporaries)
+LONG = 128   # chunks per transfer, on average, from which a step of runs is moved with slices
+
+
+class _Work:
+    """A step's work buffers, as long as the longest step (reused: see ``_expand_into``)."""
+
+    def __init__(self, size: int) -> None:
+        self.sidx: Ints = np.empty(size, dtype=np.int64)
+        self.didx: Ints = np.empty(size, dtype=np.int64)
+        self.v = np.empty(size, dtype=np.uint64)
+        self.good = np.empty(size, dtype=bool)
+        self.held = np.empty(size, dtype=bool)
+
+
+def _numeric_step(st: _State, work: _Work, c: Ints, sflat: Ints, dflat: Ints) -> bool:
+    """Apply one step (columns ``c``) and return True, or return False having changed nothing
+    when the step is not well formed."""
+    vals, ok = st.vals, st.ok
+    red = c[5].astype(bool)
+    if red.any() and not red.all():
+        c = c[:, np.argsort(red, kind="stable")]       # copies first, then reductions: two slices
+        red = c[5].astype(bool)
+    cnt = c[7]
+    total = int(cnt.sum())
+    dbase = st.base[c[4], c[2]]
+    runs = c[11] < 0
+    # long runs on both ends: moved a transfer at a time with slices (memory speed, no index arrays)
+    sliced = total >= LONG * len(cnt) and bool(runs.all()) and bool((c[10] < 0).all())
+    didx = work.didx[:total]
+    if not sliced:
+        _expand_into(didx, dbase, c[9], c[11], cnt, dflat)
+    # writes as intervals of slots (a list: one per chunk): none may overlap a copy's, and a
+    # reduction's only other reductions' (sums, added together)
+    if runs.all():
+        lo, hi, ired = dbase + c[9], dbase + c[9] + cnt, red
+    else:
+        each = np.repeat(~runs, cnt)
+        lo = np.concatenate((dbase[runs] + c[9][runs], didx[each]))
+        hi = np.concatenate((lo[:int(runs.sum())] + cnt[runs], didx[each] + 1))
+        ired = np.concatenate((red[runs], np.repeat(red[~runs], cnt[~runs])))
+    order = np.argsort(lo, kind="stable")
+    lo, hi, ired = lo[order], hi[order], ired[order]
+    after_copy = lo < _exclusive_max(np.where(ired, -1, hi))
+    after_reduce = lo < _exclusive_max(np.where(ired, hi, -1))
+    if after_copy.any() or (after_reduce & ~ired).any():
+        return False
+    several = bool((after_reduce & ired).any())      # several reductions into one slot: add them all
+    if sliced:
+        return _slice_step(st, work, st.base[c[3], c[1]] + c[8], dbase + c[9], cnt, int(red.sum()))
+    # all reads of the step first
+    sidx, v, good = work.sidx[:total], work.v[:total], work.good[:total]
+    _expand_into(sidx, st.base[c[3], c[1]], c[8], c[10], cnt, sflat)
+    np.take(vals, sidx, out=v)
+    np.take(ok, sidx, out=good)
+    split = total - int(cnt[red].sum())               # chunks copied; the rest are reduced
+    if split < total:
+        rd, held = didx[split:], work.held[split:total]
+        np.take(ok, rd, out=held)
+        if not (good[split:].all() and held.all()):
+            return False
+    if split:
+        cd = didx[:split]
+        np.put(vals, cd, v[:split])
+        if good[:split].all():
+            np.put(ok, cd, True)
+        else:
+            np.put(ok, cd, good[:split])
+    if split < total:
+        if several:
+            np.add.at(vals, rd, v[split:])
+        else:
+            acc = sidx[split:].view(np.uint64)          # the reads are done: their slots hold the sums
+            np.take(vals, rd, out=acc)
+            acc += v[split:]
+            np.put(vals, rd, acc)
+    return True
+
+
+def _slice_step(st: _State, work: _Work, sstart: Ints, dstart: Ints, cnt: Ints, nred: int) -> bool:
+    """``_numeric_step``'s moves for a step of runs, copies first, then ``nred`` reductions (several
+    into one slot add up: each is its own slice operation)."""
+    vals, ok = st.vals, st.ok
+    total = int(cnt.sum())
+    s0, d0, k = sstart.tolist(), dstart.tolist(), cnt.tolist()
+    ncopy = len(k) - nred
+    split = total - int(cnt[ncopy:].sum())        # chunks copied
+    # all reads of the step first
+    v, good = work.v[:total], work.good[:total]
+    np.concatenate([vals[a:a + m] for a, m in zip(s0, k)], out=v)
+    np.concatenate([ok[a:a + m] for a, m in zip(s0, k)], out=good)
+    if nred:
+        held = work.held[:total - split]
+        np.concatenate([ok[d:d + m] for d, m in zip(d0[ncopy:], k[ncopy:])], out=held)
+        if not (good[split:].all() and held.all()):
+            return False
+    o = 0
+    every = bool(good[:split].all())
+    for d, m in zip(d0[:ncopy], k[:ncopy]):
+        vals[d:d + m] = v[o:o + m]
+        ok[d:d + m] = True if every else good[o:o + m]
+        o += m
+    for d, m in zip(d0[ncopy:], k[ncopy:]):
+        vals[d:d + m] += v[o:o + m]
+        o += m
+    return True
+
+
+def _name_problem(st: _State, step_no: int, c: Ints, sflat: Ints, dflat: Ints) -> None:
+    """One step transfer by transfer, as the step semantics read: raise naming its first problem."""
+    ok = st.ok
+    copied = np.zeros(len(ok), dtype=bool)
+    reduced = np.zeros(len(ok), dtype=bool)
+    rows = c.T.tolist()
+    # all reads of the step first
+    reads = [ok[_expand(st.base[sb, src:src + 1], np.array([sf]), np.array([sa]), np.array([cnt]), sflat)]
+             for (_, src, _, sb, _, _, _, cnt, sf, _, sa, _) in rows]
+    for (_, src, dst, _, db, rd, _, cnt, _, df, _, da), good in zip(rows, reads):
+        di = _expand(st.base[db, dst:dst + 1], np.array([df]), np.array([da]), np.array([cnt]), dflat)
+        buf = _BUFFERS[db].value
+        if not rd:
+            if copied[di].any() or len(np.unique(di)) < len(di):
+                raise VerifyError(f"step {step_no}: two transfers write rank {dst} {buf} chunks in the same step")
+            if reduced[di].any():
+                raise VerifyError(f"step {step_no}: rank {dst} {buf} chunks are copied and reduced into in the "
+                                  f"same step")
+            copied[di] = True
+        else:
+            if copied[di].any():
+                raise VerifyError(f"step {step_no}: rank {dst} {buf} chunks are copied and reduced into in the "
+                                  f"same step")
+            if not (good.all() and ok[di].all()):
+                raise VerifyError(f"step {step_no}: rank {dst} reduces uninitialized data")
+            reduced[di] = True
+
+
+def _check_outputs(st: _State, expectation: NumericExpectation, n: int, nsteps: int) -> None:
+    """Every output chunk against its expected sum; the first wrong one, rank by rank, is named."""
+    ranks = range(n)
+    if expectation.same_for_all():
+        outs, want = expectation(0)
+        if not len(outs):
+            return
+        width = int(outs[-1]) + 1
+        every = width == len(outs)        # outs is range(width): the rows as they are
+        block = max(1, BLOCK // len(outs))
+        for r0 in range(0, n, block):
+            count = min(n, r0 + block) - r0
+            got, held = st.rows(st.vals, 1, r0, count, width), st.rows(st.ok, 1, r0, count, width)
+            if got is None or held is None:
+                pos = st.slots(1, r0, count, width)
+                got, held = st.vals[pos], st.ok[pos]
+            if not every:
+                got, held = got[:, outs], held[:, outs]
+            wrong = (got != want[None, :]) | ~held
+            if wrong.any():
+                ranks = range(r0 + int(np.argmax(wrong.any(axis=1))), n)     # the first wrong rank, named below
+                break
+        else:
+            return
+    for r in ranks:
         outs, want = expectation(r)
         if len(outs) == 0:
             continue
-        idx = outs + obase
-        wrong = np.nonzero(~ok[ob][r, idx] | (vals[ob][r, idx] != want))[0]
-        if len(wrong):
-            raise VerifyError(f"after {schedule.nsteps} steps rank {r} output chunk {outs[int(wrong[0])]} holds a "
+        idx = outs + st.base[1, r]
+        wrong_at = np.nonzero(~st.ok[idx] | (st.vals[idx] != want))[0]
+        if len(wrong_at):
+            raise VerifyError(f"after {nsteps} steps rank {r} output chunk {outs[int(wrong_at[0])]} holds a "
                               f"wrong value (numeric check: a contribution is missing, doubled or uninitialized)")

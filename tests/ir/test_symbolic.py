@@ -1,10 +1,12 @@
-"""ExactDomain: the batched constructors build exactly the nodes of the one-at-a-time ones."""
+"""ExactDomain: the batched constructors build exactly the nodes of the one-at-a-time ones; the
+numeric check's leaf values."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from collc.ir.symbolic import DataError, ExactDomain
+from collc.ir.symbolic import DataError, ExactDomain, leaf_at
 
 
 def test_leaves_are_the_leaf_sequence_whichever_comes_first() -> None:
@@ -29,3 +31,24 @@ def test_reduce_all_is_the_reduce_sequence() -> None:
         dom.reduce(xy[0], x[0])
     with pytest.raises(DataError, match="different chunks"):
         dom.reduce(x[0], y[1])
+
+
+def _splitmix64(seed: int, rank: int, chunk: int) -> int:
+    """The leaf value by its definition, in Python integers (collc.ir.symbolic.leaf_at)."""
+    top = (1 << 64) - 1
+    x = ((chunk + (rank << 32) + seed) * 0x9E3779B97F4A7C15) & top
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & top
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & top
+    return x ^ (x >> 31)
+
+
+def test_leaf_values_are_splitmix64_elementwise_and_broadcast() -> None:
+    ranks = np.array([0, 1, 5, 4095], dtype=np.uint64)
+    chunks = np.array([0, 3, 16383, (1 << 31) + 7], dtype=np.uint64)
+    for seed in (1, 7):
+        assert leaf_at(seed, ranks, chunks).tolist() == [_splitmix64(seed, int(r), int(c))
+                                                         for r, c in zip(ranks, chunks)]
+        grid = leaf_at(seed, ranks[:, None], chunks[None, :])
+        assert grid.tolist() == [[_splitmix64(seed, int(r), int(c)) for c in chunks] for r in ranks]
