@@ -19,15 +19,13 @@ in the Schedule's order (``Transfer.sort_key``, stable).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
-from operator import attrgetter, itemgetter
 
 import numpy as np
 import numpy.typing as npt
 
-from collc.compiler.optable import BUF_CODE, BUFS, Ints
+from collc.compiler.optable import BUFS, Ints
 from collc.ir.collective import Buffer, Collective
-from collc.ir.schedule import COLUMNS, Op, Provenance, Schedule, Slots, Transfer
+from collc.ir.schedule import COLUMNS, Op, Provenance, Schedule, Slots, Transfer, transfer_columns
 
 FIELDS = COLUMNS      # the layout a Schedule's own columns have
 _BUFFERS = tuple(Buffer(b) for b in BUFS)
@@ -53,34 +51,11 @@ class TransferTable:
     def of(schedule: Schedule) -> TransferTable:
         """The table of ``schedule``'s transfers (one pass over them per group of fields; none when
         the Schedule carries them as columns, in this layout)."""
-        if schedule.columns is not None:
-            empty = np.zeros(0, dtype=np.int64)
-            cols: Ints = schedule.columns.astype(np.int64)     # a copy: the lowering's own
-            return TransferTable(schedule.collective, schedule.provenance, cols, empty, empty,
-                                 schedule.scratch_chunks, schedule.tb_pairs, schedule.step_sync,
-                                 schedule.ordered_sends, schedule.step_reply)
-        ts = schedule.transfers
-        n = len(ts)
-        cols = np.zeros((len(FIELDS), n), dtype=np.int64)
-        if n:
-            cols[:3] = _pull(ts, ("step", "src", "dst"))
-            cols[6] = _pull(ts, ("lane",))[0]
-            code = {b: BUF_CODE[b.value] for b in Buffer}
-            bufs = chain.from_iterable(map(attrgetter("src_buf", "dst_buf"), ts))
-            cols[3:5] = np.fromiter(map(code.__getitem__, bufs), dtype=np.int64, count=2 * n).reshape(n, 2).T
-            cols[5] = np.fromiter(map({Op.COPY: 0, Op.REDUCE: 1}.__getitem__, map(attrgetter("op"), ts)),
-                                  dtype=np.int64, count=n)
+        cols, sflat, dflat = transfer_columns(schedule)
         flats: list[Ints] = []
-        for side, name in ((0, "src_idx"), (1, "dst_idx")):
-            idx = list(map(attrgetter(name), ts))
-            if side == 0:
-                cols[7] = np.fromiter(map(len, idx), dtype=np.int64, count=n)
-            cols[8 + side] = np.fromiter(map(itemgetter(0), idx), dtype=np.int64, count=n)
-            lists = np.flatnonzero(np.fromiter((type(x) is not range or x.step != 1 for x in idx), dtype=bool,
-                                               count=n))
-            flat = np.fromiter(chain.from_iterable(idx[k] for k in lists.tolist()), dtype=np.int64,
-                               count=int(cols[7][lists].sum()))
-            cols[10 + side] = -1
+        for side, flat in ((0, sflat), (1, dflat)):
+            # lists that are contiguous after all (a tuple (4, 5, 6)) are kept as ranges
+            lists = np.flatnonzero(cols[10 + side] >= 0)
             cols[10 + side][lists], kept = pack(flat, cols[7][lists])
             flats.append(kept)
         return TransferTable(schedule.collective, schedule.provenance, cols, flats[0], flats[1],
@@ -166,16 +141,6 @@ class TransferTable:
         order = np.lexsort((self.dfirst, self.sfirst, self.dst, self.src, self.lane, self.step))
         return TransferTable(self.collective, self.provenance, self.cols[:, order], self.sflat, self.dflat,
                              self.scratch_chunks, self.tb_pairs, self.step_sync, self.ordered_sends, self.step_reply)
-
-
-def _pull(ts: tuple[Transfer, ...], names: tuple[str, ...]) -> Ints:
-    """Integer attributes of every transfer, pulled in one pass (a million transfers on 32x32)."""
-    n = len(ts)
-    get = attrgetter(*names)
-    it = chain.from_iterable(map(get, ts)) if len(names) > 1 else map(get, ts)
-    flat = np.fromiter(it, dtype=np.int64, count=n * len(names))
-    out: Ints = flat.reshape(n, len(names)).T
-    return out
 
 
 def _slots(first: int, at: int, cnt: int, flat: Ints) -> Slots:

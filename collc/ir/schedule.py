@@ -41,6 +41,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from enum import Enum
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -306,3 +308,46 @@ class Schedule:
         """Lanes in use: by a transfer, or named by a tb pair hint."""
         return 1 + max(max((t.lane for t in self.transfers), default=0),
                        max((lane for _, lane, _, _ in self.tb_pairs), default=0))
+
+
+Ints = npt.NDArray[np.int64]
+_CODE: dict[Buffer | Op, int] = {**{b: k for k, b in enumerate(BUFFER_CODES)}, Op.COPY: 0, Op.REDUCE: 1}
+
+
+def transfer_columns(schedule: Schedule) -> tuple[Ints, Ints, Ints]:
+    """``schedule``'s transfers as int64 columns (:data:`COLUMNS` x transfers, in its order) with
+    the flat source and destination lists (a list entry ``sat`` / ``dat`` >= 0 is its offset there;
+    a range is ``cnt`` chunks from ``sfirst`` / ``dfirst``).  A Schedule that carries its columns
+    gives a copy of them; otherwise C-level passes (``map``, ``attrgetter``) read a few fields
+    each from the Transfer objects.  The IR check and the lowering's table both start here."""
+    if schedule.columns is not None:
+        empty = np.zeros(0, dtype=np.int64)
+        return schedule.columns.astype(np.int64), empty, empty.copy()
+    ts = schedule.transfers
+    n = len(ts)
+    cols = np.zeros((len(COLUMNS), n), dtype=np.int64)
+    if not n:
+        return cols, cols[0], cols[0]
+    cols[[0, 1, 2, 6]] = np.fromiter(chain.from_iterable(map(attrgetter("step", "src", "dst", "lane"), ts)),
+                                     dtype=np.int64, count=4 * n).reshape(n, 4).T
+    cols[3:6] = np.fromiter(map(_CODE.__getitem__, chain.from_iterable(map(attrgetter("src_buf", "dst_buf", "op"),
+                                                                           ts))),
+                            dtype=np.int64, count=3 * n).reshape(n, 3).T
+    flats: list[Ints] = []
+    for side, name in ((0, "src_idx"), (1, "dst_idx")):
+        idx = list(map(attrgetter(name), ts))
+        if side == 0:
+            cols[7] = np.fromiter(map(len, idx), dtype=np.int64, count=n)
+        cnt = cols[7]
+        ends = np.fromiter(chain.from_iterable(map(itemgetter(0, -1), idx)), dtype=np.int64, count=2 * n)
+        cols[8 + side] = ends[0::2]
+        # a range whose last entry is cnt - 1 past its first runs up by one (a tuple may not: (0, 2, 1))
+        ranged = np.fromiter(map(isinstance, idx, repeat(range)), dtype=bool, count=n) & (
+            ends[1::2] - ends[0::2] == cnt - 1)
+        lists = np.flatnonzero(~ranged)
+        lens = cnt[lists]
+        cols[10 + side] = -1
+        cols[10 + side, lists] = np.cumsum(lens) - lens
+        flats.append(np.fromiter(chain.from_iterable(map(idx.__getitem__, lists.tolist())), dtype=np.int64,
+                                 count=int(lens.sum())))
+    return cols, flats[0], flats[1]

@@ -12,16 +12,14 @@ moves; only a step found malformed is walked transfer by transfer, to name its f
 
 from __future__ import annotations
 
-from itertools import chain, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
-import numpy.typing as npt
 
 from collc.errors import VerifyError
 from collc.ir.collective import Buffer, Collective
-from collc.ir.schedule import Op, Schedule, Slots, Transfer
+from collc.ir.schedule import COLUMNS, Ints, Op, Schedule, Slots, Transfer, transfer_columns
 from collc.ir.symbolic import DataError, ExactDomain, NumericExpectation, leaf_at
 
 if TYPE_CHECKING:
@@ -224,43 +222,8 @@ def _exact_step_fast(dom: ExactDomain, state: list[dict[Buffer, list[int | None]
 #: therefore reads as it is.  Buffers are coded in ``Buffer``'s order (i, o, s), ``reduce`` is 1 for
 #: ``Op.REDUCE``; a chunk list is ``cnt`` chunks from ``sfirst`` (``dfirst``) where ``sat`` (``dat``)
 #: is -1, else the ``cnt`` entries of ``sflat`` (``dflat``) from ``sat`` (``dat``).
-FIELDS = ("step", "src", "dst", "srcbuf", "dstbuf", "reduce", "lane", "cnt", "sfirst", "dfirst", "sat", "dat")
+FIELDS = COLUMNS
 _BUFFERS = tuple(Buffer)
-_CODE: dict[Buffer | Op, int] = {**{b: k for k, b in enumerate(_BUFFERS)}, Op.COPY: 0, Op.REDUCE: 1}
-Ints = npt.NDArray[np.int64]
-
-
-def transfer_columns(schedule: Schedule) -> tuple[Ints, Ints, Ints]:
-    """``schedule``'s transfers as columns (``FIELDS`` x transfers), with the flat source and
-    destination lists: C-level passes (``map``, ``attrgetter``) over the transfers, a few fields each."""
-    ts = schedule.transfers
-    n = len(ts)
-    cols = np.zeros((len(FIELDS), n), dtype=np.int64)
-    if not n:
-        return cols, cols[0], cols[0]
-    cols[[0, 1, 2, 6]] = np.fromiter(chain.from_iterable(map(attrgetter("step", "src", "dst", "lane"), ts)),
-                                     dtype=np.int64, count=4 * n).reshape(n, 4).T
-    cols[3:6] = np.fromiter(map(_CODE.__getitem__, chain.from_iterable(map(attrgetter("src_buf", "dst_buf", "op"),
-                                                                           ts))),
-                            dtype=np.int64, count=3 * n).reshape(n, 3).T
-    flats: list[Ints] = []
-    for side, name in ((0, "src_idx"), (1, "dst_idx")):
-        idx = list(map(attrgetter(name), ts))
-        if side == 0:
-            cols[7] = np.fromiter(map(len, idx), dtype=np.int64, count=n)
-        cnt = cols[7]
-        ends = np.fromiter(chain.from_iterable(map(itemgetter(0, -1), idx)), dtype=np.int64, count=2 * n)
-        cols[8 + side] = ends[0::2]
-        # a range whose last entry is cnt - 1 past its first runs up by one (a tuple may not: (0, 2, 1))
-        ranged = np.fromiter(map(isinstance, idx, repeat(range)), dtype=bool, count=n) & (
-            ends[1::2] - ends[0::2] == cnt - 1)
-        lists = np.flatnonzero(~ranged)
-        lens = cnt[lists]
-        cols[10 + side] = -1
-        cols[10 + side, lists] = np.cumsum(lens) - lens
-        flats.append(np.fromiter(chain.from_iterable(map(idx.__getitem__, lists.tolist())), dtype=np.int64,
-                                 count=int(lens.sum())))
-    return cols, flats[0], flats[1]
 
 
 def _verify_numeric(schedule: Schedule, topology: Topology | None = None, seed: int = 1) -> None:
