@@ -480,9 +480,10 @@ def cmd_topology(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from collc.backends.msccl_xml import write_atomic
-    from collc.backends.shards import WRAPPER, write_rank_shards, write_shards
+    from collc.backends.shards import WRAPPER, publish_shards, stage_shards, write_rank_shards, write_shards
     from collc.compiler.pipeline import default_jobs
     from collc.driver import compile_xml
+    from collc.outputs import discard
     from collc.topology import parse_spec
 
     if _has_layout(args):
@@ -521,13 +522,21 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     from collc.errors import CollcWarning
 
-    with _progress(topo.nranks >= PROGRESS_RANKS) as stages, warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always", CollcWarning)
-        result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
-                             chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
-                             dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=stages.tell,
-                             shard=args.shard_per_rank, rank_progress=stages.ranks, jobs=jobs, ranks=ranks,
-                             dump=frozenset(dump), keep_schedule=bool(args.report))
+    # a whole shard set (without --report, which reads the program) is written by the workers into a
+    # staged directory as they print it, checked there, then moved into place (or removed)
+    staged = stage_shards(out) if args.shard_per_rank and ranks is None and not args.report else None
+    try:
+        with _progress(topo.nranks >= PROGRESS_RANKS) as stages, warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", CollcWarning)
+            result = compile_xml(topo, args.algorithm, kind, inplace=args.inplace, root=root, params=params,
+                                 chunks=args.chunks, instances=args.instances, proto=Proto(args.protocol),
+                                 dialect=dialect, min_bytes=min_b, max_bytes=max_b, progress=stages.tell,
+                                 shard=args.shard_per_rank, rank_progress=stages.ranks, jobs=jobs, ranks=ranks,
+                                 dump=frozenset(dump), keep_schedule=bool(args.report), shard_dir=staged)
+    except BaseException:
+        if staged is not None:
+            discard(staged)
+        raise
     for w in said:
         if not issubclass(w.category, CollcWarning):    # not ours: shown as Python shows it
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
@@ -536,11 +545,17 @@ def cmd_build(args: argparse.Namespace) -> int:
     if dump:
         _write_dumps(result.dumps, dump, args.dump_dir)
     if not result.report.ok:
+        if staged is not None:
+            discard(staged)
         _print_report(result.report)
         print(f"collc: {out}: the lowered program fails its check; no file written", file=sys.stderr)
         return 1
     p = result.program
-    if result.shards is not None and ranks is not None:
+    if staged is not None:
+        filename = f"{p.name}.xml"
+        publish_shards(staged, dialect, out, filename)
+        where = f"{out}/rank-<0..{p.ngpus - 1}>/{filename} and {out}/{WRAPPER}"
+    elif result.shards is not None and ranks is not None:
         filename = f"{p.name}.xml"
         write_rank_shards(result.shards, dialect, out, filename)
         where = f"{out}/rank-<{ranks.start}..{ranks.stop - 1}>/{filename} and {out}/{WRAPPER}"
@@ -551,13 +566,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         write_atomic(out, result.text)
         where = str(out)
-    tbs = max(len(g.tbs) for g in p.gpus)
-    steps = max(len(t.steps) for g in p.gpus for t in g.tbs)
+    tbs, steps = result.shape if not p.gpus else (max(len(g.tbs) for g in p.gpus),
+                                                  max(len(t.steps) for g in p.gpus for t in g.tbs))
     checked = "checked" if ranks is None else \
         f"these ranks checked alone; run `collc check {out}` once every node has written its ranks"
     print(f"wrote {where}: {p.coll} on {p.ngpus} ranks, {result.nsteps} steps, {p.nchannels} channel(s), "
           f"up to {tbs} tbs/gpu and {steps} steps/tb, {dialect.value} dialect, {checked}")
-    if result.shards is not None and ranks is None:
+    if (staged is not None or result.shards is not None) and ranks is None:
         print(f"launch with: mpirun -np {p.ngpus} {out}/{WRAPPER} <command>")
     if args.timings:
         for line in _timing_lines(result.timings):

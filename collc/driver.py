@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from collc.backends.msccl_xml import join_xml, parse_xml, table_text, to_xml
+from collc.backends.shard_check import check_shard_dir
 from collc.backends.shards import assemble, parse_texts
 from collc.check import Report, check_parsed, simulate, size_model
 from collc.clock import cpu_seconds
 from collc.compiler.buffering import window_top
 from collc.limits import Dialect
-from collc.compiler.pipeline import LowerOptions, lower, run_pipeline
-from collc.compiler.msccl.program import ParsedFile, Program, Proto
+from collc.compiler.pipeline import LowerOptions, ShardFiles, lower, program_name, run_pipeline
+from collc.compiler.msccl.program import Gpu, ParsedFile, Program, Proto
 from collc.errors import LoweringError, NodeBudgetError, VerifyError
 from collc.inputs import MAX_PLAN_THREADBLOCKS, check_program_size
 from collc.frontends.registry import build_schedule, get as get_algorithm, orbit_ranks
@@ -60,6 +61,7 @@ class Compiled:
     dumps: dict[str, list[str]] = field(default_factory=dict)   # pass -> IR text (``dump``)
     lowerings: int = 1             # lowerings run: 2 only where the safety net of pairing_attempts fired
     nsteps: int = 0                # the Schedule's steps (kept with or without it)
+    shape: tuple[int, int] = (0, 0)   # the written ranks' most tbs on a gpu and most steps in a tb
 
 
 def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None = None,
@@ -69,7 +71,7 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
                 progress: Callable[[str], None] | None = None, shard: bool = False,
                 rank_progress: Callable[[int, int], None] | None = None, jobs: int = 1,
                 ranks: range | None = None, dump: frozenset[str] = frozenset(),
-                keep_schedule: bool = True) -> Compiled:
+                keep_schedule: bool = True, shard_dir: Path | None = None) -> Compiled:
     """Raise CollcError on impossible input; return the text and its check report.
 
     ``progress`` (if given) is called with the name of each stage as it starts, and
@@ -84,6 +86,11 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
     ``keep_schedule=False`` releases the frontend's Schedule once it is lowered, before the
     emit and the check (``Compiled.schedule`` is then None, ``Compiled.nsteps`` stays): at 4096
     ranks the build's peak memory is the check's, hundreds of MB lower without the Schedule.
+    ``shard_dir`` (with ``shard``, every rank: a pending temporary directory of
+    ``collc.outputs``) has the workers write each rank's file there as they print it
+    (``rank-K/<name>.xml``) and the check read that directory (``collc check``'s reader,
+    :func:`collc.backends.shard_check.check_shard_dir`): the text never passes through this
+    process (``Compiled.shards`` is None, ``Compiled.program`` has no gpus: ``Compiled.shape``).
     """
     # The IR and the Program are millions of small acyclic objects at 4096 ranks: the
     # cyclic collector would rescan them over and over for nothing, so it pauses here.
@@ -93,7 +100,7 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
                             instances=instances, proto=proto, dialect=dialect, min_bytes=min_bytes,
                             max_bytes=max_bytes, name=name, progress=progress, shard=shard,
                             rank_progress=rank_progress, jobs=jobs, ranks=ranks, dump=dump,
-                            keep_schedule=keep_schedule)
+                            keep_schedule=keep_schedule, shard_dir=shard_dir)
         except NodeBudgetError:
             # an automatic layout predicted a fit that the real count refutes: build once
             # more with the layout the registration names, unless the user chose one
@@ -108,14 +115,15 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
                             chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, name=name, progress=progress, shard=shard,
                             rank_progress=rank_progress, jobs=jobs, ranks=ranks, dump=dump,
-                            keep_schedule=keep_schedule)
+                            keep_schedule=keep_schedule, shard_dir=shard_dir)
 
 
 def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: bool | None, root: int | None,
              params: Mapping[str, str] | None, chunks: int, instances: int, proto: Proto, dialect: Dialect,
              min_bytes: int, max_bytes: int, name: str, progress: Callable[[str], None] | None,
              rank_progress: Callable[[int, int], None] | None,
-             shard: bool, jobs: int, ranks: range | None, dump: frozenset[str], keep_schedule: bool) -> Compiled:
+             shard: bool, jobs: int, ranks: range | None, dump: frozenset[str], keep_schedule: bool,
+             shard_dir: Path | None) -> Compiled:
     clock = cpu_seconds
     wall = time.perf_counter()
     timings: dict[str, float] = {}
@@ -124,6 +132,8 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
     t0 = clock()
     place = DEFAULT_INPLACE.get(kind, False) if inplace is None else inplace
     partial = shard and ranks is not None and ranks != range(topology.nranks)
+    if shard_dir is not None and (not shard or partial):
+        raise ValueError("shard_dir: the files of every rank of a sharded build")
     # a node's own ranks and the algorithm's representatives: with a symmetry to stand on, a
     # partial build makes only the transfers touching them and lowers only them (see local_ranks)
     local = local_ranks(algorithm, topology, kind, params, ranks) if partial else None
@@ -153,6 +163,8 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
                          max_bytes=max_bytes, pair=bool(get_algorithm(algorithm).pair_tbs or schedule.tb_pairs),
                          shard=shard, name=name, on_rank=rank_progress, jobs=jobs, dump=dump)
     lowerings = 0
+    files = None if shard_dir is None else ShardFiles(shard_dir, f"{name or program_name(schedule)}.xml",
+                                                      lambda head, body: join_xml(head, dialect, [body]))
     kept: Schedule | None = schedule     # the one reference from here on (see keep_schedule)
     del schedule
     for opts in pairing_attempts(first):
@@ -170,7 +182,7 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         # (a local build cannot simulate every rank: it relies on the safe-pairs rule alone)
         probe = pair and partial and local is None
         lowered = run_pipeline(kept, opts, emit=table_text, ranks=ranks if shard else None, keep_gpus=probe,
-                               lower_only=local)
+                               lower_only=local, files=files)
         t_low = clock()
         if probe:
             blocked = pairing_blocks(lowered.program, coll, opts)
@@ -193,14 +205,22 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         tell("check")
         if shards is not None and ranks is not None:
             shards = {r: t for r, t in shards.items() if r in ranks}     # not the representatives'
-        if shards is not None:
-            parsed = assemble(parse_texts((f"<rank {r}>", t) for r, t in shards.items()))
+        gpus: tuple[Gpu, ...] = ()
+        if files is not None:
+            # the files as written, read back as collc check reads a directory (the same report)
+            report = check_shard_dir(files.directory, dialect, root=coll.root, jobs=jobs)
+            report.path = "<shards>"
         else:
-            parsed = parse_xml(text, "<built>")
-        if partial:
-            report = _partial_report(parsed, dialect, ranks)
-        else:
-            report = check_parsed(parsed, dialect, root=coll.root, sharded=shard)
+            if shards is not None:
+                parsed = assemble(parse_texts((f"<rank {r}>", t) for r, t in shards.items()))
+            else:
+                parsed = parse_xml(text, "<built>")
+            if partial:
+                report = _partial_report(parsed, dialect, ranks)
+            else:
+                report = check_parsed(parsed, dialect, root=coll.root, sharded=shard)
+            gpus = parsed.program.gpus
+            del parsed
         t5 = clock()
         if result is not None:
             # the dropped attempt counts as "pairing", as a dropped probe does
@@ -209,8 +229,8 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         timings.update(lower=t_low - t2 - lowered.emit_seconds, emit=t4 - t3 + lowered.emit_seconds,
                        check=t5 - t4, workers=lowered.workers)
         timings.update({f"pass:{k}": v for k, v in lowered.timings.items()})
-        result = Compiled(kept, replace(header, gpus=parsed.program.gpus), text, report, dict(timings), shards,
-                          lowered.dumps, lowerings, nsteps)
+        result = Compiled(kept, replace(header, gpus=gpus), text, report, dict(timings), shards,
+                          lowered.dumps, lowerings, nsteps, lowered.shape)
         if report.ok:
             break
     assert result is not None

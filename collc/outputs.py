@@ -28,6 +28,7 @@ import os
 import shutil
 import signal
 import stat
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -95,6 +96,11 @@ def discard(path: str | os.PathLike[str]) -> None:
         is_dir = _pending.pop(key, None)
     if is_dir:
         shutil.rmtree(key, ignore_errors=True)
+        if os.path.lexists(key):
+            # a worker process wrote into it meanwhile: pending still, for the next discard_pending
+            # (interrupt_handlers' last, once the workers are stopped)
+            with _lock:
+                _pending[key] = True
     else:
         try:
             os.unlink(key)
@@ -235,6 +241,21 @@ def publish_dir(tmp: Path, target: str | os.PathLike[str], replace: bool) -> Non
             discard(old)
 
 
+def _stop_workers() -> None:
+    """Kill this process's worker processes and wait (briefly) until they are gone."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is None:
+        return
+    children = mp.active_children()
+    for child in children:
+        try:
+            child.kill()
+        except OSError:
+            pass
+    for child in children:
+        child.join(2.0)
+
+
 @contextmanager
 def interrupt_handlers() -> Iterator[None]:
     """While the body runs (main thread only), SIGINT, SIGTERM and SIGHUP remove every pending temporary
@@ -247,6 +268,8 @@ def interrupt_handlers() -> Iterator[None]:
 
     def stop(signum: int) -> None:
         fired.append(signum)
+        if is_program():
+            _stop_workers()      # first: a worker may be writing into a pending directory
         discard_pending()
         if is_program():
             end_interrupted(signum)      # no unwinding through worker pools: one line and 128 + N, now

@@ -88,20 +88,37 @@ def write_shards(texts: dict[int, str], dialect: Dialect, out: str | os.PathLike
     ``out`` must not exist, be empty, or be an earlier shard directory (which is replaced).
     The partial directory is removed on any error and on SIGINT/SIGTERM (``collc.outputs``).
     """
-    target = output_dir(out)
-    if target.is_dir() and any(target.iterdir()) and not (target / WRAPPER).exists():
-        raise EmitError(f"{show(target)} is a non-empty directory that collc did not write; choose another -o")
-    tmp = new_temp_dir(target)
+    tmp = stage_shards(out)
     try:
         for rank, text in texts.items():
             d = tmp / f"rank-{rank}"
             d.mkdir(0o777)
             write_into(d, filename, text)
+    except BaseException:
+        discard(tmp)
+        raise
+    publish_shards(tmp, dialect, out, filename)
+
+
+def stage_shards(out: str | os.PathLike[str]) -> Path:
+    """The pending hidden directory next to ``out`` that a shard set is written into (``out``
+    must not exist, be empty, or be an earlier shard directory); :func:`publish_shards` moves it
+    into place, ``collc.outputs.discard`` (or an interrupt) removes it."""
+    target = output_dir(out)
+    if target.is_dir() and any(target.iterdir()) and not (target / WRAPPER).exists():
+        raise EmitError(f"{show(target)} is a non-empty directory that collc did not write; choose another -o")
+    return new_temp_dir(target)
+
+
+def publish_shards(tmp: Path, dialect: Dialect, out: str | os.PathLike[str], filename: str) -> None:
+    """Add the wrapper to the staged ``rank-K`` directories in ``tmp`` and replace ``out`` with it
+    (``tmp`` is removed on any error)."""
+    try:
         write_into(tmp, WRAPPER, wrapper_script(dialect, filename), executable=True)
     except BaseException:
         discard(tmp)
         raise
-    publish_dir(tmp, target, replace=True)
+    publish_dir(tmp, output_dir(out), replace=True)
 
 
 def write_rank_shards(texts: dict[int, str], dialect: Dialect, out: str | os.PathLike[str], filename: str) -> None:

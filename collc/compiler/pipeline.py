@@ -38,6 +38,7 @@ import signal
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,7 +55,7 @@ from collc.compiler.msccl.program import Gpu, Program, Proto
 from collc.compiler.scratch import Kind, OpPlan, expand
 from collc.compiler.transfers import TransferTable
 from collc.compiler.msccl.threadblocks import ChannelOps, TbTable, channel_ops, peer_spread, threadblocks
-from collc.errors import CollcError, LoweringError, NodeBudgetError
+from collc.errors import CollcError, EmitError, LoweringError, NodeBudgetError
 from collc.ir.collective import Collective
 from collc.ir.schedule import Schedule
 from collc.ir.verify import verify_schedule
@@ -283,6 +284,64 @@ class Lowered:
     timings: dict[str, float]      # seconds per pass (per-rank passes: summed over ranks and workers)
     emit_seconds: float = 0.0      # spent in ``emit`` (summed likewise)
     workers: int = 1               # processes that ran the per-rank passes
+    shape: tuple[int, int] = (0, 0)   # the selected ranks' most tbs on a gpu and most steps in a tb
+
+
+@dataclass(frozen=True)
+class ShardFiles:
+    """Where the workers write the selected ranks' files themselves (``collc build
+    --shard-per-rank``): ``directory/rank-K/filename``, the text ``join(header, emitted)``.
+
+    ``directory`` is a pending temporary directory (``collc.outputs.new_temp_dir``: removed on
+    an error or interrupt, renamed into place by the caller).  The header's channel count is
+    the lowering's result; the workers write the count the round's channel assignment gives
+    (:func:`used_channels`) and the runner rewrites the first lines should the result differ.
+    The text then never crosses the pool (hundreds of MB at 4096 ranks)."""
+
+    directory: Path
+    filename: str
+    join: Callable[[Program, str], str]
+
+    def path(self, rank: int) -> Path:
+        return self.directory / f"rank-{rank}" / self.filename
+
+
+def _write_rank(files: ShardFiles, rank: int, text: str) -> None:
+    """Write (or overwrite: a round with more channel groups writes again) one rank's file."""
+    target = files.path(rank)
+    try:
+        target.parent.mkdir(0o777, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("ascii"))
+    except OSError as exc:
+        raise EmitError(f"cannot write {target}: {(exc.strerror or str(exc)).lower()}") from None
+
+
+def used_channels(table: OpTable, groups: int, spread: int, nranks: int) -> int:
+    """The channel count a lowering with this channel assignment gives: a tb's channel is that
+    of its sends and receives (a local-only tb's is 0), so one more than the largest channel of a
+    send or receive, in slices of the table (memory at 4096 ranks)."""
+    top = 0
+    step = 1 << 20
+    for lo in range(0, len(table), step):
+        part = OpTable(table.cols[:, lo:lo + step])
+        remote = part.kind <= RECV
+        if remote.any():
+            top = max(top, int(channel_ops(part.take(remote), groups, spread, nranks).chan.max()) + 1)
+    return max(1, top)
+
+
+def rewrite_heads(files: ShardFiles, ranks: Sequence[int], head: Program) -> None:
+    """Give the ranks' written files ``head``'s ``<algo>`` line (the first line of each)."""
+    line = files.join(head, "").partition("\n")[0]
+    for rank in ranks:
+        target = files.path(rank)
+        try:
+            text = target.read_bytes().decode("ascii")
+            _write_rank(files, rank, line + text[text.index("\n"):])
+        except (OSError, ValueError) as exc:
+            raise EmitError(f"cannot rewrite {target}: {exc}") from None
 
 
 @dataclass
@@ -296,6 +355,7 @@ class _RankResult:
     limit_error: CollcError | None            # raised by the limits pass
     dumps: dict[str, list[str]]
     spent: dict[str, float]
+    ntbs: int = 0
 
 
 @dataclass
@@ -309,6 +369,8 @@ class _Job:
     selected: range
     keep_gpus: bool
     order: Sequence[int] = ()        # the ranks to lower, ascending (() : every rank)
+    files: ShardFiles | None = None  # write the selected ranks' files here (with ``head``'s header)
+    head: Program | None = None
 
 
 _JOB: _Job | None = None
@@ -377,6 +439,7 @@ def _lower_ranks(job: _Job, ranks: tuple[int, ...]) -> list[_RankResult]:
         mine = spent if not out else {}
         res = _RankResult(rank, gpu if job.keep_gpus else None, None, nchannels, worst, None, None,
                           dumps if not out else {}, mine)
+        res.ntbs = gpu.ntbs
         out.append(res)
         if worst[0] > lim.max_steps_per_tb:
             continue           # the runner retries with more channel groups: limits would only mislead
@@ -394,7 +457,15 @@ def _lower_ranks(job: _Job, ranks: tuple[int, ...]) -> list[_RankResult]:
             res.dumps[limits.name] = limits.show([gpu], one)
         if job.emit is not None and rank in job.selected:
             a = clock()
-            res.text = job.emit(gpu)
+            text = job.emit(gpu)
+            if job.files is not None and job.head is not None:
+                try:
+                    _write_rank(job.files, rank, job.files.join(job.head, text))
+                except CollcError as exc:
+                    res.error = exc
+                    return out
+            else:
+                res.text = text
             spent["emit"] = spent.get("emit", 0.0) + clock() - a
     return out
 
@@ -555,7 +626,8 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions(), only: froze
 
 def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                  emit: Callable[[GpuTable], str] | None = None, ranks: range | None = None,
-                 keep_gpus: bool = True, lower_only: Sequence[int] | None = None) -> Lowered:
+                 keep_gpus: bool = True, lower_only: Sequence[int] | None = None,
+                 files: ShardFiles | None = None) -> Lowered:
     """Run ``PASSES`` on ``schedule``.
 
     ``emit`` (if given) prints each rank's gpu in the worker that lowered it, for the ranks
@@ -564,7 +636,11 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
     (ascending) lowers only those ranks, and makes the program-wide decisions (channel groups,
     peer spread, channel count, tb lengths) from them alone: for a schedule built with
     ``keep`` (only the transfers touching them) whose symmetry makes them stand for all ranks.
+    ``files`` (with ``emit``, every rank lowered) has the workers write the texts themselves
+    (:class:`ShardFiles`); ``Lowered.texts`` is then empty.
     """
+    if files is not None and (emit is None or lower_only is not None):
+        raise ValueError("files: the workers write what emit prints, for every rank lowered")
     clock = time.process_time     # CPU seconds of this process (a worker's own)
     lim = LIMITS[opts.dialect]
     pre = prepare(schedule, opts, None if lower_only is None else frozenset(lower_only))
@@ -587,14 +663,18 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
     # a paired tb is made only where its sends cannot wait for a receiver at this size
     buffering = size_model(opts.proto, coll.nchunksperloop, window_top(opts.dialect, opts.max_bytes))
 
-    def assign(pair: bool, groups: int, keep: bool) -> tuple[Program, dict[int, str]]:
+    def assign(pair: bool, groups: int, keep: bool) -> tuple[Program, dict[int, str], tuple[int, int]]:
         while True:
             layout = Layout(coll, groups, spread, pair, tuple(hints), plan.scratch, opts.dialect, opts.shard,
                             tuple(synced), ordered, tuple(replies), buffering)
-            job = _Job(by_rank, layout, opts, emit, selected, keep, tuple(lower_only or ()))
+            head = None
+            if files is not None:
+                head = header(used_channels(plan.table, groups, spread, coll.nranks), ())
+            job = _Job(by_rank, layout, opts, emit, selected, keep, tuple(lower_only or ()), files, head)
             gpus: list[Gpu] = []
             texts: dict[int, str] = {}
             nchannels, worst = 1, (0, 0, 0)
+            shape = (0, 0)
             limit_error: CollcError | None = None
             round_dumps: dict[str, list[str]] = {}
             for res in _rank_results(job, jobs):
@@ -607,6 +687,8 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                 limit_error = limit_error or res.limit_error
                 nchannels = max(nchannels, res.nchannels)
                 worst = max(worst, res.worst)
+                if res.rank in selected:
+                    shape = (max(shape[0], res.ntbs), max(shape[1], res.worst[0]))
                 if worst[0] > lim.max_steps_per_tb:
                     break             # more channel groups are needed: the rest would be redone anyway
                 if res.gpu is not None:
@@ -620,23 +702,25 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
                 if limit_error is not None:
                     raise limit_error
                 timings["limits"] = timings.get("limits", 0.0) + clock() - b
+                if head is not None and files is not None and head.nchannels != nchannels:
+                    rewrite_heads(files, selected, prog)     # a safety net: used_channels is exact
                 dumps.update(round_dumps)
                 if "limits" in dumps:
                     dumps["limits"] = show_program_header(prog) + dumps["limits"]
-                return prog, texts
+                return prog, texts, shape
             if lanes * spread * (groups + 1) > lim.max_channels:
                 raise LoweringError(f"gpu {worst[1]} tb {worst[2]} needs {worst[0]} steps, above the "
                                     f"{opts.dialect.value} limit of {lim.max_steps_per_tb} per tb, even spread "
                                     f"over {lanes * spread * groups} channels: use fewer --chunks or --instances")
             groups = min(2 * groups, lim.max_channels // (lanes * spread))
 
-    prog, texts = assign(opts.pair, groups, keep_gpus)
+    prog, texts, shape = assign(opts.pair, groups, keep_gpus)
     if not keep_gpus:
         prog = header(prog.nchannels, ())
     passes = {p.name: timings.get(p.name, 0.0) for p in PASSES}
     opts.timings.update(passes)
     return Lowered(prog, texts, dumps, passes, timings.get("emit", 0.0),
-                   workers(jobs, coll.nranks if lower_only is None else len(lower_only)))
+                   workers(jobs, coll.nranks if lower_only is None else len(lower_only)), shape)
 
 
 def estimate_groups(ops: OpTable, nranks: int, max_steps: int, most: int) -> int:
