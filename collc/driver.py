@@ -198,7 +198,8 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         tell("emit")
         # one copy of the text at a time (memory at 4096 ranks): each rank's body goes as its shard is made
         bodies, lowered.texts = lowered.texts, {}
-        shards = {r: join_xml(header, dialect, [bodies.pop(r)]) for r in list(bodies)} if shard else None
+        shards = {r: join_xml(header, dialect, [bodies.pop(r)]) for r in list(bodies)} \
+            if shard and files is None else None
         text = "" if shard else join_xml(header, dialect, bodies.values())
         del bodies
         t4 = clock()

@@ -194,3 +194,33 @@ def test_a_signal_during_start_up_gives_one_line_and_128_plus_it(tmp_path: Path,
     # nothing, or (the signal came after the final rename, as the process ended) the output, whole:
     # what a rename publishes is complete by construction (collc.outputs)
     assert os.listdir(tmp_path) in ([], [START_UP[command][-1]]), os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["INT", "TERM"])
+def test_interrupt_while_workers_write_the_staged_shards(tmp_path: Path, sig: signal.Signals) -> None:
+    """The workers write the ranks' files into the staged directory themselves: a signal while they
+    do (its first rank-K directory appeared) stops them before the directory is removed."""
+    proc = subprocess.Popen([sys.executable, "-m", "collc.cli", "build", "--topology", "torus:16x16", *SWING,
+                             "--shard-per-rank", "--jobs", "2", "-o", "out"], cwd=tmp_path,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    def writing() -> bool:
+        try:
+            return any(n.startswith(".") and any(p.startswith("rank-") for p in os.listdir(tmp_path / n))
+                       for n in os.listdir(tmp_path))
+        except OSError:          # gone meanwhile, or not a directory
+            return False
+
+    while proc.poll() is None and not writing():
+        time.sleep(0.0005)
+    if proc.poll() is None:
+        proc.send_signal(sig)
+    out, err = proc.communicate(timeout=120)
+    time.sleep(0.5)          # a worker that outlived its parent would write within this
+    left = sorted(os.listdir(tmp_path))
+    if proc.returncode == 0:
+        assert left == ["out"] and _complete(tmp_path, "shards", 256)
+    else:
+        assert proc.returncode == 128 + sig, (proc.returncode, err)
+        assert left in ([], ["out"]), left
+        assert err.count("\n") == 1 and err.startswith("collc: interrupted"), err
