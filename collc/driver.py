@@ -83,9 +83,9 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
     the Schedule, the lowering's limits, the pairing's flow control over all ranks and
     the read-back of its shards; ``collc check`` of the assembled directory is the proof.
     ``dump`` names passes whose output IR is rendered into ``Compiled.dumps``.
-    ``keep_schedule=False`` releases the frontend's Schedule once it is lowered, before the
-    emit and the check (``Compiled.schedule`` is then None, ``Compiled.nsteps`` stays): at 4096
-    ranks the build's peak memory is the check's, hundreds of MB lower without the Schedule.
+    ``keep_schedule=False`` releases the frontend's Schedule once the lowering has read it into
+    columns, before the scratch pass, the emit and the check (``Compiled.schedule`` is then None,
+    ``Compiled.nsteps`` stays): at 4096 ranks those make the build's peak memory.
     ``shard_dir`` (with ``shard``, every rank: a pending temporary directory of
     ``collc.outputs``) has the workers write each rank's file there as they print it
     (``rank-K/<name>.xml``) and the check read that directory (``collc check``'s reader,
@@ -181,8 +181,13 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
         # a partial build keeps every rank's gpus for the one check of flow control it can make
         # (a local build cannot simulate every rank: it relies on the safe-pairs rule alone)
         probe = pair and partial and local is None
-        lowered = run_pipeline(kept, opts, emit=table_text, ranks=ranks if shard else None, keep_gpus=probe,
+        # without keep_schedule the lowering gets the only reference, and frees the Schedule once read
+        source: Schedule | list[Schedule] = kept if keep_schedule else [kept]
+        if not keep_schedule:
+            kept = None
+        lowered = run_pipeline(source, opts, emit=table_text, ranks=ranks if shard else None, keep_gpus=probe,
                                lower_only=local, files=files)
+        del source
         t_low = clock()
         if probe:
             blocked = pairing_blocks(lowered.program, coll, opts)
@@ -192,8 +197,6 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
                 del lowered      # not alive while the next layout is lowered (memory at 4096 ranks)
                 continue
         header = lowered.program = replace(lowered.program, gpus=())
-        if not keep_schedule:
-            kept = None          # its last reference: freed before the emit and the check peak
         t3 = clock()
         tell("emit")
         # one copy of the text at a time (memory at 4096 ranks): each rank's body goes as its shard is made

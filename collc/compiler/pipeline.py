@@ -570,8 +570,8 @@ class Prepared:
     dumps: dict[str, list[str]]
 
 
-def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions(), only: frozenset[int] | None = None
-            ) -> Prepared:
+def prepare(schedule: Schedule | list[Schedule], opts: LowerOptions = LowerOptions(),
+            only: frozenset[int] | None = None) -> Prepared:
     """Run the program passes on ``schedule`` and decide the channel groups and peer spread
     (``only``: from these ranks' ops alone -- the ranks of a partial schedule that hold all
     their ops, which stand for every rank: ``collc.frontends.registry.Algorithm.orbits``)."""
@@ -579,7 +579,10 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions(), only: froze
     lim = LIMITS[opts.dialect]
     timings: dict[str, float] = {}
     dumps: dict[str, list[str]] = {}
-    ir: Any = schedule
+    # a one-element list hands over the caller's only reference: the Schedule is freed once the
+    # pipelining pass has read it into columns, before scratch makes the lowering's peak (4096 ranks)
+    ir: Any = schedule.pop() if isinstance(schedule, list) else schedule
+    del schedule
     for p in _PROGRAM_PASSES:
         a = clock()
         ir = p.run(ir, opts)
@@ -624,11 +627,12 @@ def prepare(schedule: Schedule, opts: LowerOptions = LowerOptions(), only: froze
     return Prepared(plan, by_rank, hints, synced, replies, lanes, ordered, spread, groups, timings, dumps)
 
 
-def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
+def run_pipeline(schedule: Schedule | list[Schedule], opts: LowerOptions = LowerOptions(), *,
                  emit: Callable[[GpuTable], str] | None = None, ranks: range | None = None,
                  keep_gpus: bool = True, lower_only: Sequence[int] | None = None,
                  files: ShardFiles | None = None) -> Lowered:
-    """Run ``PASSES`` on ``schedule``.
+    """Run ``PASSES`` on ``schedule`` (a one-element list: the caller's only reference, which the
+    lowering drops once it is read).
 
     ``emit`` (if given) prints each rank's gpu in the worker that lowered it, for the ranks
     in ``ranks`` (default all); ``keep_gpus=False`` returns the program without its gpus
@@ -643,14 +647,15 @@ def run_pipeline(schedule: Schedule, opts: LowerOptions = LowerOptions(), *,
         raise ValueError("files: the workers write what emit prints, for every rank lowered")
     clock = time.process_time     # CPU seconds of this process (a worker's own)
     lim = LIMITS[opts.dialect]
+    name = opts.name or program_name(schedule[0] if isinstance(schedule, list) else schedule)
     pre = prepare(schedule, opts, None if lower_only is None else frozenset(lower_only))
+    del schedule
     timings = dict(pre.timings)
     dumps = dict(pre.dumps)
     plan, by_rank, hints, synced, replies = pre.plan, pre.by_rank, pre.hints, pre.synced, pre.replies
     lanes, ordered, spread, groups = pre.lanes, pre.ordered, pre.spread, pre.groups
     del pre
     coll = plan.collective
-    name = opts.name or program_name(schedule)
     selected = range(coll.nranks) if ranks is None else ranks
     jobs = max(1, opts.jobs)
 

@@ -163,8 +163,44 @@ def _overlaps(keys: Ints, lo: Ints, hi: Ints, qkey: Ints, qlo: Ints, qhi: Ints) 
     return hit
 
 
+_Part = tuple[Ints, Ints, list[Ints]]
+
+
 def expand(table: TransferTable) -> OpPlan:
     """Every rank's ops, rank by rank, each rank's in plan order (the module docstring)."""
+    parts, scratch_top = _parts(table)     # its per-transfer temporaries freed: the peak is below
+    coll = table.collective
+    n = coll.nranks
+    # rank by rank, each rank's rows in plan order (transfer by transfer): by_rank takes views.
+    # Every part lists its rows by (transfer, place), so a stable sort by that merges the parts'
+    # runs, and a stable sort by rank (a radix sort of small integers) then keeps that order
+    # within each rank: the order of the one key (rank, transfer, place), which is one op's
+    nparts = sum(len(p[0]) for p in parts)
+    order = np.argsort(encode([np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])]),
+                       kind="stable")
+    parts = [(p[0][:0], p[1][:0], p[2]) for p in parts]     # the transfers and places: read (peak memory)
+    rank_now = np.concatenate([p[2][0] for p in parts])[order]
+    order = order[np.argsort(rank_now.astype(np.uint16) if n <= 1 << 16 else rank_now, kind="stable")]
+    del rank_now
+    # the logical position (step, phase, number, sub) of each row: within a part too its rows
+    # come in that order (its phase is one), so this stable sort merges runs as well
+    step_, phase_, number_, sub_ = (np.concatenate([p[2][f] for p in parts]) for f in (1, 2, 12, 13))
+    logical = np.argsort(encode([step_, phase_, number_, sub_ + 1]), kind="stable")
+    del step_, phase_, number_, sub_
+    pos = np.empty(nparts, dtype=np.int64)
+    pos[logical] = np.arange(nparts, dtype=np.int64)
+    del logical
+    cols = np.empty((len(FIELDS), nparts), dtype=np.int64)
+    for f in range(len(parts[0][2])):   # a field at a time: a million ops make 100 MB a copy
+        np.take(np.concatenate([p[2][f] for p in parts]), order, out=cols[f])
+        for p in parts:
+            p[2][f] = p[2][f][:0]
+    np.take(pos, order, out=cols[-1])
+    return OpPlan(coll, OpTable(cols), tuple(scratch_top), table.provenance.algorithm)
+
+
+def _parts(table: TransferTable) -> tuple[list[_Part], list[int]]:
+    """The rows of every op, as parts of (transfer, place, fields) columns, and each rank's scratch."""
     coll = table.collective
     n = coll.nranks
     count = len(table)
@@ -197,6 +233,7 @@ def expand(table: TransferTable) -> OpPlan:
     rlo = np.concatenate([ps_off[keep], s_runs.start])
     rhi = np.concatenate([(ps_off + size)[keep], s_runs.start + s_runs.length])
     into_scratch = remote & ~multi_d & _overlaps(rkey, rlo, rhi, (step * n + dst) * 3 + pd_buf, pd_off, pd_off + size)
+    del rkey, rlo, rhi
     # scratch, fresh per use, in transfer order on each rank: a gather on the sender, a landing
     # place on the receiver
     a_src = remote & multi_s
@@ -279,31 +316,7 @@ def expand(table: TransferTable) -> OpPlan:
     if extra:
         parts.append((np.array(tix, dtype=np.int64), np.array(seqs, dtype=np.int64),
                       list(np.array(extra, dtype=np.int64).reshape(len(extra), -1).T)))
-    # rank by rank, each rank's rows in plan order (transfer by transfer): by_rank takes views.
-    # Every part lists its rows by (transfer, place), so a stable sort by that merges the parts'
-    # runs, and a stable sort by rank (a radix sort of small integers) then keeps that order
-    # within each rank: the order of the one key (rank, transfer, place), which is one op's
-    order = np.argsort(encode([np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])]),
-                       kind="stable")
-    nparts = sum(len(p[0]) for p in parts)
-    rank_now = np.concatenate([p[2][0] for p in parts])[order]
-    order = order[np.argsort(rank_now.astype(np.uint16) if n <= 1 << 16 else rank_now, kind="stable")]
-    del rank_now
-    # the logical position (step, phase, number, sub) of each row: within a part too its rows
-    # come in that order (its phase is one), so this stable sort merges runs as well
-    step_, phase_, number_, sub_ = (np.concatenate([p[2][f] for p in parts]) for f in (1, 2, 12, 13))
-    logical = np.argsort(encode([step_, phase_, number_, sub_ + 1]), kind="stable")
-    del step_, phase_, number_, sub_
-    pos = np.empty(nparts, dtype=np.int64)
-    pos[logical] = np.arange(nparts, dtype=np.int64)
-    del logical
-    cols = np.empty((len(FIELDS), nparts), dtype=np.int64)
-    for f in range(len(parts[0][2])):   # a field at a time: a million ops make 100 MB a copy
-        np.take(np.concatenate([p[2][f] for p in parts]), order, out=cols[f])
-        for p in parts:
-            p[2][f] = p[2][f][:0]
-    np.take(pos, order, out=cols[-1])
-    return OpPlan(coll, OpTable(cols), tuple(scratch_top), table.provenance.algorithm)
+    return parts, scratch_top
 
 
 @dataclass(frozen=True)
