@@ -211,8 +211,9 @@ def _compile(topology: Topology, algorithm: str, kind: CollKind, *, inplace: boo
             shards = {r: t for r, t in shards.items() if r in ranks}     # not the representatives'
         gpus: tuple[Gpu, ...] = ()
         if files is not None:
-            # the files as written, read back as collc check reads a directory (the same report)
-            report = check_shard_dir(files.directory, dialect, root=coll.root, jobs=jobs)
+            # the files as written, read back as collc check reads a directory (the same report); in
+            # this process, as the in-memory check: workers would pickle the columns back (CPU seconds)
+            report = check_shard_dir(files.directory, dialect, root=coll.root, jobs=1)
             report.path = "<shards>"
         else:
             if shards is not None:
