@@ -325,10 +325,10 @@ def used_channels(table: OpTable, groups: int, spread: int, nranks: int) -> int:
     top = 0
     step = 1 << 20
     for lo in range(0, len(table), step):
-        part = OpTable(table.cols[:, lo:lo + step])
+        part = OpTable(table.cols[:, lo:lo + step])      # a view: every row's channel, then the remote ones'
         remote = part.kind <= RECV
         if remote.any():
-            top = max(top, int(channel_ops(part.take(remote), groups, spread, nranks).chan.max()) + 1)
+            top = max(top, int(channel_ops(part, groups, spread, nranks).chan[remote].max()) + 1)
     return max(1, top)
 
 
