@@ -15,6 +15,7 @@ to a Schedule for callers without a registry name (tests, tools).
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -111,6 +112,9 @@ def compile_xml(topology: Topology, algorithm: str, kind: CollKind, *, inplace: 
                      if given.get(k, defaults.get(k)) == defaults.get(k) != v}
             if not retry:
                 raise
+            if shard_dir is not None:       # the ranks the first layout wrote: none may stay
+                for part in shard_dir.iterdir():
+                    shutil.rmtree(part)
             return _compile(topology, algorithm, kind, inplace=inplace, root=root, params={**given, **retry},
                             chunks=chunks, instances=instances, proto=proto, dialect=dialect,
                             min_bytes=min_bytes, max_bytes=max_bytes, name=name, progress=progress, shard=shard,
