@@ -226,26 +226,30 @@ class Schedule:
         kept = cols.astype(np.int32) if small else cols
         kept.setflags(write=False)
         del cols, step, src, dst, sb, db, red, lane, cnt, sf, df
-        make = Transfer if bad or bound else _unchecked_transfer
-        transfers = tuple(make(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c),
-                               _OPS[o], ln)
-                          for at in range(0, kept.shape[1], 1 << 16)     # a block of rows at a time (memory)
-                          for t, a, b, x, y, o, ln, c, s0, d0 in zip(*kept[:10, at:at + (1 << 16)].tolist()))
         hints = (scratch_chunks, tb_pairs, step_sync, ordered_sends, step_reply)
-        if bound:
-            return Schedule(collective, transfers, provenance, *hints)   # raises, naming the transfer
+        if bad or bound:      # the checked constructor raises, naming the transfer
+            return Schedule(collective, _transfers_of(kept, Transfer), provenance, *hints)
         out = object.__new__(Schedule)
-        given = dict(zip(("collective", "transfers", "provenance", "scratch_chunks", "tb_pairs", "step_sync",
-                          "ordered_sends", "step_reply"), (collective, transfers, provenance, *hints)))
+        given = dict(zip(("collective", "provenance", "scratch_chunks", "tb_pairs", "step_sync",
+                          "ordered_sends", "step_reply"), (collective, provenance, *hints)))
         for f in fields(Schedule):
-            object.__setattr__(out, f.name, given.get(f.name, f.default))
-        steps = kept[0]
-        ends = np.searchsorted(steps, np.arange(int(steps[-1]) + 1 if len(steps) else 0), "right").tolist()
-        starts = [0] + ends[:-1]
-        object.__setattr__(out, "_by_step", tuple(transfers[a:b] for a, b in zip(starts, ends)))
+            if f.name not in _LAZY:      # made from the columns on first access (_Materialized)
+                object.__setattr__(out, f.name, given.get(f.name, f.default))
         object.__setattr__(out, "columns", kept)
         out._check_hints()
         return out
+
+    def _materialize(self) -> None:
+        """The ``Transfer`` objects and their grouping by step of a Schedule made by
+        :meth:`of_columns`, from its (sorted, checked) columns."""
+        kept = self.columns
+        assert kept is not None, "only a Schedule from of_columns is made lazily"
+        transfers = _transfers_of(kept, _unchecked_transfer)
+        steps = kept[0]
+        ends = np.searchsorted(steps, np.arange(int(steps[-1]) + 1 if len(steps) else 0), "right").tolist()
+        starts = [0] + ends[:-1]
+        object.__setattr__(self, "transfers", transfers)
+        object.__setattr__(self, "_by_step", tuple(transfers[a:b] for a, b in zip(starts, ends)))
 
     def _check_transfers(self, ordered: tuple[Transfer, ...]) -> None:
         """Ranks and chunk indices in range; groups the transfers by step."""
@@ -294,6 +298,8 @@ class Schedule:
 
     @property
     def nsteps(self) -> int:
+        if self.columns is not None and "_by_step" not in self.__dict__:     # without making the transfers
+            return int(self.columns[0, -1]) + 1 if self.columns.shape[1] else 0
         return len(self._by_step)
 
     def step(self, index: int) -> tuple[Transfer, ...]:
@@ -306,8 +312,42 @@ class Schedule:
     @property
     def lanes(self) -> int:
         """Lanes in use: by a transfer, or named by a tb pair hint."""
-        return 1 + max(max((t.lane for t in self.transfers), default=0),
-                       max((lane for _, lane, _, _ in self.tb_pairs), default=0))
+        if self.columns is not None:
+            used = int(self.columns[6].max()) if self.columns.shape[1] else 0
+        else:
+            used = max((t.lane for t in self.transfers), default=0)
+        return 1 + max(used, max((lane for _, lane, _, _ in self.tb_pairs), default=0))
+
+
+def _transfers_of(kept: npt.NDArray[np.int32] | npt.NDArray[np.int64], make: Callable[..., Transfer]
+                  ) -> tuple[Transfer, ...]:
+    """The ``Transfer`` of each column of ``kept`` (:data:`COLUMNS` rows, every chunk list a range)."""
+    return tuple(make(t, a, b, BUFFER_CODES[x], range(s0, s0 + c), BUFFER_CODES[y], range(d0, d0 + c), _OPS[o], ln)
+                 for at in range(0, kept.shape[1], 1 << 16)     # a block of rows at a time (memory)
+                 for t, a, b, x, y, o, ln, c, s0, d0 in zip(*kept[:10, at:at + (1 << 16)].tolist()))
+
+
+#: The fields of a Schedule that :meth:`Schedule.of_columns` leaves to be made on first access.
+_LAZY = ("transfers", "_by_step")
+
+
+class _Materialized:
+    """Class attribute for a lazy field: an instance without the field in its ``__dict__`` (made by
+    ``of_columns``) makes its transfers on first access; the instance attribute then shadows this
+    (a non-data descriptor), so later reads cost nothing extra."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Schedule | None, cls: type | None = None) -> Any:
+        if obj is None:
+            return self
+        obj._materialize()
+        return obj.__dict__[self.name]
+
+
+for _name in _LAZY:
+    setattr(Schedule, _name, _Materialized(_name))
 
 
 Ints = npt.NDArray[np.int64]

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from collc.errors import ScheduleError
+from collc.frontends.multitree import grow
 from collc.topology import Topology
 
 __all__ = ["Trees", "TableEntry", "Edge", "build_trees", "check_trees", "neighbour_order", "eccentricities",
@@ -449,6 +450,10 @@ class _Grower:
         ``rounds[1]`` the order of every later one."""
         n, cap = self.n, self.cap
         if not cap and not self.up_any and not any(self.feeders):
+            if grow.worth_it(n):
+                grown = grow.grow_direct(self.direct, self.capacity, rule, rounds)
+                if grown is not None:
+                    return _unpack(n, *grown)
             return self._run_direct(rule, rounds)
         pick = self._pick if self.up_any else self._pick_direct
         link_src, feeders = self.link_src, self.feeders
@@ -661,6 +666,24 @@ class _Grower:
                     live[r] = [p for p in live[r] if p not in gone]
                 live[r].extend(fresh[r])
         return edges, paths, sequence, t
+
+
+def _unpack(n: int, rows: npt.NDArray[np.int64], by_tree: npt.NDArray[np.int64], steps: int) -> tuple[
+        list[list[Edge]], list[list[tuple[int, ...]]], list[tuple[int, int, int, int]], int]:
+    """:meth:`_Grower.run`'s result from :func:`collc.frontends.multitree.grow.grow_direct`'s arrays."""
+    if steps < 0:  # cannot happen on a connected topology (checked before); as _run_direct
+        raise ScheduleError(f"multitree made no progress at step {-steps}")
+    # one int object per value (as the Python loop shares them): an object array's rows index it
+    ints = np.array(range(max(n, steps + 1)), dtype=object)
+    r, p, c, t = ints[rows.T].tolist()
+    sequence = list(zip(r, p, c, t))
+    p, c, t = ints[rows[by_tree.ravel(), 1:].T].tolist()
+    flat_edges = list(zip(p, c, t))
+    flat_paths: list[tuple[int, ...]] = list(zip(p, c))
+    k = n - 1      # every tree has n - 1 edges once the kernel finished
+    edges = [flat_edges[i * k:(i + 1) * k] for i in range(n)]
+    paths: list[list[tuple[int, ...]]] = [flat_paths[i * k:(i + 1) * k] for i in range(n)]
+    return edges, paths, sequence, steps
 
 
 def build_trees(topology: Topology, rule: str = "any", order: str = "ascending", cap: int = 0,
