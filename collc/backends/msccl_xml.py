@@ -640,7 +640,7 @@ def _read_steps(lines: list[str]) -> list[Step] | None:
     if _STEPS_BARE.subn("", text)[1] != len(lines):     # a match cannot leave its line
         return None
     letters = _LETTERS.findall(text)
-    ints = np.fromstring(text.encode().translate(_INTS_ONLY), dtype=np.int64, sep=" ")   # type: ignore[call-overload]
+    ints = np.fromstring(text.encode().translate(_INTS_ONLY), dtype=np.int64, sep=" ")
     if len(letters) != len(lines) or len(ints) != 7 * len(lines):
         return None
     del text
