@@ -624,31 +624,38 @@ def _bulk_gpus(lines: list[str]) -> list[Gpu] | None:
     return [Gpu(g[0], g[1], g[2], g[3], tuple(made_tbs[a:g[4]])) for g, a in zip(gpus, firsts)]
 
 
-# a step line without groups (to count whole lines), the three letters of one, and bytes.translate's
-# table that keeps a step line's digits and '-' (its seven integers: no name has either) as they are
-_STEPS_BARE = re.compile(re.sub(r"\((?!\?)", "(?:", _STEPS.pattern), re.MULTILINE)
-_LETTERS = re.compile(r' type="([a-z]+)" srcbuf="([a-z])" srcoff="-?[0-9]+" dstbuf="([a-z])"')
+# a step line with its three letters as its only groups, and bytes.translate's table that keeps a
+# step line's digits and '-' (its seven integers: no name has either) as they are
+_LETTERS = re.compile(re.sub(r"\((?!\?)", "(?:", _STEPS.pattern).replace(
+    'type="(?:[a-z]+)" srcbuf="(?:[a-z])"', 'type="([a-z]+)" srcbuf="([a-z])"').replace(
+    'dstbuf="(?:[a-z])"', 'dstbuf="([a-z])"'), re.MULTILINE)
 _INTS_ONLY = bytes(c if c == ord("-") or ord("0") <= c <= ord("9") else ord(" ") for c in range(256))
 
 
 def _read_steps(lines: list[str]) -> list[Step] | None:
     """The Steps of ``lines`` (distinct lines), or None if one is not a step line of collc's
-    layout (what ``_STEP_LINE`` matches, with a known type)."""
-    if not lines:
-        return []
-    text = "\n".join(lines)
-    if _STEPS_BARE.subn("", text)[1] != len(lines):     # a match cannot leave its line
-        return None
-    letters = _LETTERS.findall(text)
-    ints = np.fromstring(text.encode().translate(_INTS_ONLY), dtype=np.int64, sep=" ")
-    if len(letters) != len(lines) or len(ints) != 7 * len(lines):
-        return None
-    del text
-    ty, sb, db = (list(map(itemgetter(k), letters)) for k in range(3))
-    if not set(ty) <= _STEP_TYPES.keys():
-        return None
-    s, so, do, cnt, di, ds, h = ints.reshape(-1, 7).T.tolist()
-    return _new_steps([s, list(map(_STEP_TYPES.__getitem__, ty)), sb, so, db, do, cnt, di, ds, h])
+    layout (what ``_STEP_LINE`` matches, with a known type).  Read ``_CHUNK`` lines at a time:
+    their joined text, its bytes and their integers stay a few MiB."""
+    made: list[Step] = []
+    for at in range(0, len(lines), _CHUNK):
+        part = lines[at:at + _CHUNK]
+        text = "\n".join(part)
+        letters = _LETTERS.findall(text)        # whole lines (a match cannot leave its line): every one?
+        if len(letters) != len(part):
+            return None
+        ints = np.fromstring(text.encode().translate(_INTS_ONLY), dtype=np.int64, sep=" ")
+        del text
+        if len(ints) != 7 * len(part):
+            return None
+        ty, sb, db = (list(map(itemgetter(k), letters)) for k in range(3))
+        if not set(ty) <= _STEP_TYPES.keys():
+            return None
+        s, so, do, cnt, di, ds, h = ints.reshape(-1, 7).T.tolist()
+        made += _new_steps([s, list(map(_STEP_TYPES.__getitem__, ty)), sb, so, db, do, cnt, di, ds, h])
+    return made
+
+
+_CHUNK = 1 << 15
 
 
 # Step's slots, written as its constructor writes them (collc.ir.records.fast_init): by ``map`` at
