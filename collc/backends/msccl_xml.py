@@ -19,14 +19,16 @@ all (``EmitError``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import filterfalse, repeat
-from operator import methodcaller
-from typing import TYPE_CHECKING
+from operator import itemgetter, methodcaller
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -550,18 +552,138 @@ def _canonical_gpus(body: str, cache: dict[str, Step] | None = None) -> list[Gpu
     files) gives the same (immutable) Step: a schedule repeats its step lines many times over
     (7 to 15 times in Swing and ring files), and a dictionary look-up is a fraction of reading
     ten integers and building the object."""
+    lines = body.split("\n")
+    if lines.pop() != "":
+        return None                 # the body ends with a newline (the caller cut "</algo>" off)
+    if cache is None:
+        return _bulk_gpus(lines)
+    return _line_gpus(lines, cache)
+
+
+def _bulk_gpus(lines: list[str]) -> list[Gpu] | None:
+    """:func:`_canonical_gpus` of one file: one pass over the lines gives each step its
+    distinct line's row (a dictionary look-up), and the distinct step lines are read all at
+    once after it (:func:`_read_steps`), each one's Step made once.  MultiTree's files have
+    half a million distinct step lines per million: a regular expression over their joined
+    text and numpy's parse of their integers cost less than a match object per line (the
+    dictionary look-ups and the Steps themselves are most of what is left)."""
+    rows: dict[str, int] = {}
+    known = rows.get
+    distinct: list[str] = []
+    new = distinct.append
+    flat: list[int] = []            # each step's row, in document order
+    add = flat.append
+    tbs: list[tuple[int, ...]] = []     # (id, send, recv, chan, its last step's end in flat)
+    gpus: list[tuple[int, ...]] = []    # (id, i_chunks, o_chunks, s_chunks, its last tb's end in tbs)
+    gpu: tuple[int, ...] | None = None
+    tb: tuple[int, ...] | None = None
+    for line in lines:
+        k = known(line)
+        if k is not None:
+            if tb is None:
+                return None
+            add(k)
+        elif line.startswith(_STEP_START):
+            if tb is None:
+                return None
+            k = rows[line] = len(distinct)
+            new(line)
+            add(k)
+        elif line == _TB_END:
+            if tb is None:
+                return None
+            tbs.append((*tb, len(flat)))
+            tb = None
+        elif line == _GPU_END:
+            if gpu is None or tb is not None:
+                return None
+            gpus.append((*gpu, len(tbs)))
+            gpu = None
+        elif (m := _TB_LINE.fullmatch(line)) is not None:
+            if gpu is None or tb is not None:
+                return None
+            tb = (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
+        elif (m := _GPU_LINE.fullmatch(line)) is not None:
+            if gpu is not None:
+                return None
+            gpu = (int(m[1]), int(m[2]), int(m[3]), int(m[4]))
+        else:
+            return None
+    if gpu is not None:
+        return None
+    del rows
+    made = _read_steps(distinct)
+    if made is None:
+        return None
+    del distinct
+    steps = list(map(made.__getitem__, flat))
+    del made, flat
+    starts = [0, *(t[4] for t in tbs[:-1])]
+    made_tbs = [Threadblock(t[0], t[1], t[2], t[3], tuple(steps[a:t[4]])) for t, a in zip(tbs, starts)]
+    del steps
+    firsts = [0, *(g[4] for g in gpus[:-1])]
+    return [Gpu(g[0], g[1], g[2], g[3], tuple(made_tbs[a:g[4]])) for g, a in zip(gpus, firsts)]
+
+
+# a step line with its three letters as its only groups, and bytes.translate's table that keeps a
+# step line's digits and '-' (its seven integers: no name has either) as they are
+_LETTERS = re.compile(re.sub(r"\((?!\?)", "(?:", _STEPS.pattern).replace(
+    'type="(?:[a-z]+)" srcbuf="(?:[a-z])"', 'type="([a-z]+)" srcbuf="([a-z])"').replace(
+    'dstbuf="(?:[a-z])"', 'dstbuf="([a-z])"'), re.MULTILINE)
+_INTS_ONLY = bytes(c if c == ord("-") or ord("0") <= c <= ord("9") else ord(" ") for c in range(256))
+
+
+def _read_steps(lines: list[str]) -> list[Step] | None:
+    """The Steps of ``lines`` (distinct lines), or None if one is not a step line of collc's
+    layout (what ``_STEP_LINE`` matches, with a known type).  Read ``_CHUNK`` lines at a time:
+    their joined text, its bytes and their integers stay a few MiB."""
+    made: list[Step] = []
+    for at in range(0, len(lines), _CHUNK):
+        part = lines[at:at + _CHUNK]
+        text = "\n".join(part)
+        letters = _LETTERS.findall(text)        # whole lines (a match cannot leave its line): every one?
+        if len(letters) != len(part):
+            return None
+        ints = np.fromstring(text.encode().translate(_INTS_ONLY), dtype=np.int64, sep=" ")
+        del text
+        if len(ints) != 7 * len(part):
+            return None
+        ty, sb, db = (list(map(itemgetter(k), letters)) for k in range(3))
+        if not set(ty) <= _STEP_TYPES.keys():
+            return None
+        s, so, do, cnt, di, ds, h = ints.reshape(-1, 7).T.tolist()
+        made += _new_steps([s, list(map(_STEP_TYPES.__getitem__, ty)), sb, so, db, do, cnt, di, ds, h])
+    return made
+
+
+_CHUNK = 1 << 15
+
+
+# Step's slots, written as its constructor writes them (collc.ir.records.fast_init): by ``map`` at
+# C speed, a field at a time, instead of one Python call per Step (MultiTree: 10^6 of them)
+_STEP_SLOTS = tuple(Step.__dict__[f.name].__set__ for f in dataclasses.fields(Step))
+if hasattr(Step, "__post_init__"):
+    raise TypeError("_new_steps writes Step's fields only: it would skip __post_init__")
+
+
+def _new_steps(cols: list[list[Any]]) -> list[Step]:
+    """Steps of the ten columns ``cols`` (Step's fields in their order)."""
+    made = list(map(Step.__new__, repeat(Step, len(cols[0]))))
+    for put, col in zip(_STEP_SLOTS, cols, strict=True):
+        deque(map(put, made, col), maxlen=0)
+    return made
+
+
+def _line_gpus(lines: list[str], cache: dict[str, Step]) -> list[Gpu] | None:
     gpus: list[Gpu] = []
     steps: list[Step] = []
     gpu: tuple[int, ...] | None = None
     tbs: list[Threadblock] = []
     tb: tuple[int, ...] | None = None
     types = _STEP_TYPES
-    seen: dict[str, Step] = {} if cache is None else cache
+    seen = cache
     known = seen.get
     step_line, add = _STEP_LINE.fullmatch, steps.append
-    lines = body.split("\n")
-    if lines.pop() != "":
-        return None                 # the body ends with a newline (the caller cut "</algo>" off)
     for line in lines:
         st = known(line)
         if st is not None:

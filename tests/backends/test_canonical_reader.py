@@ -159,6 +159,53 @@ def test_scan_refuses_what_is_not_the_layout(case: str, warmed: bool) -> None:
     assert msccl_xml._canonical_gpus("\n".join(bad) + "\n") is None
 
 
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_line_reader_refuses_what_is_not_the_layout(case: str) -> None:
+    """The shard files' reader (a cache shared between files) refuses what the single file's does."""
+    lines = _body_lines(to_xml(_program("ring", "ring:4")))
+    assert msccl_xml._canonical_gpus("\n".join(BAD[case](list(lines))) + "\n", {}) is None
+
+
+def _multitree() -> Program:
+    return lower(build_schedule("multitree", parse_spec("torus:4x4"), CollKind.ALLGATHER, inplace=False),
+                 LowerOptions())
+
+
+@pytest.mark.parametrize("make", [_program, lambda: _program("ring", "ring:4"), _multitree])
+def test_single_file_reader_equals_the_line_reader(make: Callable[[], Program]) -> None:
+    """The single file's reader (every distinct step line read at once) gives the Program the
+    line-by-line reader gives: the Program printed, one Step object per distinct line."""
+    p = make()
+    text = to_xml(p)
+    body = text[text.index("\n") + 1:-len("</algo>\n")]
+    bulk = msccl_xml._canonical_gpus(body)
+    assert bulk is not None and bulk == msccl_xml._canonical_gpus(body, {}) and tuple(bulk) == p.gpus
+    steps = [st for g in bulk for t in g.tbs for st in t.steps]
+    assert len({id(st) for st in steps}) == len(set(steps))
+
+
+def test_read_steps_keeps_what_the_layout_allows() -> None:
+    """Odd values the layout still allows: -0, nine digits either sign, a buffer the runtime
+    does not know (a finding of the checker, not the reader's business)."""
+    line = ('      <step s="0" type="rrcs" srcbuf="x" srcoff="-0" dstbuf="s" dstoff="-999999999" cnt="999999999" '
+            'depid="-1" deps="7" hasdep="1"/>')
+    got = msccl_xml._read_steps([line, line.replace('s="0"', 's="12"', 1)])
+    assert got == [Step(0, StepType.RECV_REDUCE_COPY_SEND, "x", 0, "s", -999999999, 999999999, -1, 7, 1),
+                   Step(12, StepType.RECV_REDUCE_COPY_SEND, "x", 0, "s", -999999999, 999999999, -1, 7, 1)]
+    assert msccl_xml._read_steps([]) == []
+    for bad in (line.replace('cnt="999999999"', 'cnt="-1 2"'), line.replace('type="rrcs"', 'type="rrcz"'),
+                line + " ", line.replace('"-0"', '"0x1"'), line.replace("s=", "s =", 1)):
+        assert msccl_xml._read_steps([line, bad]) is None, bad
+
+
+def test_new_steps_are_the_constructors() -> None:
+    cols: list[list[object]] = [[3, 4], [StepType.SEND, StepType.NOP], ["i", "q"], [1, -1], ["o", "s"], [2, -1],
+                                [5, 1], [-1, 0], [-1, 2], [0, 1]]
+    made = msccl_xml._new_steps(cols)
+    assert made == [Step(*(c[k] for c in cols)) for k in range(2)]     # type: ignore[arg-type]
+    assert [hash(m) for m in made] == [hash(Step(*(c[k] for c in cols))) for k in range(2)]  # type: ignore[arg-type]
+
+
 def test_scan_empty_body() -> None:
     body = StepTable().scan([])
     assert body is not None and body.gpus.shape == (0, 4) and body.rows.shape == (0,)
