@@ -62,17 +62,23 @@ def route_refusal(topology: Topology, pairs: Iterable[tuple[int, int]], name: st
 
 
 @dataclass
-class Builder:
-    """Collects transfers; ``step`` offsets let phases be appended one after another."""
+class _ScheduleOptions:
+    """What a builder hands the Schedule besides its transfers (both builders take these)."""
 
     collective: Collective
-    transfers: list[Transfer] = field(default_factory=list)
     scratch: int = 0
     tb_pairs: list[tuple[int, int, int, int]] = field(default_factory=list)
     step_sync: tuple[tuple[int, int], ...] = ()
     ordered_sends: bool = False
     step_reply: tuple[tuple[int, int], ...] = ()
     keep: frozenset[int] | None = field(default_factory=KEEP_RANKS.get)
+
+
+@dataclass
+class Builder(_ScheduleOptions):
+    """Collects transfers; ``step`` offsets let phases be appended one after another."""
+
+    transfers: list[Transfer] = field(default_factory=list)
 
     def move(self, step: int, src: int, dst: int, sbuf: Buffer, sidx: range | list[int] | tuple[int, ...],
              dbuf: Buffer, didx: range | list[int] | tuple[int, ...], reduce: bool = False, lane: int = 0) -> None:
@@ -104,20 +110,13 @@ def code(buf: Buffer) -> int:
 
 
 @dataclass
-class ColumnBuilder:
+class ColumnBuilder(_ScheduleOptions):
     """:class:`Builder`'s transfers as columns (rows of :data:`collc.ir.schedule.COLUMNS`), in the
     order they were added: ``move`` adds one (chunk lists are ranges), ``moves`` a block of
     arrays (scalars broadcast).  :meth:`columns` gives them, kept ranks only (``keep``, as
     ``Builder.move`` filters), for a frontend to set lanes on; :meth:`schedule` makes the Schedule.
     """
 
-    collective: Collective
-    scratch: int = 0
-    tb_pairs: list[tuple[int, int, int, int]] = field(default_factory=list)
-    step_sync: tuple[tuple[int, int], ...] = ()
-    ordered_sends: bool = False
-    step_reply: tuple[tuple[int, int], ...] = ()
-    keep: frozenset[int] | None = field(default_factory=KEEP_RANKS.get)
     _blocks: list[Ints] = field(default_factory=list)
     _rows: list[tuple[int, ...]] = field(default_factory=list)     # single moves not yet in a block
 

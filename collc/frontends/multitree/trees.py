@@ -10,7 +10,7 @@ tables (Fig. 5).  The lane planner of fused threadblocks is in
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import chain
 from dataclasses import dataclass
 from functools import cached_property
@@ -528,16 +528,7 @@ class _Grower:
                         grew_last = True
                 if not incomplete or not grew_any or (rule == "last" and not grew_last):
                     break
-            if not added:  # cannot happen on a connected topology (checked before); guards the loop
-                raise ScheduleError(f"multitree made no progress at step {t}")
-            for r in range(n):
-                if size[r] == n:
-                    live[r] = []
-                    continue
-                if dead[r]:
-                    gone = dead[r]
-                    live[r] = [p for p in live[r] if p not in gone]
-                live[r].extend(fresh[r])
+            _end_step(t, added, size, live, fresh, dead)
         return edges, paths, sequence, t
 
 
@@ -655,17 +646,25 @@ class _Grower:
                         grew_last = True
                 if not incomplete or not grew_any or (rule == "last" and not grew_last):
                     break
-            if not added:  # cannot happen on a connected topology (checked before); guards the loop
-                raise ScheduleError(f"multitree made no progress at step {t}")
-            for r in range(n):
-                if size[r] == n:
-                    live[r] = []
-                    continue
-                if dead[r]:
-                    gone = set(dead[r])
-                    live[r] = [p for p in live[r] if p not in gone]
-                live[r].extend(fresh[r])
+            _end_step(t, added, size, live, fresh, dead)
         return edges, paths, sequence, t
+
+
+def _end_step(t: int, added: int, size: Sequence[int], live: list[list[int]], fresh: Sequence[list[int]],
+              dead: Sequence[Collection[int]]) -> None:
+    """After step ``t`` of :meth:`_Grower.run`: each incomplete tree's candidate parents lose those
+    with no non-member neighbour left and gain the nodes added this step (insertion order)."""
+    if not added:  # cannot happen on a connected topology (checked before); guards the loop
+        raise ScheduleError(f"multitree made no progress at step {t}")
+    n = len(size)
+    for r in range(n):
+        if size[r] == n:
+            live[r] = []
+            continue
+        if dead[r]:
+            gone = set(dead[r])
+            live[r] = [p for p in live[r] if p not in gone]
+        live[r].extend(fresh[r])
 
 
 def _unpack(n: int, rows: npt.NDArray[np.int64], by_tree: npt.NDArray[np.int64], steps: int) -> tuple[
