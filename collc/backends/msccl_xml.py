@@ -698,13 +698,13 @@ def _line_gpus(lines: list[str], cache: dict[str, Step]) -> list[Gpu] | None:
                       int(m[9]), int(m[10]))
             seen[line] = st
             add(st)
-        elif line == "    </tb>":
+        elif line == _TB_END:
             if tb is None:
                 return None
             tbs.append(Threadblock(tb[0], tb[1], tb[2], tb[3], tuple(steps)))
             tb = None
             steps.clear()
-        elif line == "  </gpu>":
+        elif line == _GPU_END:
             if gpu is None or tb is not None:
                 return None
             gpus.append(Gpu(gpu[0], gpu[1], gpu[2], gpu[3], tuple(tbs)))

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from collc.errors import ScheduleError
 from collc.frontends.registry import KEEP_RANKS
 from collc.ir.collective import Buffer, Collective
-from collc.ir.schedule import BUFFER_CODES, COLUMNS, Op, Provenance, Schedule, Transfer, make_slots
+from collc.ir.schedule import BUFFER_CODE, COLUMNS, Op, Provenance, Schedule, Transfer, make_slots
 from collc.topology import Topology
 
 I, O, S = Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH
@@ -101,7 +101,7 @@ def provenance(algorithm: str, params: dict[str, object], topology: str, referen
 
 Ints = npt.NDArray[np.int64]
 Column = Ints | int
-_CODE = {b: k for k, b in enumerate(BUFFER_CODES)}
+_CODE = BUFFER_CODE
 
 
 def code(buf: Buffer) -> int:

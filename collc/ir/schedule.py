@@ -93,6 +93,7 @@ class Op(str, Enum):
 #: are -1 (every list a range: the carrier holds no other lists).
 COLUMNS = ("step", "src", "dst", "srcbuf", "dstbuf", "reduce", "lane", "cnt", "sfirst", "dfirst", "sat", "dat")
 BUFFER_CODES = (Buffer.INPUT, Buffer.OUTPUT, Buffer.SCRATCH)
+BUFFER_CODE: dict[Buffer, int] = {b: k for k, b in enumerate(BUFFER_CODES)}     # a buffer's code in the columns
 _OPS = (Op.COPY, Op.REDUCE)
 
 
@@ -351,7 +352,8 @@ for _name in _LAZY:
 
 
 Ints = npt.NDArray[np.int64]
-_CODE: dict[Buffer | Op, int] = {**{b: k for k, b in enumerate(BUFFER_CODES)}, Op.COPY: 0, Op.REDUCE: 1}
+_CODE: dict[Buffer | Op, int] = {Op.COPY: 0, Op.REDUCE: 1}
+_CODE.update(BUFFER_CODE.items())
 
 
 def transfer_columns(schedule: Schedule) -> tuple[Ints, Ints, Ints]:
